@@ -1,0 +1,1 @@
+"""The pure core: models, manifests and references, planning; no I/O."""

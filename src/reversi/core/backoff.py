@@ -1,0 +1,41 @@
+"""The retry policy of compensations, and the delay before each attempt. Pure: no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reversi.errors import BadInput
+
+MAX_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How often to try a compensation: `attempts` in all (1-10), backing off from `base_ms` to `max_ms`."""
+
+    attempts: int = 1
+    base_ms: int = 250
+    max_ms: int = 10_000
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.attempts, bool)
+            or not isinstance(self.attempts, int)
+            or not 1 <= self.attempts <= MAX_ATTEMPTS
+        ):
+            raise BadInput(
+                f"retries must be a whole number of attempts from 1 to {MAX_ATTEMPTS}, got {self.attempts!r}"
+            )
+        for name in ("base_ms", "max_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise BadInput(f"{name} must be a whole number of milliseconds from 0, got {value!r}")
+
+    def delay_s(self, attempt: int, jitter: float) -> float:
+        """Seconds to wait before attempt `attempt` (from 2): min(max, base * 2^(k-2)) scaled by `jitter`.
+
+        `jitter` is a random factor in [0.5, 1.0] drawn by the caller.
+        """
+        if attempt < 2:
+            return 0.0
+        return min(self.max_ms, self.base_ms * 2 ** (attempt - 2)) * jitter / 1000

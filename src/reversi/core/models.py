@@ -1,0 +1,365 @@
+"""The records of the ledger and the state derived from them. Pure: no I/O."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from reversi.errors import BadInput
+
+RUN_ID_RE = re.compile(r"run_[A-Za-z0-9_-]{1,64}")
+_BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
+
+
+def check_run_id(run_id: object) -> str:
+    """Return `run_id` if it is a valid run id, else raise BadInput naming it."""
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
+        raise BadInput(f"bad run id {run_id!r}: expected run_ followed by 1-64 of A-Z a-z 0-9 _ -")
+    return run_id
+
+
+def new_run_id() -> str:
+    """An unguessable run id: `run_` and 26 random base32 characters (130 bits)."""
+    return "run_" + "".join(secrets.choice(_BASE32) for _ in range(26))
+
+
+def utc_now() -> str:
+    """The current time as UTC RFC 3339 with microseconds."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class Mode(StrEnum):
+    OBSERVE = "observe"
+    ENFORCE = "enforce"
+
+
+class EventType(StrEnum):
+    RUN_OPENED = "run_opened"
+    RUN_CONTINUED = "run_continued"
+    INTENDED = "intended"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+    RESOLVED = "resolved"
+    REFUSED = "refused"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_GRANTED = "approval_granted"
+    APPROVAL_DENIED = "approval_denied"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+    VERIFIED = "verified"
+    VERIFICATION_FAILED = "verification_failed"
+    UNVERIFIED = "unverified"
+    HALT_ADDED = "halt_added"
+    HALT_LIFTED = "halt_lifted"
+
+
+class StepStatus(StrEnum):
+    INTENDED = "intended"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+
+    @property
+    def stands(self) -> bool:
+        """The step's effect is (still) in the world."""
+        return self in _STANDING
+
+    @property
+    def unresolved(self) -> bool:
+        """The effect is unknown until an operator settles it."""
+        return self in (StepStatus.INTENDED, StepStatus.UNCERTAIN)
+
+
+_STANDING = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED})
+
+# The status each event type leaves a step in; events not listed leave the status as it was.
+_STATUS_AFTER: dict[str, StepStatus] = {
+    EventType.INTENDED: StepStatus.INTENDED,
+    EventType.SUCCEEDED: StepStatus.SUCCEEDED,
+    EventType.FAILED: StepStatus.FAILED,
+    EventType.UNCERTAIN: StepStatus.UNCERTAIN,
+    EventType.COMPENSATING: StepStatus.COMPENSATING,
+    EventType.COMPENSATED: StepStatus.COMPENSATED,
+    EventType.COMPENSATION_FAILED: StepStatus.COMPENSATION_FAILED,
+}
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event about to be appended; the store gives it its `seq` and time."""
+
+    type: EventType
+    step: int | None = None
+    actor: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of the append-only ledger."""
+
+    run_id: str
+    seq: int
+    step: int | None
+    type: str
+    at: str
+    actor: str
+    data: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "step": self.step,
+            "type": self.type,
+            "at": self.at,
+            "actor": self.actor,
+            "data": dict(self.data),
+        }
+
+
+@dataclass(frozen=True)
+class Scope:
+    actor: str = ""
+    tenant: str = ""
+    environment: str = ""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run was opened with; fixed for its lifetime."""
+
+    run_id: str
+    principal: str
+    mode: Mode
+    scope: Scope
+    labels: Mapping[str, str]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """The immutable facts of a step, fixed when it was journaled `intended`."""
+
+    run_id: str
+    step: int
+    tool: str
+    args: Any
+    depends_on: tuple[int, ...] = ()
+    compensation_needs_approval: bool = False
+    manifest_digest: str | None = None
+    dup_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A remote worker's hold on a compensation, until `until` (RFC 3339)."""
+
+    worker: str
+    until: str
+
+
+@dataclass(frozen=True)
+class StepState:
+    """A step with its status and outcome, derived from its events."""
+
+    record: StepRecord
+    status: StepStatus
+    result: Any = None
+    has_result: bool = False
+    error: str | None = None
+    settled_by: str | None = None
+    claim: Claim | None = None
+    last_error: str | None = None
+    attempts: int = 0
+
+    @property
+    def index(self) -> int:
+        return self.record.step
+
+    @property
+    def tool(self) -> str:
+        return self.record.tool
+
+    @property
+    def args(self) -> Any:
+        return self.record.args
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.index,
+            "tool": self.tool,
+            "args": self.args,
+            "depends_on": list(self.record.depends_on),
+            "status": self.status.value,
+            "result": self.result,
+            "error": self.error,
+        }
+
+
+def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
+    """Fold a step's events (in seq order) into its current state."""
+    status = StepStatus.INTENDED
+    result: Any = None
+    has_result = False
+    error: str | None = None
+    settled_by: str | None = None
+    claim: Claim | None = None
+    last_error: str | None = None
+    attempts = 0
+    for ev in events:
+        data = ev.data
+        if ev.type == EventType.RESOLVED:
+            status = StepStatus(data["status"])
+            settled_by = ev.actor
+            has_result = "result" in data
+            result = data.get("result")
+            error = data.get("error") if status is StepStatus.FAILED else None
+            continue
+        new_status = _STATUS_AFTER.get(ev.type)
+        if new_status is None:
+            continue
+        status = new_status
+        if ev.type == EventType.SUCCEEDED:
+            has_result, result, error = True, data.get("result"), None
+        elif ev.type in (EventType.FAILED, EventType.UNCERTAIN):
+            error = data.get("error")
+        elif ev.type == EventType.COMPENSATING:
+            attempts = max(attempts, int(data.get("attempt", 1)))
+            claim = Claim(data["worker"], data["claim_until"]) if "claim_until" in data else None
+        elif ev.type == EventType.COMPENSATION_FAILED:
+            last_error, claim = data.get("error"), None
+        elif ev.type == EventType.COMPENSATED:
+            claim = None
+    return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts)
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """A run and all its steps at one moment: the planner's whole input."""
+
+    run: RunRecord
+    steps: tuple[StepState, ...]
+
+    def step(self, index: int) -> StepState:
+        return self.steps[index]
+
+
+class ApprovalKind(StrEnum):
+    CALL = "call"
+    COMPENSATION = "compensation"
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A request for a person's decision, with its status derived from the run's events."""
+
+    approval_id: str
+    run_id: str
+    step: int | None
+    kind: ApprovalKind
+    tool: str
+    args: Any
+    status: ApprovalStatus
+    requested_by: str
+    requested_at: str
+    decided_by: str | None = None
+    decided_at: str | None = None
+    note: str | None = None
+    used: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "approval_id": self.approval_id,
+            "run_id": self.run_id,
+            "step": self.step,
+            "kind": self.kind.value,
+            "tool": self.tool,
+            "args": self.args,
+            "status": self.status.value,
+            "requested_by": self.requested_by,
+            "requested_at": self.requested_at,
+            "decided_by": self.decided_by,
+            "decided_at": self.decided_at,
+            "note": self.note,
+            "used": self.used,
+        }
+
+
+@dataclass(frozen=True)
+class HaltScope:
+    tool: str | None = None
+    actor: str | None = None
+    tenant: str | None = None
+    environment: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            k: v
+            for k, v in (
+                ("tool", self.tool),
+                ("actor", self.actor),
+                ("tenant", self.tenant),
+                ("environment", self.environment),
+            )
+            if v is not None
+        }
+
+
+@dataclass(frozen=True)
+class Halt:
+    halt_id: str
+    reason: str
+    scope: HaltScope
+    by: str
+    created_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "halt_id": self.halt_id,
+            "reason": self.reason,
+            "scope": self.scope.to_dict(),
+            "by": self.by,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of `reversi runs`: a run with counts of its steps."""
+
+    run: RunRecord
+    steps: int
+    standing: int
+    unresolved: int
+    statuses: frozenset[str] = frozenset()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run.run_id,
+            "principal": self.run.principal,
+            "mode": self.run.mode.value,
+            "actor": self.run.scope.actor,
+            "tenant": self.run.scope.tenant,
+            "environment": self.run.scope.environment,
+            "created_at": self.run.created_at,
+            "steps": self.steps,
+            "standing": self.standing,
+            "unresolved": self.unresolved,
+        }

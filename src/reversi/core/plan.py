@@ -1,0 +1,143 @@
+"""The rollback plan: what undoing a run would do, step by step, newest first. Pure: no I/O."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from reversi.core.manifest import CompensationKind, ToolEntry, Verification
+
+
+class ActionKind(StrEnum):
+    COMPENSATE = "compensate"
+    SKIP = "skip"
+    UNRECOVERABLE = "unrecoverable"
+    UNRESOLVED = "unresolved"
+    UNMANIFESTED = "unmanifested"
+    DEFER = "defer"
+
+
+class Reason:
+    """The fixed texts of the plan's reasons."""
+
+    READ = "read"
+    IDEMPOTENT = "idempotent"
+    NEVER_TOOK_EFFECT = "never took effect"
+    ALREADY_COMPENSATED = "already compensated"
+    CANNOT_BE_UNDONE = "cannot be undone"
+    NO_COMPENSATION = "no compensation declared"
+    UNRESOLVED = "outcome unknown: reconcile with the downstream system"
+    UNMANIFESTED = "no manifest entry"
+
+    @staticmethod
+    def arguments_unavailable(ref: str) -> str:
+        return f"compensation arguments unavailable: {ref}"
+
+    @staticmethod
+    def blocked_by(steps: Sequence[int]) -> str:
+        word = "step" if len(steps) == 1 else "steps"
+        return f"blocked by {word} {', '.join(str(s) for s in steps)}"
+
+
+def compensation_key(run_id: str, step: int, tool: str) -> str:
+    """The compensation's idempotency key: the same on every attempt and every re-run."""
+    return hashlib.sha256(f"{run_id}:{step}:{tool}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CompensationCall:
+    """The undo of one step, with its arguments resolved."""
+
+    run_id: str
+    step: int
+    tool: str
+    original_tool: str
+    args: Any
+    idempotency_key: str
+    kind: CompensationKind
+    residue: tuple[str, ...]
+    needs_approval: bool
+    verification: Verification | None
+
+    def call_json(self) -> dict[str, Any]:
+        """The call as compensators receive it."""
+        return {
+            "run_id": self.run_id,
+            "step": self.step,
+            "tool": self.tool,
+            "original_tool": self.original_tool,
+            "args": self.args,
+            "idempotency_key": self.idempotency_key,
+        }
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the rollback does (or cannot do) about one step."""
+
+    step: int
+    tool: str
+    kind: ActionKind
+    reason: str | None = None
+    compensation: CompensationCall | None = None
+    blocked_by: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"step": self.step, "tool": self.tool, "kind": self.kind.value}
+        comp = self.compensation
+        if self.kind is ActionKind.COMPENSATE and comp is not None:
+            out.update(
+                compensation_tool=comp.tool,
+                args=comp.args,
+                idempotency_key=comp.idempotency_key,
+                needs_approval=comp.needs_approval,
+                residue=list(comp.residue),
+                compensation_kind=comp.kind.value,
+                verified=comp.verification is not None,
+            )
+        else:
+            out["reason"] = self.reason
+        if self.kind is ActionKind.DEFER:
+            out["blocked_by"] = list(self.blocked_by)
+        return out
+
+    def describe(self) -> str:
+        """The action's text form: `compensate -> TOOL`, or the kind and its reason."""
+        if self.kind is ActionKind.COMPENSATE and self.compensation is not None:
+            return f"compensate -> {self.compensation.tool}"
+        return f"{self.kind.value}  {self.reason}" if self.reason else self.kind.value
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A dry run of the rollback: one action per step, newest first."""
+
+    run_id: str
+    actions: tuple[Action, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fully_reversible(self) -> bool:
+        """Every step is compensated or needs no undo, assuming each compensation succeeds."""
+        return all(a.kind in (ActionKind.COMPENSATE, ActionKind.SKIP) for a in self.actions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "actions": [a.to_dict() for a in self.actions],
+            "fully_reversible": self.fully_reversible,
+            "notes": list(self.notes),
+        }
+
+    def to_text(self) -> str:
+        lines = [f"step {a.step}  {a.tool}  {a.describe()}" for a in self.actions]
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append("fully reversible" if self.fully_reversible else "NOT fully reversible: see above")
+        return "\n".join(lines)
+
+
+def entry_requires(entry: ToolEntry | None) -> tuple[str, ...]:
+    return entry.requires if entry is not None else ()

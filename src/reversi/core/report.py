@@ -1,0 +1,96 @@
+"""The rollback report: what was done, and everything that was not, with why. Pure: no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Failure:
+    step: int
+    error: str
+    attempts: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "error": self.error, "attempts": self.attempts}
+
+
+@dataclass(frozen=True)
+class Unrecoverable:
+    step: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Deferred:
+    step: int
+    blocked_by: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "blocked_by": list(self.blocked_by)}
+
+
+@dataclass(frozen=True)
+class AwaitingApproval:
+    step: int
+    approval_id: str
+    status: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "approval_id": self.approval_id, "status": self.status}
+
+
+@dataclass
+class RollbackReport:
+    """The outcome of one rollback. `complete` is true only when nothing is left standing or unchecked."""
+
+    run_id: str
+    compensated: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    unresolved: list[int] = field(default_factory=list)
+    unmanifested: list[int] = field(default_factory=list)
+    unverified: list[int] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+    unrecoverable: list[Unrecoverable] = field(default_factory=list)
+    deferred: list[Deferred] = field(default_factory=list)
+    awaiting_approval: list[AwaitingApproval] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def complete(self) -> bool:
+        return not (
+            self.failed
+            or self.unrecoverable
+            or self.unresolved
+            or self.unmanifested
+            or self.deferred
+            or self.awaiting_approval
+            or self.unverified
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "compensated": list(self.compensated),
+            "skipped": list(self.skipped),
+            "unresolved": list(self.unresolved),
+            "unmanifested": list(self.unmanifested),
+            "unverified": list(self.unverified),
+            "failed": [f.to_dict() for f in self.failed],
+            "unrecoverable": [u.to_dict() for u in self.unrecoverable],
+            "deferred": [d.to_dict() for d in self.deferred],
+            "awaiting_approval": [a.to_dict() for a in self.awaiting_approval],
+            "complete": self.complete,
+        }
+
+    def to_text(self) -> str:
+        out = list(self.lines)
+        if self.unverified:
+            steps = ", ".join(str(s) for s in self.unverified)
+            out.append(f"undone but not verified (declared read-back not run; pass --reader-cmd): {steps}")
+        out.append("rollback complete" if self.complete else "rollback INCOMPLETE")
+        return "\n".join(out)

@@ -1,0 +1,110 @@
+"""Approvals: requests for a person's decision, decided with a journaled event.
+
+A pending approval can be approved or denied; a denied one can later be approved; an approved one
+cannot be denied once it was used. Asking again while a request is pending reuses it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, EventType, NewEvent, utc_now
+from reversi.errors import BadInput, Conflict, NotFound
+from reversi.store.base import Store
+from reversi.store.queries import ApprovalRow, Queries
+
+APPROVE_ALL_NOTE = "approved with the rollback (--approve-compensations)"
+
+
+def new_approval_id() -> str:
+    return f"apr_{uuid.uuid4().hex}"
+
+
+def list_approvals(store: Store, status: str | None = None, run_id: str | None = None) -> list[Approval]:
+    """Approvals, pending first, then oldest first.
+
+    Raises:
+        BadInput: `status` is not pending, approved or denied.
+    """
+    wanted = None
+    if status is not None:
+        try:
+            wanted = ApprovalStatus(status)
+        except ValueError:
+            raise BadInput(f"status {status!r} is not one of pending, approved, denied") from None
+    with store.read() as q:
+        found = q.list_approvals(run_id)
+    found = [a for a in found if wanted is None or a.status is wanted]
+    return sorted(found, key=lambda a: (a.status is not ApprovalStatus.PENDING, a.requested_at))
+
+
+def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str | None) -> Approval:
+    """Approve or deny; journaled as `approval_granted` / `approval_denied` with who and the note.
+
+    Raises:
+        NotFound: no such approval.
+        BadInput: a denial without a note.
+        Conflict: denying an approval that was already used.
+    """
+    if not approve and not (note and note.strip()):
+        raise BadInput("a note is required to deny an approval (--note)")
+    with store.write() as q:
+        current = q.get_approval(approval_id)
+        if current is None:
+            raise NotFound(f"no approval {approval_id}")
+        q.lock_run(current.run_id)
+        if not approve and current.status is ApprovalStatus.APPROVED and current.used:
+            raise Conflict(f"approval {approval_id} was approved and already used; it cannot be denied")
+        event = EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DENIED
+        q.append(current.run_id, [NewEvent(event, current.step, by, {"approval_id": approval_id, "note": note})])
+        decided = q.get_approval(approval_id)
+    assert decided is not None
+    return decided
+
+
+def compensation_approval(
+    q: Queries, run_id: str, step: int, tool: str, args: Any, *, requested_by: str, approve_pending: bool, actor: str
+) -> Approval:
+    """The approval a step's compensation needs: created once, reused by re-runs.
+
+    With `approve_pending`, a pending request is granted here as one operator decision by `actor`;
+    a denial is never overridden.
+    """
+    call_digest = str(step)
+    found = q.approvals_for_call(run_id, ApprovalKind.COMPENSATION, call_digest)
+    if found:
+        approval = found[-1]
+    else:
+        approval_id = new_approval_id()
+        q.insert_approval(
+            ApprovalRow(
+                approval_id, run_id, step, ApprovalKind.COMPENSATION, tool, args, call_digest, requested_by, utc_now()
+            )
+        )
+        q.append(
+            run_id,
+            [
+                NewEvent(
+                    EventType.APPROVAL_REQUESTED,
+                    step,
+                    requested_by,
+                    {"approval_id": approval_id, "kind": "compensation", "tool": tool, "args": args},
+                )
+            ],
+        )
+        approval = q.get_approval(approval_id)  # type: ignore[assignment]
+    if approve_pending and approval.status is ApprovalStatus.PENDING:
+        q.append(
+            run_id,
+            [
+                NewEvent(
+                    EventType.APPROVAL_GRANTED,
+                    step,
+                    actor,
+                    {"approval_id": approval.approval_id, "note": APPROVE_ALL_NOTE},
+                )
+            ],
+        )
+        approval = q.get_approval(approval.approval_id)  # type: ignore[assignment]
+    return approval

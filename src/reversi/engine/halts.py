@@ -1,0 +1,79 @@
+"""Stopping new calls: halts in the store (scoped, seen by every process) and the kill file."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from reversi.core.models import EventType, Halt, HaltScope
+from reversi.errors import BadInput, ConfigError, NotFound
+from reversi.store.base import Store
+
+KILL_FILE_HELP = "no kill file configured: set REVERSI_KILL_FILE or kill_switch_file: in reversi.yaml"
+
+
+def add_halt(store: Store, reason: str, scope: HaltScope, by: str) -> Halt:
+    """Stop every new call that matches `scope` (all calls when it names nothing).
+
+    Raises:
+        BadInput: an empty reason.
+    """
+    if not reason or not reason.strip():
+        raise BadInput("a halt needs a reason")
+    halt_id = f"halt_{uuid.uuid4()}"
+    with store.write() as q:
+        at = q.append_system(EventType.HALT_ADDED, by, halt_id, {"reason": reason, "scope": scope.to_dict()})
+    return Halt(halt_id, reason, scope, by, at)
+
+
+def list_halts(store: Store) -> list[Halt]:
+    with store.read() as q:
+        return q.active_halts()
+
+
+def lift_halts(store: Store, halt_id: str | None, by: str) -> int:
+    """Lift one halt, or all of them when `halt_id` is None; returns how many were lifted.
+
+    Raises:
+        NotFound: `halt_id` names no active halt.
+    """
+    with store.write() as q:
+        active = {h.halt_id for h in q.active_halts()}
+        if halt_id is not None and halt_id not in active:
+            raise NotFound(f"no active halt {halt_id}")
+        targets = [halt_id] if halt_id is not None else sorted(active)
+        for target in targets:
+            q.append_system(EventType.HALT_LIFTED, by, target, {})
+    return len(targets)
+
+
+def _kill_path(kill_file: str | None) -> Path:
+    if not kill_file:
+        raise ConfigError(KILL_FILE_HELP)
+    return Path(kill_file)
+
+
+def kill_switch_on(kill_file: str | None, reason: str) -> Path:
+    path = _kill_path(kill_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(reason.strip() + "\n" if reason.strip() else "")
+    return path
+
+
+def kill_switch_off(kill_file: str | None) -> bool:
+    """Remove the kill file; True when it was there."""
+    path = _kill_path(kill_file)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def kill_switch_status(kill_file: str | None) -> tuple[Path, str | None]:
+    """The kill file's path and its reason (`""` when empty), or None when it is off."""
+    path = _kill_path(kill_file)
+    try:
+        return path, path.read_text().strip()
+    except FileNotFoundError:
+        return path, None

@@ -1,0 +1,233 @@
+"""Journaling a call: every refusal before `intended`, then `intended`, then the outcome.
+
+A call is checked, in order, against the kill file, the halts, enforce mode, forward duplicates
+and forward approvals. The first that stops it is journaled as `refused` and raised; nothing is
+called. The checks that read the store run in the same write transaction as the `intended` they
+guard, so two processes racing for the same idempotency key or approval cannot both pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reversi.core.halts import halt_message, matching_halt
+from reversi.core.json_values import checked_arguments, digest, to_json
+from reversi.core.manifest import ManifestSet, ToolEntry
+from reversi.core.models import (
+    ApprovalKind,
+    ApprovalStatus,
+    EventType,
+    Mode,
+    NewEvent,
+    RunRecord,
+    StepRecord,
+    StepStatus,
+    derive_step,
+    utc_now,
+)
+from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
+from reversi.engine.approvals import new_approval_id
+from reversi.errors import (
+    ApprovalDenied,
+    ApprovalRequired,
+    BadInput,
+    Conflict,
+    Duplicate,
+    Halted,
+    NoManifestEntry,
+    NotFound,
+    Refused,
+)
+from reversi.store.base import Store
+from reversi.store.queries import ApprovalRow, Queries
+
+
+@dataclass(frozen=True)
+class Recorder:
+    """Journals the calls of runs in one store, under one set of manifests."""
+
+    store: Store
+    manifests: ManifestSet
+    kill_file: str | None = None
+
+    def kill_reason(self) -> str | None:
+        """The kill file's reason when it exists (`""` when it is empty), else None."""
+        if not self.kill_file:
+            return None
+        try:
+            return Path(self.kill_file).read_text().strip()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"kill file unreadable: {exc}"
+
+    def begin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> int:
+        """Journal `intended` for a new call and return its step number.
+
+        Raises:
+            Halted, Duplicate, NoManifestEntry, ApprovalRequired, ApprovalDenied: the call is refused
+                (and journaled as `refused`); nothing may be called.
+            BadInput: the tool, arguments or `depends_on` are not acceptable.
+        """
+        if not isinstance(tool, str) or not tool:
+            raise BadInput("tool must be a non-empty string")
+        args = checked_arguments(args)
+        depends = _checked_depends_on(depends_on)
+        entry = self.manifests.lookup(tool)
+        kill = self.kill_reason()
+        with self.store.write() as q:
+            q.lock_run(run.run_id)
+            refusal = Halted(halt_message(kill)) if kill is not None else None
+            refusal = refusal or self._halted(q, run, tool) or _unmanifested(run, tool, entry)
+            dup_key = _dup_key(run, tool, args, entry)
+            refusal = refusal or (_duplicate(q, dup_key) if dup_key else None)
+            approval_id = None
+            if refusal is None and entry is not None and entry.requires_approval:
+                refusal, approval_id = _forward_approval(q, run, tool, args)
+            if refusal is not None:
+                q.append(run.run_id, [_refused_event(run, tool, args, refusal)])
+            else:
+                step = q.next_step(run.run_id)
+                bad = [d for d in depends if d >= step]
+                if bad:
+                    raise BadInput(f"depends_on: step {bad[0]} is not an earlier step of {run.run_id}")
+                q.insert_step(
+                    StepRecord(
+                        run.run_id,
+                        step,
+                        tool,
+                        args,
+                        depends,
+                        compensation_needs_approval=bool(
+                            entry and entry.compensation and entry.compensation.requires_approval
+                        ),
+                        manifest_digest=entry.digest if entry else None,
+                        dup_key=dup_key,
+                    )
+                )
+                data: dict[str, Any] = {
+                    "tool": tool,
+                    "args": args,
+                    "depends_on": list(depends),
+                    "manifested": entry is not None,
+                }
+                if approval_id:
+                    data["approval_id"] = approval_id
+                q.append(run.run_id, [NewEvent(EventType.INTENDED, step, _who(run), data)])
+        if refusal is not None:
+            raise refusal
+        return step
+
+    def outcome(
+        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
+    ) -> None:
+        """Journal what a call did: `succeeded` with its result, `failed` or `uncertain` with an error.
+
+        Raises:
+            NotFound: no such step.
+            Conflict: the step already has an outcome.
+        """
+        data: dict[str, Any]
+        if status is StepStatus.SUCCEEDED:
+            data = {"result": to_json(result)}
+        elif status in (StepStatus.FAILED, StepStatus.UNCERTAIN):
+            data = {"error": "" if error is None else str(error)}
+        else:
+            raise BadInput(f"an outcome is succeeded, failed or uncertain, not {status.value}")
+        with self.store.write() as q:
+            q.lock_run(run.run_id)
+            current = _current_status(q, run.run_id, step)
+            if not current.unresolved:
+                raise Conflict(f"step {step} of {run.run_id} already has an outcome ({current.value})")
+            q.append(run.run_id, [NewEvent(EventType(status.value), step, _who(run), data)])
+
+    def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
+        halt = matching_halt(q.active_halts(), tool, run.scope)
+        return Halted(halt_message(halt.reason)) if halt else None
+
+
+def _who(run: RunRecord) -> str:
+    return run.scope.actor or run.principal
+
+
+def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
+    if isinstance(depends_on, (str, bytes)) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in depends_on
+    ):
+        raise BadInput("depends_on must be a list of step numbers (integers from 0)")
+    return tuple(sorted(set(depends_on)))
+
+
+def _current_status(q: Queries, run_id: str, step: int) -> StepStatus:
+    record = q.step_record(run_id, step)
+    if record is None:
+        raise NotFound(f"no step {step} in {run_id}")
+    return derive_step(record, q.step_events(run_id, step)).status
+
+
+def _unmanifested(run: RunRecord, tool: str, entry: ToolEntry | None) -> Refused | None:
+    if entry is None and run.mode is Mode.ENFORCE:
+        return NoManifestEntry(f"no manifest entry for {tool}")
+    return None
+
+
+def _dup_key(run: RunRecord, tool: str, args: Any, entry: ToolEntry | None) -> str | None:
+    if entry is None or entry.idempotency_key is None:
+        return None
+    ctx = ReferenceContext(
+        args=args,
+        result=None,
+        step=-1,
+        run=RunContext(run.run_id, run.scope.actor, run.scope.tenant, run.scope.environment),
+    )
+    try:
+        values = [resolve(template, ctx) for template in entry.idempotency_key]
+    except MissingReference:
+        return None  # the call does not carry the key's parts: nothing to compare it with
+    return digest(run.scope.tenant, tool, values)
+
+
+def _duplicate(q: Queries, dup_key: str) -> Refused | None:
+    q.lock_name(dup_key)
+    for record in q.steps_with_dup_key(dup_key):
+        status = derive_step(record, q.step_events(record.run_id, record.step)).status
+        if status.stands or status.unresolved:
+            return Duplicate(f"duplicate call: step {record.step} of {record.run_id} already did this")
+    return None
+
+
+def _forward_approval(q: Queries, run: RunRecord, tool: str, args: Any) -> tuple[Refused | None, str | None]:
+    """Refuse until a person approves this exact call; an approval is used up by the call it lets through."""
+    call_digest = digest(tool, args)
+    open_requests = [a for a in q.approvals_for_call(run.run_id, ApprovalKind.CALL, call_digest) if not a.used]
+    if open_requests:
+        latest = open_requests[-1]
+        if latest.status is ApprovalStatus.APPROVED:
+            return None, latest.approval_id
+        if latest.status is ApprovalStatus.DENIED:
+            return ApprovalDenied(f"approval denied: {latest.note or 'no note'}"), None
+        return ApprovalRequired(f"approval required: {latest.approval_id}", latest.approval_id), None
+    approval_id = new_approval_id()
+    q.insert_approval(
+        ApprovalRow(approval_id, run.run_id, None, ApprovalKind.CALL, tool, args, call_digest, _who(run), utc_now())
+    )
+    q.append(
+        run.run_id,
+        [
+            NewEvent(
+                EventType.APPROVAL_REQUESTED,
+                None,
+                _who(run),
+                {"approval_id": approval_id, "kind": "call", "tool": tool, "args": args},
+            )
+        ],
+    )
+    return ApprovalRequired(f"approval required: {approval_id}", approval_id), None
+
+
+def _refused_event(run: RunRecord, tool: str, args: Any, refusal: Refused) -> NewEvent:
+    data = {"tool": tool, "args": args, "reason": refusal.message, "code": refusal.code}
+    return NewEvent(EventType.REFUSED, None, _who(run), data)

@@ -1,0 +1,120 @@
+"""Compensations run by a remote worker: claim a step for a lease, then report how it went."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from reversi.core.json_values import to_json
+from reversi.core.manifest import ManifestSet, Verification
+from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, StepStatus
+from reversi.core.plan import ActionKind
+from reversi.core.planner import blockers_for, classify
+from reversi.engine.rollback import NOT_VERIFIED, VERIFICATION_FAILED, _claim_is_live
+from reversi.errors import BadInput, NotCompensable, NotFound
+from reversi.store.base import Store
+
+
+@dataclass(frozen=True)
+class CompensationWork:
+    """A claimed compensation: `call` is the call JSON (with the step's idempotency key)."""
+
+    run_id: str
+    index: int
+    call: dict[str, Any]
+    claim_until: str
+    verification: Verification | None
+
+
+def begin_compensation(
+    store: Store, manifests: ManifestSet, run_id: str, step: int, *, lease_s: float, worker: str
+) -> CompensationWork:
+    """Claim one standing step for a remote worker, journaling `compensating` with the claim's expiry.
+
+    Raises:
+        NotFound: no such run or step.
+        NotCompensable: the step needs no undo, is not standing, waits for an approval, still has a
+            standing dependent, or is claimed by a running rollback or a live claim.
+    """
+    if lease_s <= 0:
+        raise BadInput("lease_s must be a positive number of seconds")
+    lock = store.try_lock_run(run_id)
+    if lock is None:
+        raise NotCompensable(f"step {step} of {run_id} is claimed by a running rollback")
+    with lock, store.write() as q:
+        q.lock_run(run_id)
+        snapshot = q.snapshot(run_id)
+        if snapshot is None:
+            raise NotFound(f"no run {run_id}")
+        if not 0 <= step < len(snapshot.steps):
+            raise NotFound(f"no step {step} in {run_id}")
+        state = snapshot.step(step)
+        action = classify(snapshot, state, manifests.lookup(state.tool))
+        if action.kind is not ActionKind.COMPENSATE or action.compensation is None:
+            raise NotCompensable(f"step {step} of {run_id} cannot be claimed: {action.kind.value} ({action.reason})")
+        if state.claim is not None and _claim_is_live(state.claim.until):
+            raise NotCompensable(f"step {step} of {run_id} is claimed by a remote worker until {state.claim.until}")
+        blockers = blockers_for(snapshot, manifests)
+        for later in snapshot.steps[step + 1 :]:
+            if later.status.stands or later.status.unresolved:
+                blockers.stands(later.index)
+        blocked_by = blockers.blocked_by(step, state.tool)
+        if blocked_by:
+            raise NotCompensable(
+                f"step {step} of {run_id} still has a standing dependent: step {', '.join(map(str, blocked_by))}"
+            )
+        call = action.compensation
+        data: dict[str, Any] = {}
+        if call.needs_approval:
+            approvals = q.approvals_for_call(run_id, ApprovalKind.COMPENSATION, str(step))
+            if not approvals or approvals[-1].status is not ApprovalStatus.APPROVED:
+                which = approvals[-1].approval_id if approvals else "none requested yet"
+                raise NotCompensable(f"step {step} of {run_id} waits for an approval ({which})")
+            data["approval_id"] = approvals[-1].approval_id
+        until = (datetime.now(UTC) + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
+        until = until.replace("+00:00", "Z")
+        data.update(
+            tool=call.tool,
+            args=call.args,
+            idempotency_key=call.idempotency_key,
+            attempt=state.attempts + 1,
+            worker=worker,
+            claim_until=until,
+        )
+        q.append(run_id, [NewEvent(EventType.COMPENSATING, step, worker, data)])
+    return CompensationWork(run_id, step, call.call_json(), until, call.verification)
+
+
+def complete_compensation(
+    store: Store, work: CompensationWork, *, ok: bool, result: Any, error: str | None, verified: bool | None, actor: str
+) -> StepStatus:
+    """Journal how a claimed compensation went; returns the step's new status.
+
+    Raises:
+        NotCompensable: the step is no longer being compensated (someone else finished it).
+    """
+    with store.write() as q:
+        q.lock_run(work.run_id)
+        snapshot = q.snapshot(work.run_id)
+        if snapshot is None or snapshot.step(work.index).status is not StepStatus.COMPENSATING:
+            raise NotCompensable(f"step {work.index} of {work.run_id} is not being compensated")
+        events: list[NewEvent] = []
+        step = work.index
+        if not ok:
+            events.append(NewEvent(EventType.COMPENSATION_FAILED, step, actor, {"error": error or "failed"}))
+        elif verified is False:
+            events += [
+                NewEvent(EventType.VERIFICATION_FAILED, step, actor, {"error": error or VERIFICATION_FAILED}),
+                NewEvent(EventType.COMPENSATION_FAILED, step, actor, {"error": VERIFICATION_FAILED}),
+            ]
+        else:
+            if verified:
+                events.append(NewEvent(EventType.VERIFIED, step, actor, {"by": "remote worker"}))
+            elif work.verification is not None:
+                events.append(NewEvent(EventType.UNVERIFIED, step, actor, {"reason": NOT_VERIFIED}))
+            events.append(NewEvent(EventType.COMPENSATED, step, actor, {"result": to_json(result)}))
+        q.append(work.run_id, events)
+    return (
+        StepStatus.COMPENSATION_FAILED if events[-1].type is EventType.COMPENSATION_FAILED else StepStatus.COMPENSATED
+    )

@@ -1,0 +1,294 @@
+"""A run as the SDK hands it out: record calls, then plan, roll back, resolve and reconcile."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from reversi.core.backoff import Retry
+from reversi.core.manifest import ManifestSet
+from reversi.core.models import Event, EventType, NewEvent, RunRecord, RunSnapshot, StepState, StepStatus
+from reversi.core.plan import Plan
+from reversi.core.planner import plan_rollback
+from reversi.core.report import RollbackReport
+from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
+from reversi.engine.rollback import Compensate, Progress, RollbackExecutor, Verifier, Verify
+from reversi.errors import BadInput, Conflict, NotFound
+
+if TYPE_CHECKING:
+    from reversi.engine.ledger import Ledger
+
+T = TypeVar("T")
+_NO_RESULT: Any = object()
+
+
+def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to the end from sync code, even when an event loop is running in this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _uncertain(exc: BaseException) -> bool:
+    """A timeout or a broken connection may have let the call take effect."""
+    return isinstance(exc, (TimeoutError, ConnectionError))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a probe found out about an unresolved step: `succeeded` (with its result) or `failed`."""
+
+    status: str
+    result: Any = _NO_RESULT
+    note: str | None = None
+
+
+class StepHandle:
+    """A journaled `intended` call waiting for its outcome. One that is never reported stays `intended`."""
+
+    def __init__(self, run: Run, index: int) -> None:
+        self.run = run
+        self.index = index
+
+    def succeeded(self, result: Any = None) -> None:
+        self.run._ledger.recorder.outcome(self.run.record, self.index, StepStatus.SUCCEEDED, result=result)
+
+    def failed(self, error: object = None) -> None:
+        self.run._ledger.recorder.outcome(self.run.record, self.index, StepStatus.FAILED, error=_text(error))
+
+    def uncertain(self, error: object = None) -> None:
+        self.run._ledger.recorder.outcome(self.run.record, self.index, StepStatus.UNCERTAIN, error=_text(error))
+
+    def _from_exception(self, exc: BaseException) -> None:
+        (self.uncertain if _uncertain(exc) else self.failed)(exc)
+
+
+def _text(error: object) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        return str(error) or type(error).__name__
+    return str(error)
+
+
+class Run:
+    """One agent session's sequence of calls. Get one from `Ledger.start_run`."""
+
+    def __init__(self, ledger: Ledger, record: RunRecord) -> None:
+        self._ledger = ledger
+        self.record = record
+
+    id = property(lambda self: self.record.run_id)
+    mode = property(lambda self: self.record.mode.value)
+    actor = property(lambda self: self.record.scope.actor)
+    tenant = property(lambda self: self.record.scope.tenant)
+    environment = property(lambda self: self.record.scope.environment)
+    principal = property(lambda self: self.record.principal)
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} mode={self.mode} actor={self.actor!r}>"
+
+    # -- recording -------------------------------------------------------------------------------
+
+    def begin(self, tool: str, args: Any = None, depends_on: Sequence[int] = ()) -> StepHandle:
+        """Journal `intended` and return the handle to report the outcome on.
+
+        Raises:
+            reversi.errors.Refused: a halt, the kill file, a duplicate, enforce mode or an approval
+                stopped the call (journaled as `refused`); do not make the call.
+        """
+        index = self._ledger.recorder.begin(self.record, tool, {} if args is None else args, depends_on)
+        return StepHandle(self, index)
+
+    @contextmanager
+    def step(self, tool: str, args: Any = None, depends_on: Sequence[int] = ()) -> Iterator[StepHandle]:
+        """A block that makes the call: an exception marks it failed (uncertain for timeouts and
+        connection errors) and is re-raised; report success with `step.succeeded(result)`."""
+        handle = self.begin(tool, args, depends_on)
+        try:
+            yield handle
+        except BaseException as exc:
+            handle._from_exception(exc)
+            raise
+
+    def call(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
+        """Journal, call `fn(**args)`, journal its result; returns what `fn` returned."""
+        with self.step(tool, args, depends_on) as handle:
+            result = fn(**(args or {}))
+            handle.succeeded(result)
+        return result
+
+    async def acall(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
+        """`call` for async code: `fn` may be a coroutine function; the journal writes run off the loop."""
+        handle = await asyncio.to_thread(self.begin, tool, args, depends_on)
+        try:
+            result = fn(**(args or {}))
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException as exc:
+            await asyncio.to_thread(handle._from_exception, exc)
+            raise
+        await asyncio.to_thread(handle.succeeded, result)
+        return result
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def snapshot(self) -> RunSnapshot:
+        with self._ledger.store.read() as q:
+            snap = q.snapshot(self.id)
+        if snap is None:
+            raise NotFound(f"no run {self.id}")
+        return snap
+
+    def steps(self) -> tuple[StepState, ...]:
+        return self.snapshot().steps
+
+    def events(self) -> list[Event]:
+        with self._ledger.store.read() as q:
+            return q.run_events(self.id)
+
+    # -- operating -------------------------------------------------------------------------------
+
+    def plan(self, manifests: ManifestSet | None = None) -> Plan:
+        """The rollback plan with the manifests in force (those the ledger was opened with)."""
+        return plan_rollback(self.snapshot(), manifests or self._ledger.manifests)
+
+    async def arollback(
+        self,
+        compensate: Compensate | None = None,
+        retry: Retry | None = None,
+        verify: Verify | None = None,
+        verifier: Verifier | None = None,
+        approve_compensations: bool = False,
+        actor: str | None = None,
+        progress: Progress | None = None,
+        manifests: ManifestSet | None = None,
+    ) -> RollbackReport:
+        """Roll the run back; see `rollback`."""
+        executor = RollbackExecutor(
+            self._ledger.store,
+            manifests or self._ledger.manifests,
+            compensate,
+            retry or Retry(),
+            verify,
+            verifier,
+            approve_compensations,
+            self._ledger.actor(actor),
+            progress,
+        )
+        with self._ledger.store.lock_run(self.id):
+            return await executor.execute(self.id)
+
+    def rollback(
+        self,
+        compensate: Compensate | None = None,
+        retry: Retry | None = None,
+        verify: Verify | None = None,
+        verifier: Verifier | None = None,
+        approve_compensations: bool = False,
+        actor: str | None = None,
+        progress: Progress | None = None,
+        manifests: ManifestSet | None = None,
+    ) -> RollbackReport:
+        """Undo the run's standing steps, newest first, and report what was and was not done.
+
+        `compensate(call)` runs one undo (the call JSON as a dict); `verify(call)` returns truthy when
+        the undo is visible; `verifier(tool, arguments)` runs a declared read-back. Each may be async.
+
+        Raises:
+            RollbackInProgress: another rollback of this run is running.
+            ConfigError: a step needs compensating and `compensate` is None.
+        """
+        return run_coroutine(
+            self.arollback(compensate, retry, verify, verifier, approve_compensations, actor, progress, manifests)
+        )
+
+    def resolve(
+        self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None
+    ) -> StepState:
+        """Settle an unresolved step as `succeeded` (with the result found) or `failed`.
+
+        Raises:
+            BadInput: a bad status or a missing note.
+            NotFound: no such step.
+            Conflict: the step is not unresolved.
+        """
+        if status not in ("succeeded", "failed"):
+            raise BadInput(f"status must be succeeded or failed, not {status!r}")
+        if not note or not note.strip():
+            raise BadInput("a note is required: say how you settled the step")
+        data: dict[str, Any] = {"status": status, "note": note}
+        if result is not _NO_RESULT:
+            from reversi.core.json_values import checked_arguments
+
+            data["result"] = checked_arguments(result, "result")
+        who = self._ledger.actor(actor)
+        with self._ledger.store.write() as q:
+            q.lock_run(self.id)
+            snap = q.snapshot(self.id)
+            if snap is None:
+                raise NotFound(f"no run {self.id}")
+            if not isinstance(step, int) or not 0 <= step < len(snap.steps):
+                raise NotFound(f"no step {step} in {self.id}")
+            current = snap.step(step).status
+            if not current.unresolved:
+                raise Conflict(
+                    f"step {step} of {self.id} is {current.value}: only intended or uncertain steps can be resolved"
+                )
+            q.append(self.id, [NewEvent(EventType.RESOLVED, step, who, data)])
+        return self.snapshot().step(step)
+
+    def reconcile(self, probe: Callable[[StepState], Outcome | None], actor: str | None = None) -> list[int]:
+        """Ask `probe` about each unresolved step and settle those it answers; returns the settled steps."""
+        settled = []
+        for state in self.steps():
+            if not state.status.unresolved:
+                continue
+            outcome = probe(state)
+            if outcome is None:
+                continue
+            self.resolve(state.index, outcome.status, outcome.result, outcome.note or "settled by a probe", actor)
+            settled.append(state.index)
+        return settled
+
+    def begin_compensation(
+        self, step: int | StepHandle | StepState, lease_s: float = 300, worker: str | None = None
+    ) -> CompensationWork:
+        """Claim one standing step for a remote worker; see `reversi.engine.remote`."""
+        index = step if isinstance(step, int) else step.index
+        return begin_compensation(
+            self._ledger.store,
+            self._ledger.manifests,
+            self.id,
+            index,
+            lease_s=lease_s,
+            worker=worker or self._ledger.actor(None),
+        )
+
+    def complete_compensation(
+        self,
+        work: CompensationWork,
+        ok: bool,
+        result: Any = None,
+        error: str | None = None,
+        verified: bool | None = None,
+        actor: str | None = None,
+    ) -> StepStatus:
+        """Report how a claimed compensation went: `compensated`, or `compensation_failed`."""
+        return complete_compensation(
+            self._ledger.store,
+            work,
+            ok=ok,
+            result=result,
+            error=error,
+            verified=verified,
+            actor=self._ledger.actor(actor),
+        )

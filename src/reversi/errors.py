@@ -1,0 +1,151 @@
+"""Every error Reversi raises, in one tree.
+
+    ReversiError
+    ├── BadInput                 a value from outside is wrong (ids, flags, JSON, step numbers)
+    │   ├── ManifestError        a manifest file is invalid; `.problems` lists each as FILE:LINE
+    │   └── ConfigError          something needed is not configured (kill file, compensator)
+    ├── NotFound                 no such run, step, approval or halt
+    ├── Forbidden                the run belongs to another principal
+    ├── Conflict                 the request clashes with the state of the run
+    │   ├── RollbackInProgress   another process holds the run's rollback lock
+    │   └── NotCompensable       a step cannot be claimed for a remote compensation
+    ├── StoreUnavailable         the store cannot be reached or stays locked
+    └── Refused                  a new call stopped before it ran (journaled as `refused`)
+        ├── Halted               a halt or the kill file
+        ├── Duplicate            the same logical call still stands
+        ├── NoManifestEntry      enforce mode and no manifest entry for the tool
+        ├── ApprovalRequired     the call waits for an approval (`.approval_id`)
+        └── ApprovalDenied       the approval for the call was denied
+
+Each class carries a stable `code`, the HTTP status a server answers with and the CLI exit code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ReversiError(Exception):
+    """Base of every error the library raises."""
+
+    code = "error"
+    http_status = 500
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        """The error as the JSON object the HTTP API and `--json` output use."""
+        return {"code": self.code, "message": self.message}
+
+
+class BadInput(ReversiError):
+    """A value that came from outside is not acceptable; nothing was changed."""
+
+    code = "bad_input"
+    http_status = 400
+
+
+class ManifestError(BadInput):
+    """One or more manifests are invalid; `problems` holds each `FILE:LINE: message`."""
+
+    code = "bad_manifest"
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("invalid manifest:\n" + "\n".join(self.problems))
+
+
+class ConfigError(BadInput):
+    """Something the command needs is not configured."""
+
+    code = "not_configured"
+
+
+class NotFound(ReversiError):
+    """No such run, step, approval or halt."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class Forbidden(ReversiError):
+    """The principal may not act on this run."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class Conflict(ReversiError):
+    """The request clashes with the current state."""
+
+    code = "conflict"
+    http_status = 409
+
+
+class RollbackInProgress(Conflict):
+    """Another rollback of the same run holds its lock."""
+
+    code = "rollback_in_progress"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"rollback already in progress for {run_id}")
+        self.run_id = run_id
+
+
+class NotCompensable(Conflict):
+    """The step cannot be claimed for a remote compensation."""
+
+    code = "not_compensable"
+
+
+class StoreUnavailable(ReversiError):
+    """The store could not be reached, or stayed locked, after brief retries."""
+
+    code = "store_unavailable"
+    http_status = 503
+
+
+class Refused(ReversiError):
+    """A new call was stopped before it ran; it was journaled as `refused` and nothing was called."""
+
+    code = "refused"
+    http_status = 403
+
+
+class Halted(Refused):
+    """A halt or the kill file stops new calls (`kill switch: REASON`)."""
+
+    code = "halted"
+
+
+class Duplicate(Refused):
+    """The same logical call (same idempotency key) still stands."""
+
+    code = "duplicate"
+    http_status = 409
+
+
+class NoManifestEntry(Refused):
+    """Enforce mode refuses a tool with no manifest entry."""
+
+    code = "no_manifest_entry"
+
+
+class ApprovalRequired(Refused):
+    """The call waits for a person to approve it (`approval required: apr_...`)."""
+
+    code = "approval_required"
+    http_status = 202
+
+    def __init__(self, message: str, approval_id: str) -> None:
+        super().__init__(message)
+        self.approval_id = approval_id
+
+
+class ApprovalDenied(Refused):
+    """The approval for this call was denied (`approval denied: NOTE`)."""
+
+    code = "approval_denied"

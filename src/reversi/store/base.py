@@ -1,0 +1,103 @@
+"""The one interface every back end implements, and the choice of back end by URL."""
+
+from __future__ import annotations
+
+import abc
+import re
+from contextlib import AbstractContextManager
+from importlib import resources
+
+from reversi.errors import BadInput, RollbackInProgress
+from reversi.store.queries import Queries
+
+DEFAULT_URL = "sqlite:///.reversi/reversi.db"
+
+
+def migrations() -> list[tuple[int, str]]:
+    """The numbered migrations, in order, as (version, list of statements joined by ';')."""
+    found = []
+    for entry in resources.files("reversi.store.migrations").iterdir():
+        match = re.fullmatch(r"(\d{4})_\w+\.sql", entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text()))
+    return sorted(found)
+
+
+def statements(script: str) -> list[str]:
+    """Split a migration into statements (no statement of ours contains a ';' inside)."""
+    lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+class RunLock(abc.ABC):
+    """A rollback's hold on a run, tied to this process: it ends when released or the process dies."""
+
+    @abc.abstractmethod
+    def release(self) -> None: ...
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class Store(abc.ABC):
+    """A ledger back end: transactions over the shared queries, and the per-run rollback lock."""
+
+    url: str
+
+    @abc.abstractmethod
+    def read(self) -> AbstractContextManager[Queries]:
+        """A read-only transaction: a consistent view of the ledger."""
+
+    @abc.abstractmethod
+    def write(self) -> AbstractContextManager[Queries]:
+        """A write transaction; it commits when the block ends without an exception.
+
+        Raises:
+            StoreUnavailable: the store stayed locked or unreachable after brief retries.
+        """
+
+    @abc.abstractmethod
+    def try_lock_run(self, run_id: str) -> RunLock | None:
+        """The run's rollback lock if it is free, else None."""
+
+    def lock_run(self, run_id: str) -> RunLock:
+        """The run's rollback lock.
+
+        Raises:
+            RollbackInProgress: another holder, in this process or any other, has it.
+        """
+        lock = self.try_lock_run(run_id)
+        if lock is None:
+            raise RollbackInProgress(run_id)
+        return lock
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open (creating and migrating as needed) the store named by `url`.
+
+    Raises:
+        BadInput: the URL names no supported back end.
+        StoreUnavailable: the store cannot be reached.
+    """
+    url = url or DEFAULT_URL
+    if url.startswith("sqlite:///"):
+        from reversi.store.sqlite import SQLiteStore
+
+        return SQLiteStore(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from reversi.store.postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise BadInput(f"unsupported store URL {url!r}: use sqlite:///PATH or postgresql://...")

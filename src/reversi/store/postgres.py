@@ -1,0 +1,129 @@
+"""The shared back end: PostgreSQL through psycopg 3, for many processes on many machines."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+import psycopg
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from reversi.errors import StoreUnavailable
+from reversi.store.base import RunLock, Store, migrations, statements
+from reversi.store.queries import Cursor, Queries
+
+
+def _lock_key(*parts: str) -> int:
+    """A signed 64-bit advisory-lock key for a name (schema-qualified, so test schemas don't collide)."""
+    digest = hashlib.sha256(":".join(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class _PostgresDialect:
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+
+    def sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+    def lock_run(self, cur: Cursor, run_id: str) -> None:
+        cur.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (run_id,))
+
+    def lock_name(self, cur: Cursor, name: str) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema, "name", name),))
+
+
+@retry(
+    retry=retry_if_exception_type(psycopg.OperationalError),
+    stop=stop_after_attempt(3),
+    wait=wait_exponential(multiplier=0.1, max=1),
+    reraise=True,
+)
+def _connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(url, autocommit=True, connect_timeout=5)
+
+
+def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection, retried briefly.
+
+    Raises:
+        StoreUnavailable: the server could not be reached.
+    """
+    try:
+        return _connect(url)
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailable(f"cannot reach the store at {_redact(url)}: {exc}".strip()) from exc
+
+
+def _redact(url: str) -> str:
+    """The URL without a password."""
+    if "@" not in url:
+        return url
+    head, tail = url.split("@", 1)
+    scheme, _, userinfo = head.partition("://")
+    return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
+
+
+class _AdvisoryLock(RunLock):
+    def __init__(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        self._conn: psycopg.Connection[tuple[object, ...]] | None = conn
+
+    def release(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # ending the session drops its advisory locks
+            self._conn = None
+
+
+class PostgresStore(Store):
+    """A PostgreSQL database (the schema in `search_path`); run locks are session advisory locks."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn = connect(url)
+        row = self._conn.execute("SELECT current_schema()").fetchone()
+        self._schema = str(row[0]) if row else "public"
+        self._dialect = _PostgresDialect(self._schema)
+        self._mutex = threading.RLock()
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._mutex, self._conn.transaction():
+            cur = self._conn.cursor()
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._schema, "migrations"),))
+            cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
+            done = {row[0] for row in cur.execute("SELECT version FROM schema_migrations").fetchall()}
+            for version, script in migrations():
+                if version in done:
+                    continue
+                for statement in statements(script):
+                    cur.execute(statement.encode())
+                cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Queries]:
+        with self._mutex:
+            try:
+                with self._conn.transaction():
+                    yield Queries(self._conn.cursor(), self._dialect)
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
+
+    def read(self) -> AbstractContextManager[Queries]:
+        return self._transaction()
+
+    def write(self) -> AbstractContextManager[Queries]:
+        return self._transaction()
+
+    def try_lock_run(self, run_id: str) -> RunLock | None:
+        conn = connect(self.url)
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(self._schema, "run", run_id),)).fetchone()
+        if not row or not row[0]:
+            conn.close()
+            return None
+        return _AdvisoryLock(conn)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._conn.close()

@@ -1,0 +1,357 @@
+"""The ledger's SQL, shared by both back ends: one `Queries` object per transaction.
+
+The SQL is portable; each back end supplies a cursor whose placeholders are `?` and the few
+statements that differ (row locks, advisory locks), through `Dialect`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from reversi.core.models import (
+    Approval,
+    ApprovalKind,
+    ApprovalStatus,
+    Event,
+    EventType,
+    Halt,
+    HaltScope,
+    Mode,
+    NewEvent,
+    RunRecord,
+    RunSnapshot,
+    Scope,
+    StepRecord,
+    derive_step,
+    utc_now,
+)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class Cursor(Protocol):
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+class Dialect(Protocol):
+    def sql(self, text: str) -> str:
+        """The statement with `?` placeholders turned into the driver's own."""
+
+    def lock_run(self, cur: Cursor, run_id: str) -> None:
+        """Serialise writers of one run until the transaction ends."""
+
+    def lock_name(self, cur: Cursor, name: str) -> None:
+        """Serialise writers that share `name` (a duplicate key, the halt stream) until the end."""
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    approval_id: str
+    run_id: str
+    step: int | None
+    kind: ApprovalKind
+    tool: str
+    args: Any
+    call_digest: str
+    requested_by: str
+    requested_at: str
+
+
+_RUN_COLUMNS = "run_id, principal, mode, actor, tenant, environment, labels, created_at"
+_STEP_COLUMNS = "run_id, step, tool, args, depends_on, compensation_needs_approval, manifest_digest, dup_key"
+_EVENT_COLUMNS = "run_id, seq, step, type, at, actor, data"
+_APPROVAL_COLUMNS = "approval_id, run_id, step, kind, tool, args, call_digest, requested_by, requested_at"
+
+
+def _run(row: Any) -> RunRecord:
+    return RunRecord(row[0], row[1], Mode(row[2]), Scope(row[3], row[4], row[5]), json.loads(row[6]), row[7])
+
+
+def _step(row: Any) -> StepRecord:
+    return StepRecord(
+        row[0], row[1], row[2], json.loads(row[3]), tuple(json.loads(row[4])), bool(row[5]), row[6], row[7]
+    )
+
+
+def _event(row: Any) -> Event:
+    return Event(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
+
+
+class Queries:
+    """Every read and write of the ledger, inside one transaction of the back end's choosing."""
+
+    def __init__(self, cur: Cursor, dialect: Dialect) -> None:
+        self._cur = cur
+        self._dialect = dialect
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        self._cur.execute(self._dialect.sql(sql), params)
+        return self._cur
+
+    # -- locks ---------------------------------------------------------------------------------
+
+    def lock_run(self, run_id: str) -> None:
+        self._dialect.lock_run(self._cur, run_id)
+
+    def lock_name(self, name: str) -> None:
+        self._dialect.lock_name(self._cur, name)
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._exec(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return _run(row) if row else None
+
+    def insert_run(self, run: RunRecord) -> None:
+        self._exec(
+            f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run.run_id,
+                run.principal,
+                run.mode.value,
+                run.scope.actor,
+                run.scope.tenant,
+                run.scope.environment,
+                dumps(dict(run.labels)),
+                run.created_at,
+            ),
+        )
+
+    def list_runs(
+        self,
+        *,
+        actor: str | None = None,
+        tenant: str | None = None,
+        since: str | None = None,
+        before: tuple[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Runs newest first; `before` is the (created_at, run_id) of the last run of the previous page."""
+        where, params = [], []
+        for column, value in (("actor", actor), ("tenant", tenant)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("created_at >= ?")
+            params.append(since)
+        if before is not None:
+            where.append("(created_at < ? OR (created_at = ? AND run_id < ?))")
+            params.extend([before[0], before[0], before[1]])
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, run_id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_run(r) for r in self._exec(sql, params).fetchall()]
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def next_step(self, run_id: str) -> int:
+        row = self._exec("SELECT MAX(step) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def insert_step(self, rec: StepRecord) -> None:
+        self._exec(
+            f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rec.run_id,
+                rec.step,
+                rec.tool,
+                dumps(rec.args),
+                dumps(list(rec.depends_on)),
+                int(rec.compensation_needs_approval),
+                rec.manifest_digest,
+                rec.dup_key,
+            ),
+        )
+
+    def step_record(self, run_id: str, step: int) -> StepRecord | None:
+        row = self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? AND step = ?", (run_id, step)).fetchone()
+        return _step(row) if row else None
+
+    def step_records(self, run_id: str) -> list[StepRecord]:
+        rows = self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY step", (run_id,))
+        return [_step(r) for r in rows.fetchall()]
+
+    def steps_with_dup_key(self, dup_key: str) -> list[StepRecord]:
+        rows = self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE dup_key = ?", (dup_key,)).fetchall()
+        return [_step(r) for r in rows]
+
+    # -- events --------------------------------------------------------------------------------
+
+    def append(self, run_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        """Append events to a run's journal, numbering them on from its last `seq`."""
+        row = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,)).fetchone()
+        seq = -1 if row[0] is None else int(row[0])
+        at = utc_now()
+        written = []
+        for ev in events:
+            seq += 1
+            approval_id = ev.data.get("approval_id")
+            self._exec(
+                f"INSERT INTO events ({_EVENT_COLUMNS}, approval_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, seq, ev.step, ev.type.value, at, ev.actor, dumps(dict(ev.data)), approval_id),
+            )
+            written.append(Event(run_id, seq, ev.step, ev.type.value, at, ev.actor, ev.data))
+        return written
+
+    def run_events(self, run_id: str) -> list[Event]:
+        rows = self._exec(f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [_event(r) for r in rows.fetchall()]
+
+    def step_events(self, run_id: str, step: int) -> list[Event]:
+        rows = self._exec(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND step = ? ORDER BY seq", (run_id, step)
+        )
+        return [_event(r) for r in rows.fetchall()]
+
+    def export(self, since: str | None = None) -> Iterator[Event]:
+        """Every run's events, run by run (oldest run first), each run in `seq` order."""
+        sql = (
+            f"SELECT {', '.join('e.' + c for c in _EVENT_COLUMNS.split(', '))} FROM events e "
+            "JOIN runs r ON r.run_id = e.run_id"
+        )
+        params: list[Any] = []
+        if since is not None:
+            sql += " WHERE e.at >= ?"
+            params.append(since)
+        sql += " ORDER BY r.created_at, e.run_id, e.seq"
+        for row in self._exec(sql, params).fetchall():
+            yield _event(row)
+
+    def snapshot(self, run_id: str) -> RunSnapshot | None:
+        """The run and every step's derived state, read in this transaction."""
+        run = self.get_run(run_id)
+        if run is None:
+            return None
+        by_step: dict[int, list[Event]] = defaultdict(list)
+        for ev in self.run_events(run_id):
+            if ev.step is not None:
+                by_step[ev.step].append(ev)
+        steps = tuple(derive_step(rec, by_step.get(rec.step, ())) for rec in self.step_records(run_id))
+        return RunSnapshot(run, steps)
+
+    # -- approvals -----------------------------------------------------------------------------
+
+    def insert_approval(self, row: ApprovalRow) -> None:
+        self._exec(
+            f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.approval_id,
+                row.run_id,
+                row.step,
+                row.kind.value,
+                row.tool,
+                dumps(row.args),
+                row.call_digest,
+                row.requested_by,
+                row.requested_at,
+            ),
+        )
+
+    def _approval_rows(self, where: str, params: Sequence[Any]) -> list[ApprovalRow]:
+        rows = self._exec(
+            f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {where} ORDER BY requested_at, approval_id", params
+        ).fetchall()
+        return [
+            ApprovalRow(r[0], r[1], r[2], ApprovalKind(r[3]), r[4], json.loads(r[5]), r[6], r[7], r[8]) for r in rows
+        ]
+
+    def _with_status(self, rows: list[ApprovalRow]) -> list[Approval]:
+        if not rows:
+            return []
+        events: dict[str, list[tuple[str, str, str, Mapping[str, Any]]]] = defaultdict(list)
+        ids = [r.approval_id for r in rows]
+        for chunk_start in range(0, len(ids), 500):
+            chunk = ids[chunk_start : chunk_start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            found = self._exec(
+                f"SELECT approval_id, type, at, actor, data FROM events "
+                f"WHERE approval_id IN ({marks}) ORDER BY run_id, seq",
+                chunk,
+            ).fetchall()
+            for approval_id, type_, at, actor, data in found:
+                events[approval_id].append((type_, at, actor, json.loads(data)))
+        return [_derive_approval(r, events.get(r.approval_id, [])) for r in rows]
+
+    def get_approval(self, approval_id: str) -> Approval | None:
+        found = self._with_status(self._approval_rows("approval_id = ?", (approval_id,)))
+        return found[0] if found else None
+
+    def approvals_for_call(self, run_id: str, kind: ApprovalKind, call_digest: str) -> list[Approval]:
+        rows = self._approval_rows("run_id = ? AND kind = ? AND call_digest = ?", (run_id, kind.value, call_digest))
+        return self._with_status(rows)
+
+    def list_approvals(self, run_id: str | None = None) -> list[Approval]:
+        rows = self._approval_rows("run_id = ?", (run_id,)) if run_id else self._approval_rows("1 = 1", ())
+        return self._with_status(rows)
+
+    # -- halts ---------------------------------------------------------------------------------
+
+    def append_system(self, type_: EventType, actor: str, halt_id: str, data: Mapping[str, Any]) -> str:
+        self.lock_name("system_events")
+        row = self._exec("SELECT MAX(seq) FROM system_events").fetchone()
+        seq = 0 if row[0] is None else int(row[0]) + 1
+        at = utc_now()
+        self._exec(
+            "INSERT INTO system_events (seq, type, at, actor, halt_id, data) VALUES (?, ?, ?, ?, ?, ?)",
+            (seq, type_.value, at, actor, halt_id, dumps(dict(data))),
+        )
+        return at
+
+    def active_halts(self) -> list[Halt]:
+        rows = self._exec(
+            "SELECT a.halt_id, a.actor, a.at, a.data FROM system_events a WHERE a.type = 'halt_added' "
+            "AND NOT EXISTS (SELECT 1 FROM system_events b WHERE b.type = 'halt_lifted' AND b.halt_id = a.halt_id) "
+            "ORDER BY a.seq"
+        ).fetchall()
+        halts = []
+        for halt_id, by, at, data in rows:
+            d = json.loads(data)
+            halts.append(Halt(halt_id, d["reason"], HaltScope(**d.get("scope", {})), by, at))
+        return halts
+
+    def system_events(self, since: str | None = None) -> list[Event]:
+        sql = "SELECT seq, type, at, actor, halt_id, data FROM system_events"
+        params: list[Any] = []
+        if since is not None:
+            sql += " WHERE at >= ?"
+            params.append(since)
+        rows = self._exec(sql + " ORDER BY seq", params).fetchall()
+        return [Event("", r[0], None, r[1], r[2], r[3], {"halt_id": r[4], **json.loads(r[5])}) for r in rows]
+
+
+def _derive_approval(row: ApprovalRow, events: list[tuple[str, str, str, Mapping[str, Any]]]) -> Approval:
+    status, decided_by, decided_at, note, used = ApprovalStatus.PENDING, None, None, None, False
+    for type_, at, actor, data in events:
+        if type_ == EventType.APPROVAL_GRANTED:
+            status, decided_by, decided_at, note = ApprovalStatus.APPROVED, actor, at, data.get("note")
+        elif type_ == EventType.APPROVAL_DENIED:
+            status, decided_by, decided_at, note = ApprovalStatus.DENIED, actor, at, data.get("note")
+        elif type_ in (EventType.INTENDED, EventType.COMPENSATING):
+            used = True
+    return Approval(
+        row.approval_id,
+        row.run_id,
+        row.step,
+        row.kind,
+        row.tool,
+        row.args,
+        status,
+        row.requested_by,
+        row.requested_at,
+        decided_by,
+        decided_at,
+        note,
+        used,
+    )

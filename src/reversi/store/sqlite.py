@@ -1,0 +1,118 @@
+"""The embedded back end: one SQLite file in WAL mode, writers serialised by `BEGIN IMMEDIATE`."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from reversi.errors import StoreUnavailable
+from reversi.store.base import RunLock, Store, migrations, statements
+from reversi.store.queries import Cursor, Queries
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+class _SQLiteDialect:
+    def sql(self, text: str) -> str:
+        return text
+
+    # BEGIN IMMEDIATE already serialises every writer of the file.
+    def lock_run(self, cur: Cursor, run_id: str) -> None:
+        return None
+
+    def lock_name(self, cur: Cursor, name: str) -> None:
+        return None
+
+
+class _FileLock(RunLock):
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+
+class SQLiteStore(Store):
+    """A SQLite file; the rollback lock of each run is an OS file lock beside it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.path = Path(url.removeprefix("sqlite:///"))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = FULL")
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
+        self._mutex = threading.RLock()
+        self._dialect = _SQLiteDialect()
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._transaction("BEGIN IMMEDIATE") as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
+            done = {row[0] for row in cur.execute("SELECT version FROM schema_migrations")}
+            for version, script in migrations():
+                if version in done:
+                    continue
+                for statement in statements(script):
+                    cur.execute(statement)
+                cur.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:
+        with self._mutex:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(begin)
+            except sqlite3.OperationalError as exc:
+                raise StoreUnavailable(f"the store at {self.path} is locked: {exc}") from exc
+            try:
+                yield cur
+            except BaseException:
+                self._conn.rollback()
+                raise
+            try:
+                cur.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                self._conn.rollback()
+                raise StoreUnavailable(f"cannot commit to the store at {self.path}: {exc}") from exc
+
+    @contextmanager
+    def read(self) -> Iterator[Queries]:
+        with self._transaction("BEGIN") as cur:
+            yield Queries(cur, self._dialect)
+
+    @contextmanager
+    def write(self) -> Iterator[Queries]:
+        with self._transaction("BEGIN IMMEDIATE") as cur:
+            yield Queries(cur, self._dialect)
+
+    def lock_dir(self) -> Path:
+        return self.path.with_name(self.path.name + ".locks")
+
+    def try_lock_run(self, run_id: str) -> RunLock | None:
+        directory = self.lock_dir()
+        directory.mkdir(exist_ok=True)
+        fd = os.open(directory / f"{run_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return _FileLock(fd)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._conn.close()
