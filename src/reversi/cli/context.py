@@ -1,0 +1,51 @@
+"""What every command shares: the global flags, opening the ledger, printing JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from reversi.engine.config import Settings
+    from reversi.engine.ledger import Ledger
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+manifest_option = click.option(
+    "-m", "--manifest", "manifests", multiple=True, metavar="FILE", help="Manifest file (repeatable)."
+)
+
+
+@dataclass
+class CliState:
+    db: str | None = None
+    config: str | None = None
+
+    def settings(self, manifests: Sequence[str] = ()) -> Settings:
+        from reversi.engine.config import load_settings
+
+        return load_settings(config=self.config, db=self.db, manifests=tuple(manifests))
+
+    def ledger(self, manifests: Sequence[str] = ()) -> Ledger:
+        """Open the ledger with the manifests in force (`-m`, else the config's, else REVERSI_MANIFEST)."""
+        import reversi
+
+        settings = self.settings(manifests)
+        return reversi.open(settings.db, manifests=settings.manifests, config=self.config)
+
+
+def state(ctx: click.Context) -> CliState:
+    obj = ctx.find_root().obj
+    assert isinstance(obj, CliState)
+    return obj
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

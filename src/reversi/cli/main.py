@@ -1,0 +1,71 @@
+"""`reversi`: the operator's command line. Errors become output here, and only here.
+
+Exit codes: 0 done (fully reversible, complete), 2 done but not fully (not reversible, incomplete),
+1 an error (`reversi: error: MESSAGE` on stderr, never a traceback for a user's mistake).
+Commands import the engine only when they run, so `reversi --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from reversi.cli.context import CliState
+from reversi.cli.groups import LazyGroup
+
+COMMANDS = {
+    "runs": "reversi.cli.runs:runs",
+    "show": "reversi.cli.runs:show",
+    "export": "reversi.cli.runs:export",
+    "plan": "reversi.cli.rollback:plan",
+    "rollback": "reversi.cli.rollback:rollback",
+    "resolve": "reversi.cli.rollback:resolve",
+    "halt": "reversi.cli.stopping:halt",
+    "kill-switch": "reversi.cli.stopping:kill_switch",
+    "approvals": "reversi.cli.approvals:approvals",
+    "manifest": "reversi.cli.manifest:manifest",
+    "demo": "reversi.cli.demo:demo",
+}
+
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", metavar="URL", help="Store URL (default: REVERSI_DB, reversi.yaml, sqlite:///.reversi/reversi.db).")
+@click.option("--config", metavar="FILE", help="Config file (default: REVERSI_CONFIG, else ./reversi.yaml).")
+@click.version_option(package_name="reversi", prog_name="reversi")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
+    """Journal an agent's side-effecting calls; plan and roll back its runs."""
+    ctx.obj = CliState(db=db, config=config)
+
+
+def _fail(message: str) -> int:
+    click.echo(f"reversi: error: {message}", err=True)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the CLI and exit with its code."""
+    from reversi.errors import ReversiError
+
+    try:
+        result = cli.main(args=list(argv) if argv is not None else None, prog_name="reversi", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except click.exceptions.Exit as done:
+        code = done.exit_code
+    except click.UsageError as exc:
+        hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+        code = _fail(exc.format_message() + hint)
+    except click.ClickException as exc:
+        code = _fail(exc.format_message())
+    except click.Abort:
+        code = _fail("aborted")
+    except ReversiError as exc:
+        code = _fail(exc.message)
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (`| head`): not an error worth a traceback
+        code = 0
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

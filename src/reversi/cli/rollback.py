@@ -1,0 +1,119 @@
+"""`reversi plan`, `rollback` and `resolve`: undoing a run, and settling what is unknown."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from reversi.cli.context import echo_json, json_option, manifest_option, state
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@manifest_option
+@json_option
+@click.pass_context
+def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], as_json: bool) -> int:
+    """Show what a rollback would do (a dry run). Exit 2 when the run is not fully reversible."""
+    with state(ctx).ledger(manifests) as ledger:
+        result = ledger.get_run(run_id).plan()
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        click.echo(result.to_text())
+    return 0 if result.fully_reversible else 2
+
+
+def _progress(enabled: bool) -> Any:
+    """A progress bar on a terminal, or nothing."""
+    if not enabled:
+        return None
+    from rich.progress import Progress
+
+    return Progress(transient=True)
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@manifest_option
+@click.option("--compensator-cmd", metavar="CMD", help="Runs each undo: the call JSON on stdin.")
+@click.option("--verify-cmd", metavar="CMD", help="Checks each undo is visible: exit 0 confirms.")
+@click.option("--reader-cmd", metavar="CMD", help="Runs declared read-backs: {tool, arguments} on stdin, JSON out.")
+@click.option("--retries", type=int, default=1, show_default=True, help="Attempts per compensation, 1-10.")
+@click.option("--retry-base-ms", type=int, default=250, show_default=True, help="First backoff delay.")
+@click.option("--retry-max-ms", type=int, default=10_000, show_default=True, help="Longest backoff delay.")
+@click.option("--cmd-timeout", type=float, default=30.0, show_default=True, help="Seconds each command may take.")
+@click.option("--approve-compensations", is_flag=True, help="Grant every pending compensation approval.")
+@click.option("--actor", help="Who is rolling back (default: REVERSI_ACTOR, else the principal).")
+@json_option
+@click.pass_context
+def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compensator_cmd: str | None,
+             verify_cmd: str | None, reader_cmd: str | None, retries: int, retry_base_ms: int, retry_max_ms: int,
+             cmd_timeout: float, approve_compensations: bool, actor: str | None, as_json: bool) -> int:
+    """Undo a run's standing steps, newest first. Exit 2 when the rollback is incomplete."""
+    from reversi.core.backoff import Retry
+    from reversi.core.models import check_run_id
+    from reversi.engine.commands import command_compensator, command_reader, command_verify
+    from reversi.errors import BadInput
+
+    check_run_id(run_id)
+    retry = Retry(attempts=retries, base_ms=retry_base_ms, max_ms=retry_max_ms)
+    if not cmd_timeout > 0:
+        raise BadInput("--cmd-timeout must be a positive number of seconds")
+    settings = state(ctx).settings(manifests)
+    compensator_cmd = compensator_cmd or settings.compensator_cmd
+    reader_cmd = reader_cmd or settings.reader_cmd
+    compensate = command_compensator(compensator_cmd, cmd_timeout) if compensator_cmd else None
+    verify = command_verify(verify_cmd, cmd_timeout) if verify_cmd else None
+    verifier = command_reader(reader_cmd, cmd_timeout) if reader_cmd else None
+    bar = _progress(sys.stdout.isatty() and not as_json)
+    with state(ctx).ledger(manifests) as ledger:
+        run = ledger.get_run(run_id)
+        if bar is None:
+            report = run.rollback(compensate, retry, verify, verifier, approve_compensations, actor)
+        else:
+            with bar:
+                task = bar.add_task(f"rolling back {run_id}", total=None)
+                report = run.rollback(compensate, retry, verify, verifier, approve_compensations, actor,
+                                      progress=lambda done, total: bar.update(task, completed=done, total=total))
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        click.echo(report.to_text())
+    return 0 if report.complete else 2
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@click.argument("step", type=int)
+@click.option("--status", type=click.Choice(["succeeded", "failed"]), required=True, help="What really happened.")
+@click.option("--result", "result_json", metavar="JSON", help="The result found downstream (lets the step be undone).")
+@click.option("--note", help="How you know (required; kept in the journal).")
+@click.option("--actor", help="Who settled it (default: REVERSI_ACTOR, else the principal).")
+@json_option
+@click.pass_context
+def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json: str | None, note: str | None,
+            actor: str | None, as_json: bool) -> int:
+    """Settle an unresolved (intended or uncertain) step after checking the downstream system."""
+    from reversi.core.models import check_run_id
+    from reversi.errors import BadInput
+
+    check_run_id(run_id)
+    if not note or not note.strip():
+        raise BadInput("a note is required (--note): say how you settled the step")
+    kwargs: dict[str, Any] = {}
+    if result_json is not None:
+        try:
+            kwargs["result"] = json.loads(result_json)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"--result is not JSON: {exc}") from None
+    with state(ctx).ledger() as ledger:
+        settled = ledger.get_run(run_id).resolve(step, status, note=note, actor=actor, **kwargs)
+    if as_json:
+        echo_json(settled.to_dict())
+    else:
+        click.echo(f"step {step} is now {settled.status.value}")
+    return 0

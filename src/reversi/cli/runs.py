@@ -1,0 +1,85 @@
+"""`reversi runs`, `show` and `export`: what was recorded."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from reversi.cli.context import compact, echo_json, json_option, state
+
+
+def _since(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from reversi.core.times import parse_since
+
+    return parse_since(value)
+
+
+@click.command()
+@click.option("--status", help="Keep runs with a step in this status (e.g. uncertain, succeeded).")
+@click.option("--actor", help="Only runs of this actor.")
+@click.option("--tenant", help="Only runs of this tenant.")
+@click.option("--since", help="Only runs opened since (30m, 2h, 7d, or a date).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many runs.")
+@json_option
+@click.pass_context
+def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str | None, since: str | None,
+         limit: int | None, as_json: bool) -> int:
+    """List runs, newest first, with counts of their steps."""
+    from reversi.engine.ledger import RunFilter
+
+    with state(ctx).ledger() as ledger:
+        found = ledger.list_runs(RunFilter(status, actor, tenant, _since(since), limit))
+    if as_json:
+        echo_json([s.to_dict() for s in found])
+        return 0
+    if not found:
+        click.echo("no runs")
+        return 0
+    click.echo(f"{'RUN':<32} {'CREATED':<27} {'ACTOR':<16} {'TENANT':<10} STEPS STANDING UNRESOLVED")
+    for s in found:
+        d = s.to_dict()
+        click.echo(f"{d['run_id']:<32} {d['created_at']:<27} {d['actor'] or '-':<16} {d['tenant'] or '-':<10} "
+                   f"{d['steps']:>5} {d['standing']:>8} {d['unresolved']:>10}")
+    return 0
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
+    """Show one run and its steps."""
+    from reversi.core.models import RunSummary
+
+    with state(ctx).ledger() as ledger:
+        snap = ledger.get_run(run_id).snapshot()
+    statuses = [s.status for s in snap.steps]
+    summary = RunSummary(snap.run, len(statuses), sum(s.stands for s in statuses), sum(s.unresolved for s in statuses))
+    out = summary.to_dict() | {"steps": [s.to_dict() for s in snap.steps], "steps_count": summary.steps}
+    if as_json:
+        echo_json(out)
+        return 0
+    scope = ", ".join(f"{k}={out[k]}" for k in ("actor", "tenant", "environment") if out[k])
+    click.echo(f"{run_id}  mode={out['mode']}  principal={out['principal']}  {scope}".rstrip())
+    click.echo(f"opened {out['created_at']}; {summary.steps} steps, {summary.standing} standing, "
+               f"{summary.unresolved} unresolved")
+    for step in snap.steps:
+        detail = compact(step.result) if step.has_result else (step.error or "")
+        click.echo(f"step {step.index}  {step.tool}  {step.status.value}  {compact(step.args)}  {detail}".rstrip())
+    return 0
+
+
+@click.command()
+@click.option("--run", "run_id", metavar="RUN", help="Only this run (default: every run).")
+@click.option("--since", help="Only events since (30m, 2h, 7d, or a date).")
+@json_option
+@click.pass_context
+def export(ctx: click.Context, run_id: str | None, since: str | None, as_json: bool) -> int:
+    """Print the journal as JSON lines, in seq order (`--json` changes nothing: it is JSON already)."""
+    with state(ctx).ledger() as ledger:
+        for event in ledger.export(run_id, _since(since)):
+            click.echo(json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False))
+    return 0

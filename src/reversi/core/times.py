@@ -1,0 +1,35 @@
+"""Reading the times people type (`--since`). Pure: no I/O."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from reversi.errors import BadInput
+
+_DURATION = re.compile(r"(\d+)([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def format_time(moment: datetime) -> str:
+    """The ledger's own form: UTC, RFC 3339, microseconds, `Z`."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_since(text: str, now: datetime | None = None) -> str:
+    """A moment as the ledger writes it, from a duration ago (`30m`, `2h`, `7d`) or an RFC 3339 date or time.
+
+    Raises:
+        BadInput: neither form.
+    """
+    match = _DURATION.fullmatch(text.strip())
+    if match:
+        ago = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        return format_time((now or datetime.now(UTC)) - ago)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"--since {text!r}: expected a duration like 30m, 2h, 7d or a date like 2026-12-01") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return format_time(moment)
