@@ -38,4 +38,5 @@ class Retry:
         """
         if attempt < 2:
             return 0.0
-        return min(self.max_ms, self.base_ms * 2 ** (attempt - 2)) * jitter / 1000
+        delay_ms: int = min(self.max_ms, self.base_ms * 2 ** (attempt - 2))
+        return delay_ms * jitter / 1000

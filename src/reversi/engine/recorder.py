@@ -80,7 +80,7 @@ class Recorder:
         kill = self.kill_reason()
         with self.store.write() as q:
             q.lock_run(run.run_id)
-            refusal = Halted(halt_message(kill)) if kill is not None else None
+            refusal: Refused | None = Halted(halt_message(kill)) if kill is not None else None
             refusal = refusal or self._halted(q, run, tool) or _unmanifested(run, tool, entry)
             dup_key = _dup_key(run, tool, args, entry)
             refusal = refusal or (_duplicate(q, dup_key) if dup_key else None)

@@ -122,11 +122,11 @@ class RollbackExecutor:
     ) -> bool:
         """Compensate one step; True when it is undone."""
         if step.claim is not None and _claim_is_live(step.claim.until):
-            error = f"claimed by a remote worker until {step.claim.until}"
-            report.failed.append(Failure(step.index, error, 0))
-            report.lines.append(f"{label}  failed  {error}")
+            claimed = f"claimed by a remote worker until {step.claim.until}"
+            report.failed.append(Failure(step.index, claimed, 0))
+            report.lines.append(f"{label}  failed  {claimed}")
             return False
-        approval_id = None
+        approval_id: str | None = None
         if call.needs_approval:
             with self.store.write() as q:
                 q.lock_run(call.run_id)
