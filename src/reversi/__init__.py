@@ -1,21 +1,45 @@
 """Reversi: journal every side-effecting call an agent makes, and roll a run back on demand.
 
-import reversi
+    import reversi
 
-with reversi.open(manifests=["tools.yaml"]) as ledger:
-    run = ledger.start_run(actor="billing-agent")
-    charge = run.call("stripe.create_charge", {"amount": 700}, create_charge)
-    print(run.plan().to_text())
-    report = run.rollback(compensate=undo)
+    with reversi.open(manifests=["tools.yaml"]) as ledger:
+        run = ledger.start_run(actor="billing-agent")
+        charge = run.call("stripe.create_charge", {"amount": 700}, create_charge)
+        print(run.plan().to_text())
+        report = run.rollback(compensate=undo)
+
+The names below are loaded on first use, so `import reversi` (and `reversi --help`) stays quick.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from reversi import errors
-from reversi.core.backoff import Retry
-from reversi.core.plan import Action, ActionKind, Plan
-from reversi.core.report import RollbackReport
-from reversi.engine.ledger import Ledger, RunFilter, open
-from reversi.engine.remote import CompensationWork
-from reversi.engine.run import Outcome, Run, StepHandle
+
+if TYPE_CHECKING:
+    from reversi.core.backoff import Retry
+    from reversi.core.plan import Action, ActionKind, Plan
+    from reversi.core.report import RollbackReport
+    from reversi.engine.ledger import Ledger, RunFilter, open
+    from reversi.engine.remote import CompensationWork
+    from reversi.engine.run import Outcome, Run, StepHandle
+
+_HOMES = {
+    "Action": "reversi.core.plan",
+    "ActionKind": "reversi.core.plan",
+    "CompensationWork": "reversi.engine.remote",
+    "Ledger": "reversi.engine.ledger",
+    "Outcome": "reversi.engine.run",
+    "Plan": "reversi.core.plan",
+    "Retry": "reversi.core.backoff",
+    "RollbackReport": "reversi.core.report",
+    "Run": "reversi.engine.run",
+    "RunFilter": "reversi.engine.ledger",
+    "StepHandle": "reversi.engine.run",
+    "open": "reversi.engine.ledger",
+}
 
 __all__ = [
     "Action",
@@ -32,3 +56,16 @@ __all__ = [
     "errors",
     "open",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'reversi' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

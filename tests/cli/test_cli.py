@@ -1,0 +1,226 @@
+"""The `reversi` command as a user runs it: in a subprocess, reading its output and exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+import reversi
+from reversi.cli.main import cli
+
+MANIFEST = """
+version: 1
+tools:
+  stripe.create_charge:
+    compensation:
+      tool: stripe.refund
+      args: {charge_id: "$result.id"}
+  email.send:
+    irreversible: true
+"""
+
+COMPENSATOR = "import json, sys; call = json.load(sys.stdin); print(json.dumps({'undone': call['tool']}))"
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in list(os.environ):
+        if name.startswith("REVERSI_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tools.yaml").write_text(MANIFEST)
+    return tmp_path
+
+
+def reversi_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("reversi")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+def record_charge(here: Path, *, uncertain: bool = False) -> str:
+    with reversi.open(manifests=[str(here / "tools.yaml")]) as ledger:
+        run = ledger.start_run(actor="billing-agent", tenant="acme")
+        step = run.begin("stripe.create_charge", {"amount": 700})
+        step.uncertain("timed out") if uncertain else step.succeeded({"id": "ch_1"})
+        return str(run.id)
+
+
+def test_every_command_has_help_text() -> None:
+    ctx = click.Context(cli)
+    missing = []
+    for name in cli.list_commands(ctx):  # type: ignore[attr-defined]
+        command = cli.get_command(ctx, name)  # type: ignore[attr-defined]
+        commands = [command, *getattr(command, "commands", {}).values()]
+        missing += [c.name for c in commands if not (c.help or "").strip()]
+    assert missing == []
+
+
+def test_help_does_not_import_the_engine_or_its_drivers() -> None:
+    code = ("import sys\nfrom reversi.cli.main import cli\n"
+            "try:\n    cli.main(['--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('psycopg', 'pydantic', 'yaml', 'rich', 'reversi.engine') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("args", [
+    ["plan"],                                        # missing argument: click would say exit 2
+    ["nosuch"],
+    ["rollback", "run_x", "--retries", "lots"],
+    ["resolve", "run_x", "0", "--status", "maybe", "--note", "n"],
+    ["--db", "mysql://somewhere", "runs"],
+    ["show", "run_nope"],
+    ["export", "--run", "run_nope"],
+    ["runs", "--since", "last tuesday"],
+    ["approvals", "approve", "apr_nope"],
+    ["halt", "lift", "halt_nope"],
+    ["kill-switch", "on", "x"],                      # no kill file configured
+    ["manifest", "check", "missing.yaml"],
+])
+def test_user_errors_exit_1_with_one_line_and_no_traceback(here: Path, args: list[str]) -> None:
+    p = reversi_cli(*args, cwd=here)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    assert p.stderr.startswith("reversi: error: ") or "missing.yaml" in p.stdout
+
+
+def test_a_refused_resolve_changes_nothing(here: Path) -> None:
+    run_id = record_charge(here, uncertain=True)
+    p = reversi_cli("resolve", run_id, "0", "--status", "succeeded", "--result", "{not json", "--note", "x",
+                    cwd=here)
+    assert p.returncode == 1 and "--result is not JSON" in p.stderr
+    shown = json.loads(reversi_cli("show", run_id, "--json", cwd=here).stdout)
+    assert shown["steps"][0]["status"] == "uncertain"
+
+
+def test_runs_show_and_filters(here: Path) -> None:
+    settled = record_charge(here)
+    unknown = record_charge(here, uncertain=True)
+    listing = json.loads(reversi_cli("runs", "--json", cwd=here).stdout)
+    assert [r["run_id"] for r in listing] == [unknown, settled]
+    assert listing[0] | {"created_at": None} == {
+        "run_id": unknown, "principal": "local", "mode": "observe", "actor": "billing-agent", "tenant": "acme",
+        "environment": "", "created_at": None, "steps": 1, "standing": 0, "unresolved": 1}
+    only_uncertain = json.loads(reversi_cli("runs", "--status", "uncertain", "--json", cwd=here).stdout)
+    assert [r["run_id"] for r in only_uncertain] == [unknown]
+    assert json.loads(reversi_cli("runs", "--tenant", "other", "--json", cwd=here).stdout) == []
+    text = reversi_cli("runs", cwd=here).stdout
+    assert settled in text and unknown in text
+    shown = reversi_cli("show", settled, cwd=here).stdout
+    assert "step 0  stripe.create_charge  succeeded" in shown
+
+
+def test_the_config_file_supplies_the_store_and_manifests(here: Path) -> None:
+    (here / "reversi.yaml").write_text("db: sqlite:///elsewhere/ledger.db\nmanifests: [tools.yaml]\n")
+    with reversi.open() as ledger:  # reads reversi.yaml too
+        run = ledger.start_run()
+        run.begin("stripe.create_charge", {"amount": 1}).succeeded({"id": "ch_9"})
+    assert (here / "elsewhere" / "ledger.db").exists()
+    p = reversi_cli("plan", run.id, "--json", cwd=here)
+    assert p.returncode == 0 and json.loads(p.stdout)["actions"][0]["compensation_tool"] == "stripe.refund"
+
+
+def test_an_unknown_config_key_is_named(here: Path) -> None:
+    (here / "reversi.yaml").write_text("database: x\n")
+    p = reversi_cli("runs", cwd=here)
+    assert p.returncode == 1 and "unknown key 'database'" in p.stderr
+
+
+def test_the_kill_switch_turns_on_reports_and_turns_off(here: Path) -> None:
+    env = {"REVERSI_KILL_FILE": str(here / "KILL")}
+    assert reversi_cli("kill-switch", "on", "incident 42", cwd=here, env=env).returncode == 0
+    status = json.loads(reversi_cli("kill-switch", "status", "--json", cwd=here, env=env).stdout)
+    assert status == {"state": "on", "reason": "incident 42", "file": str(here / "KILL")}
+    assert reversi_cli("kill-switch", "off", cwd=here, env=env).stdout.strip() == "kill switch off"
+    assert "kill switch off" in reversi_cli("kill-switch", "status", cwd=here, env=env).stdout
+
+
+def test_halts_list_as_json_and_lift_one_by_id(here: Path) -> None:
+    added = json.loads(reversi_cli("halt", "add", "freeze", "--tenant", "acme", "--by", "dana", "--json",
+                                   cwd=here).stdout)
+    listing = json.loads(reversi_cli("halt", "list", "--json", cwd=here).stdout)
+    assert listing == [added]
+    assert set(added) == {"halt_id", "reason", "scope", "by", "created_at"}
+    assert added["scope"] == {"tenant": "acme"} and added["by"] == "dana"
+    assert reversi_cli("halt", "lift", added["halt_id"], cwd=here).stdout.strip() == "lifted 1"
+    assert json.loads(reversi_cli("halt", "list", "--json", cwd=here).stdout) == []
+
+
+def test_a_denial_needs_a_note(here: Path) -> None:
+    p = reversi_cli("approvals", "deny", "apr_x", cwd=here)
+    assert p.returncode == 1 and "note" in p.stderr
+
+
+def test_rollback_without_a_compensator_says_how_to_give_one(here: Path) -> None:
+    run_id = record_charge(here)
+    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", cwd=here)
+    assert p.returncode == 1 and "--compensator-cmd" in p.stderr
+
+
+def test_the_compensator_can_come_from_the_environment(here: Path) -> None:
+    run_id = record_charge(here)
+    env = {"REVERSI_COMPENSATOR_CMD": f"{sys.executable} -c \"{COMPENSATOR}\"", "REVERSI_MANIFEST": "tools.yaml"}
+    p = reversi_cli("rollback", run_id, "--json", cwd=here, env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["compensated"] == [0]
+
+
+def test_a_compensator_that_cannot_start_fails_the_step_with_the_reason(here: Path) -> None:
+    run_id = record_charge(here)
+    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", "/nonexistent/undo", "--json",
+                    cwd=here)
+    assert p.returncode == 2
+    [failure] = json.loads(p.stdout)["failed"]
+    assert "cannot run /nonexistent/undo" in failure["error"]
+
+
+def test_a_compensator_that_hangs_is_stopped_by_the_timeout(here: Path) -> None:
+    run_id = record_charge(here)
+    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", "sleep 30", "--cmd-timeout", "0.2",
+                    "--json", cwd=here)
+    assert p.returncode == 2
+    assert "timed out after 0.2 s" in json.loads(p.stdout)["failed"][0]["error"]
+
+
+def test_rollback_shows_progress_on_a_terminal_and_still_prints_the_report(here: Path) -> None:
+    run_id = record_charge(here)
+    exe = Path(sys.executable).with_name("reversi")
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([str(exe), "rollback", run_id, "-m", "tools.yaml", "--compensator-cmd",
+                             f"{sys.executable} -c \"{COMPENSATOR}\""], stdout=terminal, stderr=terminal, cwd=here)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=60) == 0
+    output = b"".join(chunks).decode(errors="replace")
+    assert "rollback complete" in output and "compensated -> stripe.refund" in output
+
+
+def test_manifest_check_warns_about_a_write_tool_without_an_undo(here: Path) -> None:
+    (here / "loose.yaml").write_text("version: 1\ntools:\n  crm.delete_contact: {}\n")
+    p = reversi_cli("manifest", "check", "loose.yaml", cwd=here)
+    assert p.returncode == 0
+    assert "loose.yaml:3: warning:" in p.stdout and "no compensation declared" in p.stdout
+
+
+def test_export_since_a_moment_keeps_later_events_only(here: Path) -> None:
+    run_id = record_charge(here)
+    assert reversi_cli("export", "--since", "2999-01-01", cwd=here).stdout == ""
+    events = [json.loads(line) for line in reversi_cli("export", "--since", "1h", cwd=here).stdout.splitlines()]
+    assert {e["run_id"] for e in events} == {run_id}
+    assert [e["type"] for e in events] == ["run_opened", "intended", "succeeded"]
