@@ -27,6 +27,7 @@ COMMANDS = {
     "approvals": "reversi.cli.approvals:approvals",
     "manifest": "reversi.cli.manifest:manifest",
     "demo": "reversi.cli.demo:demo",
+    "keys": "reversi.cli.keys:keys",
 }
 
 

@@ -104,6 +104,8 @@ class PostgresStore(Store):
     @contextmanager
     def _transaction(self) -> Iterator[Queries]:
         with self._mutex:
+            if self._conn.closed or self._conn.broken:
+                self._conn = connect(self.url)  # the server restarted, or the network dropped us
             try:
                 with self._conn.transaction():
                     yield Queries(self._conn.cursor(), self._dialect)

@@ -96,6 +96,10 @@ class Queries:
         self._cur.execute(self._dialect.sql(sql), params)
         return self._cur
 
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one portable statement (`?` placeholders) in this transaction; for the store's other modules."""
+        return self._exec(sql, params)
+
     # -- locks ---------------------------------------------------------------------------------
 
     def lock_run(self, run_id: str) -> None:

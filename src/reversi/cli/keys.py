@@ -1,0 +1,66 @@
+"""`reversi keys`: API keys for the HTTP server and the gateway."""
+
+from __future__ import annotations
+
+import click
+
+from reversi.cli.context import echo_json, json_option, state
+
+
+@click.group()
+def keys() -> None:
+    """Create, list and revoke API keys."""
+
+
+@keys.command("create")
+@click.argument("name")
+@click.option("--role", type=click.Choice(["agent", "operator", "admin"]), required=True, help="What the key may do.")
+@click.option("--tenant", help="Confine the key to one tenant.")
+@json_option
+@click.pass_context
+def create(ctx: click.Context, name: str, role: str, tenant: str | None, as_json: bool) -> int:
+    """Create a key for principal NAME; the key is printed this once only."""
+    from reversi.engine.keys import create_key
+
+    with state(ctx).ledger() as ledger:
+        row, key = create_key(ledger.store, name, role, tenant)
+    if as_json:
+        echo_json({"id": row.key_id, "name": row.name, "role": row.role, "tenant": row.tenant, "key": key})
+    else:
+        click.echo(f"created key {row.key_id} for {row.name} ({row.role}{', tenant ' + row.tenant if row.tenant else ''})")
+        click.echo(key)
+        click.echo("store it now: it is not shown again", err=True)
+    return 0
+
+
+@keys.command("list")
+@json_option
+@click.pass_context
+def list_(ctx: click.Context, as_json: bool) -> int:
+    """List keys (never their secrets)."""
+    from reversi.engine.keys import list_keys
+
+    with state(ctx).ledger() as ledger:
+        rows = list_keys(ledger.store)
+    if as_json:
+        echo_json([r.to_dict() for r in rows])
+    elif not rows:
+        click.echo("no keys: reversi-server serves loopback only, as the admin 'local'")
+    for r in [] if as_json else rows:
+        state_text = f"revoked {r.revoked_at}" if r.revoked_at else "active"
+        click.echo(f"{r.key_id}  {r.name:<20} {r.role:<8} {r.tenant or '-':<12} {state_text}")
+    return 0
+
+
+@keys.command("revoke")
+@click.argument("key_id", metavar="ID")
+@json_option
+@click.pass_context
+def revoke(ctx: click.Context, key_id: str, as_json: bool) -> int:
+    """Revoke a key at once."""
+    from reversi.engine.keys import revoke_key
+
+    with state(ctx).ledger() as ledger:
+        row = revoke_key(ledger.store, key_id)
+    echo_json(row.to_dict()) if as_json else click.echo(f"revoked {row.key_id} ({row.name})")
+    return 0

@@ -1,0 +1,116 @@
+"""API keys and the principals they stand for.
+
+A key reads `rvk_<id>_<secret>`: the id finds the row, the secret is compared with the stored
+SHA-256 in constant time (the secret is 256 random bits, so a fast hash is the right one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+
+from reversi.core.models import utc_now
+from reversi.errors import BadInput, NotFound
+from reversi.store import keys as key_sql
+from reversi.store.base import Store
+from reversi.store.keys import KeyRow
+
+_KEY_RE = re.compile(r"rvk_([a-z0-9]{12})_([A-Za-z0-9_-]{43})")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+
+
+class Role(StrEnum):
+    AGENT = "agent"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as: the key's name (a run's owner), its role and the tenant it is confined to."""
+
+    name: str
+    role: Role
+    tenant: str | None = None
+    key_id: str | None = None
+
+    @property
+    def is_operator(self) -> bool:
+        return self.role in (Role.OPERATOR, Role.ADMIN)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role is Role.ADMIN
+
+
+LOCAL_ADMIN = Principal("local", Role.ADMIN)
+
+
+def _sha256(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_key(store: Store, name: str, role: str, tenant: str | None = None) -> tuple[KeyRow, str]:
+    """Create a key; returns its row and the key itself (shown this once, never stored).
+
+    Raises:
+        BadInput: a bad name, role or tenant.
+    """
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise BadInput(f"bad key name {name!r}: 1-64 of letters, digits and _ . @ -, starting with a letter or digit")
+    try:
+        role = Role(role).value
+    except ValueError:
+        raise BadInput(f"role must be agent, operator or admin, not {role!r}") from None
+    if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
+        raise BadInput("tenant must be a non-empty string when given")
+    key_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12))
+    secret = secrets.token_urlsafe(32)
+    row = KeyRow(key_id, name, role, tenant, _sha256(secret), utc_now(), None)
+    with store.write() as q:
+        key_sql.insert_key(q, row)
+    return row, f"rvk_{key_id}_{secret}"
+
+
+def list_keys(store: Store) -> list[KeyRow]:
+    with store.read() as q:
+        return key_sql.list_keys(q)
+
+
+def revoke_key(store: Store, key_id: str) -> KeyRow:
+    """Revoke a key at once; requests with it get 401 from then on.
+
+    Raises:
+        NotFound: no such key.
+    """
+    with store.write() as q:
+        if key_sql.get_key(q, key_id) is None:
+            raise NotFound(f"no key {key_id}")
+        key_sql.revoke_key(q, key_id, utc_now())
+        row = key_sql.get_key(q, key_id)
+    assert row is not None
+    return row
+
+
+def store_has_keys(store: Store) -> bool:
+    """Whether any key is active: without one, servers serve loopback only, as the admin `local`."""
+    with store.read() as q:
+        return key_sql.any_active_key(q)
+
+
+def authenticate(store: Store, key: str) -> Principal | None:
+    """The principal an active key stands for, or None for anything else."""
+    match = _KEY_RE.fullmatch(key.strip()) if isinstance(key, str) else None
+    if match is None:
+        return None
+    with store.read() as q:
+        row = key_sql.get_key(q, match.group(1))
+    if row is None or row.revoked_at is not None:
+        return None
+    if not hmac.compare_digest(row.secret_sha256, _sha256(match.group(2))):
+        return None
+    return Principal(row.name, Role(row.role), row.tenant, row.key_id)

@@ -1,0 +1,48 @@
+"""The SQL of API keys (`api_keys`), run inside a transaction's `Queries`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reversi.store.queries import Queries
+
+_COLUMNS = "key_id, name, role, tenant, secret_sha256, created_at, revoked_at"
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    key_id: str
+    name: str
+    role: str
+    tenant: str | None
+    secret_sha256: str
+    created_at: str
+    revoked_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The key as listed: never its secret or hash."""
+        return {"id": self.key_id, "name": self.name, "role": self.role, "tenant": self.tenant,
+                "created_at": self.created_at, "revoked_at": self.revoked_at}
+
+
+def insert_key(q: Queries, row: KeyRow) -> None:
+    q.execute(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+              (row.key_id, row.name, row.role, row.tenant, row.secret_sha256, row.created_at, row.revoked_at))
+
+
+def get_key(q: Queries, key_id: str) -> KeyRow | None:
+    row = q.execute(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+    return KeyRow(*row) if row else None
+
+
+def list_keys(q: Queries) -> list[KeyRow]:
+    return [KeyRow(*r) for r in q.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created_at, key_id").fetchall()]
+
+
+def revoke_key(q: Queries, key_id: str, at: str) -> None:
+    q.execute("UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (at, key_id))
+
+
+def any_active_key(q: Queries) -> bool:
+    return q.execute("SELECT 1 FROM api_keys WHERE revoked_at IS NULL LIMIT 1").fetchone() is not None
