@@ -27,7 +27,8 @@ def create(ctx: click.Context, name: str, role: str, tenant: str | None, as_json
     if as_json:
         echo_json({"id": row.key_id, "name": row.name, "role": row.role, "tenant": row.tenant, "key": key})
     else:
-        click.echo(f"created key {row.key_id} for {row.name} ({row.role}{', tenant ' + row.tenant if row.tenant else ''})")
+        confined = f", tenant {row.tenant}" if row.tenant else ""
+        click.echo(f"created key {row.key_id} for {row.name} ({row.role}{confined})")
         click.echo(key)
         click.echo("store it now: it is not shown again", err=True)
     return 0
