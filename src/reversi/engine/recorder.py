@@ -78,48 +78,61 @@ class Recorder:
         depends = _checked_depends_on(depends_on)
         entry = self.manifests.lookup(tool)
         kill = self.kill_reason()
-        with self.store.write() as q:
-            q.lock_run(run.run_id)
-            refusal: Refused | None = Halted(halt_message(kill)) if kill is not None else None
-            refusal = refusal or self._halted(q, run, tool) or _unmanifested(run, tool, entry)
-            dup_key = _dup_key(run, tool, args, entry)
-            refusal = refusal or (_duplicate(q, dup_key) if dup_key else None)
-            approval_id = None
-            if refusal is None and entry is not None and entry.requires_approval:
-                refusal, approval_id = _forward_approval(q, run, tool, args)
-            if refusal is not None:
-                q.append(run.run_id, [_refused_event(run, tool, args, refusal)])
-            else:
-                step = q.next_step(run.run_id)
-                bad = [d for d in depends if d >= step]
-                if bad:
-                    raise BadInput(f"depends_on: step {bad[0]} is not an earlier step of {run.run_id}")
-                q.insert_step(
-                    StepRecord(
-                        run.run_id,
-                        step,
-                        tool,
-                        args,
-                        depends,
-                        compensation_needs_approval=bool(
-                            entry and entry.compensation and entry.compensation.requires_approval
-                        ),
-                        manifest_digest=entry.digest if entry else None,
-                        dup_key=dup_key,
-                    )
-                )
-                data: dict[str, Any] = {
-                    "tool": tool,
-                    "args": args,
-                    "depends_on": list(depends),
-                    "manifested": entry is not None,
-                }
-                if approval_id:
-                    data["approval_id"] = approval_id
-                q.append(run.run_id, [NewEvent(EventType.INTENDED, step, _who(run), data)])
+        step, refusal = self.store.run_write(lambda q: self._journal_call(q, run, tool, args, depends, entry, kill))
         if refusal is not None:
             raise refusal
+        assert step is not None
         return step
+
+    def _journal_call(
+        self,
+        q: Queries,
+        run: RunRecord,
+        tool: str,
+        args: Any,
+        depends: tuple[int, ...],
+        entry: ToolEntry | None,
+        kill: str | None,
+    ) -> tuple[int | None, Refused | None]:
+        """Inside one write: every check that reads the store, then `refused` or the new step's `intended`."""
+        q.lock_run(run.run_id)
+        refusal: Refused | None = Halted(halt_message(kill)) if kill is not None else None
+        refusal = refusal or self._halted(q, run, tool) or _unmanifested(run, tool, entry)
+        dup_key = _dup_key(run, tool, args, entry)
+        refusal = refusal or (_duplicate(q, dup_key) if dup_key else None)
+        approval_id = None
+        if refusal is None and entry is not None and entry.requires_approval:
+            refusal, approval_id = _forward_approval(q, run, tool, args)
+        if refusal is not None:
+            q.append(run.run_id, [_refused_event(run, tool, args, refusal)])
+            return None, refusal
+        step = q.next_step(run.run_id)
+        bad = [d for d in depends if d >= step]
+        if bad:
+            raise BadInput(f"depends_on: step {bad[0]} is not an earlier step of {run.run_id}")
+        needs_approval = bool(entry and entry.compensation and entry.compensation.requires_approval)
+        q.insert_step(
+            StepRecord(
+                run.run_id,
+                step,
+                tool,
+                args,
+                depends,
+                compensation_needs_approval=needs_approval,
+                manifest_digest=entry.digest if entry else None,
+                dup_key=dup_key,
+            )
+        )
+        data: dict[str, Any] = {
+            "tool": tool,
+            "args": args,
+            "depends_on": list(depends),
+            "manifested": entry is not None,
+        }
+        if approval_id:
+            data["approval_id"] = approval_id
+        q.append(run.run_id, [NewEvent(EventType.INTENDED, step, _who(run), data)])
+        return step, None
 
     def outcome(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
@@ -137,12 +150,8 @@ class Recorder:
             data = {"error": "" if error is None else str(error)}
         else:
             raise BadInput(f"an outcome is succeeded, failed or uncertain, not {status.value}")
-        with self.store.write() as q:
-            q.lock_run(run.run_id)
-            current = _current_status(q, run.run_id, step)
-            if not current.unresolved:
-                raise Conflict(f"step {step} of {run.run_id} already has an outcome ({current.value})")
-            q.append(run.run_id, [NewEvent(EventType(status.value), step, _who(run), data)])
+        event = NewEvent(EventType(status.value), step, _who(run), data)
+        self.store.run_write(lambda q: _journal_outcome(q, run.run_id, step, event))
 
     def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
         halt = matching_halt(q.active_halts(), tool, run.scope)
@@ -159,6 +168,14 @@ def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
     ):
         raise BadInput("depends_on must be a list of step numbers (integers from 0)")
     return tuple(sorted(set(depends_on)))
+
+
+def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> None:
+    q.lock_run(run_id)
+    current = _current_status(q, run_id, step)
+    if not current.unresolved:
+        raise Conflict(f"step {step} of {run_id} already has an outcome ({current.value})")
+    q.append(run_id, [event])
 
 
 def _current_status(q: Queries, run_id: str, step: int) -> StepStatus:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import abc
 import re
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from importlib import resources
+from typing import TypeVar
 
 from reversi.errors import BadInput, RollbackInProgress
+from reversi.store.group_commit import GroupCommit
 from reversi.store.queries import Queries
+
+T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///.reversi/reversi.db"
 
@@ -46,6 +51,7 @@ class Store(abc.ABC):
     """A ledger back end: transactions over the shared queries, and the per-run rollback lock."""
 
     url: str
+    _group_commit: GroupCommit
 
     @abc.abstractmethod
     def read(self) -> AbstractContextManager[Queries]:
@@ -58,6 +64,16 @@ class Store(abc.ABC):
         Raises:
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
         """
+
+    def run_write(self, fn: Callable[[Queries], T]) -> T:
+        """Run `fn` in a write transaction whose commit may be shared with concurrent writers.
+
+        An exception from `fn` undoes only `fn`'s own writes and is raised to this caller.
+
+        Raises:
+            StoreUnavailable: the store stayed locked or unreachable after brief retries.
+        """
+        return self._group_commit.run(fn)
 
     @abc.abstractmethod
     def try_lock_run(self, run_id: str) -> RunLock | None:

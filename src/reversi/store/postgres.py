@@ -12,6 +12,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from reversi.errors import StoreUnavailable
 from reversi.store.base import RunLock, Store, migrations, statements
+from reversi.store.group_commit import GroupCommit
 from reversi.store.queries import Cursor, Queries
 
 
@@ -86,6 +87,7 @@ class PostgresStore(Store):
         self._schema = str(row[0]) if row else "public"
         self._dialect = _PostgresDialect(self._schema)
         self._mutex = threading.RLock()
+        self._group_commit = GroupCommit(self.write)
         self._migrate()
 
     def _migrate(self) -> None:

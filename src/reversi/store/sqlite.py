@@ -12,6 +12,7 @@ from pathlib import Path
 
 from reversi.errors import StoreUnavailable
 from reversi.store.base import RunLock, Store, migrations, statements
+from reversi.store.group_commit import GroupCommit
 from reversi.store.queries import Cursor, Queries
 
 BUSY_TIMEOUT_MS = 10_000
@@ -57,6 +58,7 @@ class SQLiteStore(Store):
             raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
         self._mutex = threading.RLock()
         self._dialect = _SQLiteDialect()
+        self._group_commit = GroupCommit(self.write)
         self._migrate()
 
     def _migrate(self) -> None:
