@@ -51,15 +51,22 @@ def _text(value: object, name: str) -> str:
 class Ledger:
     """The journal of every run in one store. Open it with `reversi.open()`; close it when done."""
 
-    def __init__(self, store: Store, manifests: ManifestSet, *, principal: str, settings: Settings) -> None:
+    def __init__(self, store: Store, manifests: ManifestSet, *, principal: str, settings: Settings,
+                 owns_store: bool = True) -> None:
         self.store = store
         self.manifests = manifests
         self.principal = principal
         self.settings = settings
         self.recorder = Recorder(store, manifests, settings.kill_switch_file)
+        self._owns_store = owns_store
+
+    def acting_as(self, principal: str) -> Ledger:
+        """The same ledger acting for another principal (a server's per-request view); closing it is a no-op."""
+        return Ledger(self.store, self.manifests, principal=principal, settings=self.settings, owns_store=False)
 
     def close(self) -> None:
-        self.store.close()
+        if self._owns_store:
+            self.store.close()
 
     def __enter__(self) -> Ledger:
         return self
