@@ -38,8 +38,9 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _uncertain(exc: BaseException) -> bool:
-    """A timeout or a broken connection may have let the call take effect."""
-    return isinstance(exc, (TimeoutError, ConnectionError))
+    """A timeout or a broken connection may have let the call take effect; so may an interruption
+    (KeyboardInterrupt, task cancellation) that cut the call off in flight."""
+    return isinstance(exc, (TimeoutError, ConnectionError)) or not isinstance(exc, Exception)
 
 
 @dataclass(frozen=True)
