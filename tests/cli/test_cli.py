@@ -224,3 +224,37 @@ def test_export_since_a_moment_keeps_later_events_only(here: Path) -> None:
     events = [json.loads(line) for line in reversi_cli("export", "--since", "1h", cwd=here).stdout.splitlines()]
     assert {e["run_id"] for e in events} == {run_id}
     assert [e["type"] for e in events] == ["run_opened", "intended", "succeeded"]
+
+
+def test_export_of_everything_ends_with_the_halts_journal(here: Path) -> None:
+    run_id = record_charge(here)
+    added = json.loads(reversi_cli("halt", "add", "freeze", "--json", cwd=here).stdout)
+    reversi_cli("halt", "lift", cwd=here)
+    events = [json.loads(line) for line in reversi_cli("export", cwd=here).stdout.splitlines()]
+    assert [e["run_id"] for e in events[:3]] == [run_id] * 3
+    assert [(e["run_id"], e["type"], e["data"]["halt_id"]) for e in events[3:]] == [
+        (None, "halt_added", added["halt_id"]), (None, "halt_lifted", added["halt_id"])]
+
+
+def test_the_configured_mode_applies_to_new_runs(here: Path) -> None:
+    (here / "reversi.yaml").write_text("mode: enforce\n")
+    with reversi.open() as ledger:
+        assert ledger.start_run().mode == "enforce"
+        assert ledger.start_run(mode="observe").mode == "observe"
+
+
+def test_an_approval_used_by_its_call_cannot_be_decided_again(here: Path) -> None:
+    (here / "tools.yaml").write_text("version: 1\ntools:\n  payments.wire:\n    requires_approval: true\n"
+                                     "    irreversible: true\n")
+    with reversi.open(manifests=["tools.yaml"]) as ledger:
+        run = ledger.start_run()
+        with pytest.raises(reversi.errors.ApprovalRequired) as waiting:
+            run.call("payments.wire", {"amount": 5}, lambda amount: {"id": "w_1"})
+        approval_id = waiting.value.approval_id
+        ledger.approve(approval_id, by="dana")
+        assert ledger.approve(approval_id, by="dana").decided_by == "dana", "approving twice changes nothing"
+        run.call("payments.wire", {"amount": 5}, lambda amount: {"id": "w_1"})
+    for args in (["approve", approval_id], ["deny", approval_id, "--note", "too late"]):
+        p = reversi_cli("approvals", *args, cwd=here)
+        assert p.returncode == 1
+        assert "already used" in p.stderr

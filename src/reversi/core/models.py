@@ -106,9 +106,9 @@ class NewEvent:
 
 @dataclass(frozen=True)
 class Event:
-    """One entry of the append-only ledger."""
+    """One entry of the append-only ledger (`run_id` is None for the halts' own stream)."""
 
-    run_id: str
+    run_id: str | None
     seq: int
     step: int | None
     type: str

@@ -45,7 +45,7 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
     Raises:
         NotFound: no such approval.
         BadInput: a denial without a note.
-        Conflict: denying an approval that was already used.
+        Conflict: deciding again on an approval that was already used.
     """
     if not approve and not (note and note.strip()):
         raise BadInput("a note is required to deny an approval (--note)")
@@ -54,8 +54,10 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
         if current is None:
             raise NotFound(f"no approval {approval_id}")
         q.lock_run(current.run_id)
-        if not approve and current.status is ApprovalStatus.APPROVED and current.used:
-            raise Conflict(f"approval {approval_id} was approved and already used; it cannot be denied")
+        if current.status is ApprovalStatus.APPROVED and current.used:
+            raise Conflict(f"approval {approval_id} was approved and already used; it cannot be decided again")
+        if approve and current.status is ApprovalStatus.APPROVED:
+            return current  # approving twice changes nothing
         event = EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DENIED
         q.append(current.run_id, [NewEvent(event, current.step, by, {"approval_id": approval_id, "note": note})])
         decided = q.get_approval(approval_id)

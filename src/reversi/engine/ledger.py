@@ -87,17 +87,19 @@ class Ledger:
         actor: str = "",
         tenant: str = "",
         environment: str = "",
-        mode: str = "observe",
+        mode: str | None = None,
         labels: dict[str, str] | None = None,
     ) -> Run:
         """Open a new run, or continue `run_id` if it exists (its mode and scope stay as they were).
+
+        `mode` defaults to the configured one (`mode:` in reversi.yaml, REVERSI_MODE), else observe.
 
         Raises:
             BadInput: a bad run id, mode or scope.
             Forbidden: `run_id` was opened by another principal.
         """
         try:
-            run_mode = Mode(mode)
+            run_mode = Mode(mode or self.settings.mode or Mode.OBSERVE.value)
         except ValueError:
             raise BadInput(f"mode must be observe or enforce, not {mode!r}") from None
         if labels is not None and not (
@@ -210,7 +212,8 @@ class Ledger:
         return summaries
 
     def export(self, run_id: str | None = None, since: str | None = None) -> Iterator[Event]:
-        """The journal as events: one run's in `seq` order, or every run's, run by run."""
+        """The journal as events: one run's in `seq` order, or every run's, run by run, then the halts'
+        (`halt_added`, `halt_lifted`, with `run_id` None: they belong to no run)."""
         if run_id is not None:
             self.get_run(run_id)
             with self.store.read() as q:
@@ -219,7 +222,9 @@ class Ledger:
             return
         with self.store.read() as q:
             events = list(q.export(since))
+            halts = q.system_events(since)
         yield from events
+        yield from halts
 
     # -- halts, the kill file, approvals -----------------------------------------------------------
 

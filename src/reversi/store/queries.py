@@ -332,7 +332,7 @@ class Queries:
             sql += " WHERE at >= ?"
             params.append(since)
         rows = self._exec(sql + " ORDER BY seq", params).fetchall()
-        return [Event("", r[0], None, r[1], r[2], r[3], {"halt_id": r[4], **json.loads(r[5])}) for r in rows]
+        return [Event(None, r[0], None, r[1], r[2], r[3], {"halt_id": r[4], **json.loads(r[5])}) for r in rows]
 
 
 def _derive_approval(row: ApprovalRow, events: list[tuple[str, str, str, Mapping[str, Any]]]) -> Approval:
