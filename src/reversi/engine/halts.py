@@ -38,6 +38,7 @@ def lift_halts(store: Store, halt_id: str | None, by: str) -> int:
         NotFound: `halt_id` names no active halt.
     """
     with store.write() as q:
+        q.lock_name("system_events")  # two concurrent "lift all" must not both lift the same halts
         active = {h.halt_id for h in q.active_halts()}
         if halt_id is not None and halt_id not in active:
             raise NotFound(f"no active halt {halt_id}")

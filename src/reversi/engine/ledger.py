@@ -115,6 +115,7 @@ class Ledger:
             utc_now(),
         )
         with self.store.write() as q:
+            q.lock_name(f"run:{record.run_id}")  # two processes opening one new id: one creates, one continues
             existing = q.get_run(record.run_id)
             if existing is None:
                 q.insert_run(record)

@@ -173,7 +173,7 @@ def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
 def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> None:
     q.lock_run(run_id)
     current = _current_status(q, run_id, step)
-    if not current.unresolved:
+    if current is not StepStatus.INTENDED:  # an uncertain step is settled by `resolve`, with a note
         raise Conflict(f"step {step} of {run_id} already has an outcome ({current.value})")
     q.append(run_id, [event])
 

@@ -1,0 +1,21 @@
+"""A stand-in read-only tool for `command_reader`.
+
+Usage: reader.py ANSWERS_JSON LOG
+ANSWERS_JSON maps a tool name to the JSON answer to print; each request ({"tool","arguments"} on
+stdin) is appended to LOG. An unknown tool exits 1 with a message on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+answers = json.loads(Path(sys.argv[1]).read_text())
+request = json.loads(sys.stdin.read())
+with open(sys.argv[2], "a") as log:
+    log.write(json.dumps(request, sort_keys=True) + "\n")
+if request["tool"] not in answers:
+    print(f"no such tool {request['tool']}", file=sys.stderr)
+    sys.exit(1)
+print(json.dumps(answers[request["tool"]]))
