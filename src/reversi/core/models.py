@@ -207,6 +207,14 @@ class StepState:
         }
 
 
+def derive_status(events: Iterable[Event]) -> StepStatus:
+    """A step's status alone, from its events in seq order (the fold of `derive_step`, cut short)."""
+    status = StepStatus.INTENDED
+    for ev in events:
+        status = StepStatus(ev.data["status"]) if ev.type == EventType.RESOLVED else _STATUS_AFTER.get(ev.type, status)
+    return status
+
+
 def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     """Fold a step's events (in seq order) into its current state."""
     status = StepStatus.INTENDED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reversi.core.dependencies import Blockers
+from reversi.core.gc_pause import gc_paused
 from reversi.core.manifest import Effect, ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState, StepStatus
 from reversi.core.plan import Action, ActionKind, CompensationCall, Plan, Reason, compensation_key
@@ -84,6 +85,11 @@ def plan_rollback(snapshot: RunSnapshot, manifests: ManifestSet) -> Plan:
     A step to compensate is deferred while a dependent would still stand when the rollback ends;
     deferral is transitive, and a step that needs no undo is never deferred.
     """
+    with gc_paused():
+        return _plan(snapshot, manifests)
+
+
+def _plan(snapshot: RunSnapshot, manifests: ManifestSet) -> Plan:
     blockers = blockers_for(snapshot, manifests)
     actions = []
     notes = []

@@ -25,7 +25,7 @@ from reversi.core.models import (
     RunRecord,
     StepRecord,
     StepStatus,
-    derive_step,
+    derive_status,
     utc_now,
 )
 from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
@@ -106,15 +106,11 @@ class Recorder:
         if refusal is not None:
             q.append(run.run_id, [_refused_event(run, tool, args, refusal)])
             return None, refusal
-        step = q.next_step(run.run_id)
-        bad = [d for d in depends if d >= step]
-        if bad:
-            raise BadInput(f"depends_on: step {bad[0]} is not an earlier step of {run.run_id}")
         needs_approval = bool(entry and entry.compensation and entry.compensation.requires_approval)
-        q.insert_step(
+        record = q.insert_next_step(
             StepRecord(
                 run.run_id,
-                step,
+                -1,
                 tool,
                 args,
                 depends,
@@ -123,6 +119,10 @@ class Recorder:
                 dup_key=dup_key,
             )
         )
+        step = record.step
+        bad = [d for d in depends if d >= step]
+        if bad:  # raising undoes this write's insert
+            raise BadInput(f"depends_on: step {bad[0]} is not an earlier step of {run.run_id}")
         data: dict[str, Any] = {
             "tool": tool,
             "args": args,
@@ -172,17 +172,13 @@ def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
 
 def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> None:
     q.lock_run(run_id)
-    current = _current_status(q, run_id, step)
+    events = q.step_events(run_id, step)
+    if not events:
+        raise NotFound(f"no step {step} in {run_id}")
+    current = derive_status(events)
     if current is not StepStatus.INTENDED:  # an uncertain step is settled by `resolve`, with a note
         raise Conflict(f"step {step} of {run_id} already has an outcome ({current.value})")
     q.append(run_id, [event])
-
-
-def _current_status(q: Queries, run_id: str, step: int) -> StepStatus:
-    record = q.step_record(run_id, step)
-    if record is None:
-        raise NotFound(f"no step {step} in {run_id}")
-    return derive_step(record, q.step_events(run_id, step)).status
 
 
 def _unmanifested(run: RunRecord, tool: str, entry: ToolEntry | None) -> Refused | None:
@@ -210,7 +206,7 @@ def _dup_key(run: RunRecord, tool: str, args: Any, entry: ToolEntry | None) -> s
 def _duplicate(q: Queries, dup_key: str) -> Refused | None:
     q.lock_name(dup_key)
     for record in q.steps_with_dup_key(dup_key):
-        status = derive_step(record, q.step_events(record.run_id, record.step)).status
+        status = derive_status(q.step_events(record.run_id, record.step))
         if status.stands or status.unresolved:
             return Duplicate(f"duplicate call: step {record.step} of {record.run_id} already did this")
     return None

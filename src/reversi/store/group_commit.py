@@ -63,6 +63,9 @@ class GroupCommit:
         return slot.outcome()
 
     def _write(self, batch: list[_Slot[Any]]) -> None:
+        if len(batch) == 1:  # alone: the transaction itself is the savepoint (saves two round trips)
+            self._write_alone(batch[0])
+            return
         try:
             with self._begin() as q:
                 for slot in batch:
@@ -82,3 +85,12 @@ class GroupCommit:
         finally:
             for slot in batch:
                 slot.done = True
+
+    def _write_alone(self, slot: _Slot[Any]) -> None:
+        try:
+            with self._begin() as q:
+                slot.result = slot.fn(q)
+        except Exception as exc:
+            slot.error, slot.result = exc, None
+        finally:
+            slot.done = True

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from reversi.core.gc_pause import gc_paused
 from reversi.core.models import (
     Approval,
     ApprovalKind,
@@ -160,11 +161,8 @@ class Queries:
 
     # -- steps ---------------------------------------------------------------------------------
 
-    def next_step(self, run_id: str) -> int:
-        row = self._exec("SELECT MAX(step) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
-        return 0 if row[0] is None else int(row[0]) + 1
-
     def insert_step(self, rec: StepRecord) -> None:
+        """Insert a step under the number it carries (imports and seeding; recording uses `insert_next_step`)."""
         self._exec(
             f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -178,6 +176,24 @@ class Queries:
                 rec.dup_key,
             ),
         )
+
+    def insert_next_step(self, rec: StepRecord) -> StepRecord:
+        """Insert the run's next step (`rec.step` is ignored) and return it with its number."""
+        row = self._exec(
+            f"INSERT INTO steps ({_STEP_COLUMNS}) "
+            "SELECT ?, COALESCE(MAX(step), -1) + 1, ?, ?, ?, ?, ?, ? FROM steps WHERE run_id = ? RETURNING step",
+            (
+                rec.run_id,
+                rec.tool,
+                dumps(rec.args),
+                dumps(list(rec.depends_on)),
+                int(rec.compensation_needs_approval),
+                rec.manifest_digest,
+                rec.dup_key,
+                rec.run_id,
+            ),
+        ).fetchone()
+        return replace(rec, step=int(row[0]))
 
     def step_record(self, run_id: str, step: int) -> StepRecord | None:
         row = self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? AND step = ?", (run_id, step)).fetchone()
@@ -194,18 +210,28 @@ class Queries:
     # -- events --------------------------------------------------------------------------------
 
     def append(self, run_id: str, events: Sequence[NewEvent]) -> list[Event]:
-        """Append events to a run's journal, numbering them on from its last `seq`."""
-        row = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,)).fetchone()
-        seq = -1 if row[0] is None else int(row[0])
+        """Append events to a run's journal, numbering them on from its last `seq`.
+
+        The first insert numbers itself (one round trip instead of a read and a write); callers hold
+        the run's write lock, so nobody else numbers events of this run meanwhile.
+        """
         at = utc_now()
-        written = []
+        written: list[Event] = []
         for ev in events:
-            seq += 1
-            approval_id = ev.data.get("approval_id")
-            self._exec(
-                f"INSERT INTO events ({_EVENT_COLUMNS}, approval_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, seq, ev.step, ev.type.value, at, ev.actor, dumps(dict(ev.data)), approval_id),
-            )
+            values = (ev.step, ev.type.value, at, ev.actor, dumps(dict(ev.data)), ev.data.get("approval_id"))
+            if written:
+                seq = written[-1].seq + 1
+                self._exec(
+                    f"INSERT INTO events ({_EVENT_COLUMNS}, approval_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, seq, *values),
+                )
+            else:
+                row = self._exec(
+                    f"INSERT INTO events ({_EVENT_COLUMNS}, approval_id) "
+                    "SELECT ?, COALESCE(MAX(seq), -1) + 1, ?, ?, ?, ?, ?, ? FROM events WHERE run_id = ? RETURNING seq",
+                    (run_id, *values, run_id),
+                ).fetchone()
+                seq = int(row[0])
             written.append(Event(run_id, seq, ev.step, ev.type.value, at, ev.actor, ev.data))
         return written
 
@@ -238,6 +264,11 @@ class Queries:
         run = self.get_run(run_id)
         if run is None:
             return None
+        with gc_paused():
+            return self._snapshot(run)
+
+    def _snapshot(self, run: RunRecord) -> RunSnapshot:
+        run_id = run.run_id
         by_step: dict[int, list[Event]] = defaultdict(list)
         for ev in self.run_events(run_id):
             if ev.step is not None:
