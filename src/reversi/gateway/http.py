@@ -1,0 +1,244 @@
+"""The gateway over streamable HTTP: agents at `/mcp`, operators at `/operator/mcp`, `/healthz` at the root.
+
+Every request carries `Authorization: Bearer KEY`; the key's name is the principal. With no key in
+the store at all the gateway serves loopback only and every request is the admin `local` (SPEC §7).
+A request's run is its `Reversi-Run-Id` header (continued, or created under that id), else the
+run of its MCP session, else a new run.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from reversi.core.models import RunRecord, check_run_id
+from reversi.engine.keys import LOCAL_ADMIN, Principal, authenticate, store_has_keys
+from reversi.engine.ledger import Ledger
+from reversi.errors import ConfigError, Forbidden, ReversiError
+from reversi.gateway.operator import Operator
+from reversi.gateway.options import GatewayOptions
+from reversi.gateway.proxy import Proxy
+from reversi.gateway.upstream import UpstreamPool
+
+log = logging.getLogger("reversi.gateway")
+
+MAX_BODY = 1024 * 1024
+PRINCIPAL_KEY = "reversi.principal"
+NO_KEYS = "no keys in the store: serving loopback only; every request acts as the admin principal local"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+class _Guard:
+    """Authenticates each request, checks the run header, and hands the principal on in the scope."""
+
+    def __init__(self, ledger: Ledger, *, operator: bool) -> None:
+        self.ledger = ledger
+        self.operator = operator
+        self.app: ASGIApp | None = None
+
+    def _principal(self, headers: Headers, client: Any) -> Principal:
+        store = self.ledger.store
+        if not store_has_keys(store):
+            if client is None or not _is_loopback(str(client[0])):
+                raise Forbidden("no keys in the store: only loopback clients are served")
+            return LOCAL_ADMIN
+        scheme, _, key = headers.get("authorization", "").partition(" ")
+        principal = authenticate(store, key) if scheme.lower() == "bearer" and key else None
+        if principal is None:
+            raise _Unauthorized("a valid key is required: Authorization: Bearer KEY")
+        if self.operator and not principal.is_operator:
+            raise Forbidden("the operator endpoint needs an operator or admin key")
+        return principal
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.app is not None, "the gateway is still starting"
+        headers = Headers(scope=scope)
+        try:
+            scope[PRINCIPAL_KEY] = await anyio.to_thread.run_sync(self._principal, headers, scope.get("client"))
+            run_id = headers.get("reversi-run-id")
+            if run_id is not None and not self.operator:
+                check_run_id(run_id)
+        except _Unauthorized as exc:
+            await _error(401, "unauthorized", str(exc))(scope, receive, send)
+            return
+        except ReversiError as exc:
+            await _error(exc.http_status, exc.code, exc.message)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class _Unauthorized(Exception):
+    pass
+
+
+def _principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    request = ctx.request
+    principal = request.scope.get(PRINCIPAL_KEY) if isinstance(request, Request) else None
+    if not isinstance(principal, Principal):
+        raise Forbidden("no principal for this request")
+    return principal
+
+
+class RunBinder:
+    """Which run an HTTP request's calls go to, opening or continuing it on first use."""
+
+    def __init__(self, ledger: Ledger, mode: str) -> None:
+        self.ledger = ledger
+        self.mode = mode
+        self._runs: dict[str, RunRecord] = {}
+        self._sessions: dict[str, str] = {}
+        self._lock = anyio.Lock()
+
+    async def run_for(self, ctx: ServerRequestContext[Any, Any]) -> RunRecord:
+        principal = _principal_of(ctx)
+        request = ctx.request
+        assert isinstance(request, Request)
+        run_id = request.headers.get("reversi-run-id")
+        session = request.headers.get("mcp-session-id")
+        async with self._lock:
+            if run_id is None and session is not None:
+                run_id = self._sessions.get(f"{principal.name}\n{session}")
+            record = self._runs.get(run_id) if run_id else None
+            if record is None:
+                record = await anyio.to_thread.run_sync(lambda: self._open(principal, run_id, request))
+                self._runs[record.run_id] = record
+            elif record.principal != principal.name:
+                raise Forbidden(f"{record.run_id} belongs to another principal")
+            if session is not None:
+                self._sessions[f"{principal.name}\n{session}"] = record.run_id
+        return record
+
+    def _open(self, principal: Principal, run_id: str | None, request: Request) -> RunRecord:
+        run = self.ledger.acting_as(principal.name).start_run(
+            run_id,
+            actor=request.headers.get("reversi-actor", ""),
+            tenant=principal.tenant or "",
+            environment=request.headers.get("reversi-environment", ""),
+            mode=self.mode,
+        )
+        return run.record
+
+
+async def _principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    return _principal_of(ctx)
+
+
+def _security(host: str) -> TransportSecuritySettings | None:
+    if not _is_loopback(host):
+        return None  # reachable by name from elsewhere: the keys are the protection
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> Starlette:
+    """The Starlette app; the upstreams in `pool` must already be started."""
+    assert options.http is not None
+    host = options.http[0]
+    proxy = Proxy(pool, ledger.recorder, RunBinder(ledger, options.mode).run_for, options.call_timeout)
+    operator = Operator(ledger, pool, _principal_for, options.call_timeout)
+    managers = [
+        StreamableHTTPSessionManager(
+            app=server,
+            json_response=True,
+            security_settings=_security(host),
+            max_request_body_size=MAX_BODY,
+        )
+        for server in (proxy.server(), operator.server())
+    ]
+    agent_guard, operator_guard = _Guard(ledger, operator=False), _Guard(ledger, operator=True)
+    agent_guard.app = StreamableHTTPASGIApp(managers[0])
+    operator_guard.app = StreamableHTTPASGIApp(managers[1])
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "ok": True,
+                "upstreams": {
+                    u.name: {"tools": len(u.tools), "restarts": u.restarts, "last_error": u.last_error}
+                    for u in pool.upstreams
+                },
+            }
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for manager in managers:
+                await stack.enter_async_context(manager.run())
+            yield
+
+    return Starlette(
+        routes=[
+            Route("/mcp", endpoint=agent_guard),
+            Route("/operator/mcp", endpoint=operator_guard),
+            Route("/healthz", endpoint=healthz),
+        ],
+        lifespan=lifespan,
+    )
+
+
+async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
+    """Serve until interrupted.
+
+    Raises:
+        ConfigError: a non-loopback address with no keys in the store.
+    """
+    assert options.http is not None
+    host, port = options.http
+    if not store_has_keys(ledger.store):
+        if not _is_loopback(host):
+            raise ConfigError(
+                f"refusing to serve {host} with no keys in the store: create one with "
+                "`reversi keys create NAME --role agent`, or bind to 127.0.0.1"
+            )
+        print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
+    async with anyio.create_task_group() as tg:
+        pool = UpstreamPool(options.upstreams)
+        await pool.start(tg)
+        app = create_app(options, ledger, pool)
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+        tg.start_soon(_announce, server)
+        await server.serve()
+        tg.cancel_scope.cancel()
+
+
+async def _announce(server: uvicorn.Server) -> None:
+    while not server.started:
+        await anyio.sleep(0.01)
+    for listener in server.servers:
+        for sock in listener.sockets:
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            print(f"reversi-gateway: serving http://{shown}:{port}/mcp and /operator/mcp", file=sys.stderr, flush=True)
+

@@ -1,0 +1,162 @@
+"""`reversi-gateway`: parse the flags, open the ledger, serve MCP on stdio or HTTP.
+
+    reversi-gateway --upstream NAME=COMMAND... | --config FILE [--manifest FILE...] [--mode observe|enforce]
+                    [--run-id RUN] [--db URL] [--http HOST:PORT] [--call-timeout S]
+    reversi-gateway operator [the same flags]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import anyio
+from mcp.server import ServerRequestContext
+
+from reversi.core.models import RunRecord
+from reversi.engine.config import load_settings, principal_from_env
+from reversi.engine.keys import Principal, Role
+from reversi.engine.ledger import Ledger
+from reversi.errors import ConfigError, ReversiError
+from reversi.gateway.options import (
+    DEFAULT_CALL_TIMEOUT_S,
+    GatewayOptions,
+    parse_http,
+    parse_upstream_flag,
+    unique_names,
+    upstreams_from_config,
+)
+
+PROG = "reversi-gateway"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="MCP proxy that journals every tool call of an agent in the Reversi ledger. "
+        "`reversi-gateway operator ...` serves the operator tools on stdio instead.",
+    )
+    parser.add_argument("--upstream", action="append", default=[], metavar="NAME=COMMAND",
+                        help="An upstream MCP server: a command (stdio) or an http(s) URL. Repeatable.")
+    parser.add_argument("--config", metavar="FILE", help="Config file (reversi.yaml; its upstreams: key).")
+    parser.add_argument("-m", "--manifest", action="append", default=[], metavar="FILE",
+                        help="Manifest file. Repeatable.")
+    parser.add_argument("--mode", choices=["observe", "enforce"], help="Mode of the runs opened (default observe).")
+    parser.add_argument("--run-id", metavar="RUN", help="stdio: continue this run, or create it under this id.")
+    parser.add_argument("--db", metavar="URL", help="The store (sqlite:///PATH or postgresql://...).")
+    parser.add_argument("--http", metavar="HOST:PORT", help="Serve streamable HTTP at /mcp and /operator/mcp.")
+    parser.add_argument("--call-timeout", type=float, default=DEFAULT_CALL_TIMEOUT_S, metavar="S",
+                        help=f"Seconds to wait for an upstream's answer (default {DEFAULT_CALL_TIMEOUT_S:g}).")
+    parser.add_argument("--actor", default="", help="stdio: the run's actor (its scope, what halts match).")
+    parser.add_argument("--tenant", default="", help="stdio: the run's tenant.")
+    parser.add_argument("--environment", default="", help="stdio: the run's environment.")
+    return parser
+
+
+def parse_options(argv: Sequence[str]) -> GatewayOptions:
+    """The options for `argv` (without the `operator` word).
+
+    Raises:
+        ConfigError: bad upstreams, no upstream, a bad --http or config file.
+    """
+    args = _parser().parse_args(list(argv))
+    settings = load_settings(config=args.config, db=args.db, manifests=tuple(args.manifest))
+    if args.upstream:
+        upstreams = tuple(parse_upstream_flag(text) for text in args.upstream)
+    else:
+        base = str(Path(args.config).parent) if args.config else "."
+        upstreams = upstreams_from_config(settings.upstreams, base)
+    unique_names(upstreams)
+    if args.call_timeout <= 0:
+        raise ConfigError("--call-timeout must be a positive number of seconds")
+    return GatewayOptions(
+        upstreams=upstreams,
+        db=settings.db,
+        manifests=settings.manifests,
+        kill_switch_file=settings.kill_switch_file,
+        mode=args.mode or settings.mode or "observe",
+        run_id=args.run_id,
+        actor=args.actor,
+        tenant=args.tenant,
+        environment=args.environment,
+        http=parse_http(args.http) if args.http else None,
+        call_timeout=args.call_timeout,
+        config=args.config,
+    )
+
+
+def open_ledger(options: GatewayOptions) -> Ledger:
+    import reversi
+
+    return reversi.open(options.db, manifests=options.manifests, config=options.config)
+
+
+async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool) -> None:
+    """One agent (or operator) on stdin/stdout until it hangs up."""
+    from reversi.gateway.operator import Operator
+    from reversi.gateway.proxy import Proxy
+    from reversi.gateway.stdio import agent_stdio
+    from reversi.gateway.upstream import UpstreamPool
+
+    async with anyio.create_task_group() as tg:
+        pool = UpstreamPool(options.upstreams)
+        await pool.start(tg)
+        if operator:
+            principal = Principal(principal_from_env(), Role.ADMIN)
+
+            async def principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:
+                return principal
+
+            server = Operator(ledger, pool, principal_for, options.call_timeout).server()
+        else:
+            run = await anyio.to_thread.run_sync(
+                lambda: ledger.start_run(
+                    options.run_id,
+                    actor=options.actor,
+                    tenant=options.tenant,
+                    environment=options.environment,
+                    mode=options.mode,
+                )
+            )
+            print(f"{PROG}: journaling run {run.id}", file=sys.stderr, flush=True)
+            record = run.record
+
+            async def run_for(ctx: ServerRequestContext[Any, Any]) -> RunRecord:
+                return record
+
+            server = Proxy(pool, ledger.recorder, run_for, options.call_timeout).server()
+        async with agent_stdio() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The `reversi-gateway` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    operator = bool(args) and args[0] == "operator"
+    if operator:
+        args = args[1:]
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{PROG}: %(message)s")
+    try:
+        options = parse_options(args)
+        with open_ledger(options) as ledger:
+            if options.http is not None and not operator:
+                from reversi.gateway.http import serve_http
+
+                anyio.run(serve_http, options, ledger)
+            else:
+                anyio.run(lambda: serve_stdio(options, ledger, operator=operator))
+    except ReversiError as exc:
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

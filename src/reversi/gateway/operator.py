@@ -1,0 +1,242 @@
+"""The operator's side: MCP tools that plan, roll back, resolve, list runs and halt, through the engine.
+
+Compensations and declared read-backs are called on the upstreams, each compensation with its
+idempotency key in the call's `_meta` as `reversi/idempotency_key`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from mcp import types
+from mcp.server import Server, ServerRequestContext
+
+from reversi.core.backoff import Retry
+from reversi.engine.keys import Principal
+from reversi.engine.ledger import Ledger, RunFilter
+from reversi.engine.run import Run
+from reversi.errors import BadInput, Forbidden, NotFound, ReversiError
+from reversi.gateway.results import error_text, from_error, is_error, result_value, structured
+from reversi.gateway.upstream import UpstreamPool
+
+IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
+ROLLBACK_RETRY = Retry(attempts=3, base_ms=250)
+
+PrincipalFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[Principal]]
+
+
+class CompensationFailed(Exception):
+    """The upstream answered a compensation or read-back with an error."""
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_RUN_ID = {"type": "string", "description": "The run, e.g. run_abc"}
+TOOLS = [
+    types.Tool(
+        name="reversi.plan_rollback",
+        description="The rollback plan of a run: what undoing it would do, step by step, newest first.",
+        input_schema=_schema({"run_id": _RUN_ID}, ["run_id"]),
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(
+        name="reversi.execute_rollback",
+        description="Roll a run back through the upstreams' compensation tools. A dry run (the plan) unless confirm.",
+        input_schema=_schema(
+            {
+                "run_id": _RUN_ID,
+                "confirm": {"type": "boolean", "default": False},
+                "approve_compensations": {"type": "boolean", "default": False},
+            },
+            ["run_id"],
+        ),
+        annotations=types.ToolAnnotations(destructive_hint=True, idempotent_hint=True),
+    ),
+    types.Tool(
+        name="reversi.resolve_step",
+        description="Settle an unresolved (intended or uncertain) step as succeeded, with the result found, or failed.",
+        input_schema=_schema(
+            {
+                "run_id": _RUN_ID,
+                "step": {"type": "integer", "minimum": 0},
+                "status": {"type": "string", "enum": ["succeeded", "failed"]},
+                "note": {"type": "string", "description": "How you settled it (required)"},
+                "result": {"description": "The call's result, when it succeeded"},
+                "actor": {"type": ["string", "null"]},
+            },
+            ["run_id", "step", "status", "note"],
+        ),
+    ),
+    types.Tool(
+        name="reversi.list_runs",
+        description="Runs newest first, with counts of their steps; `status` keeps runs with a step in that status.",
+        input_schema=_schema(
+            {
+                "status": {"type": ["string", "null"]},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
+            },
+            [],
+        ),
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(
+        name="reversi.halt",
+        description="Stop every new call of every run (an unscoped halt); rollbacks keep working.",
+        input_schema=_schema({"reason": {"type": "string"}}, ["reason"]),
+    ),
+    types.Tool(
+        name="reversi.resume",
+        description="Lift every halt.",
+        input_schema=_schema({}, []),
+    ),
+]
+
+
+def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    if name not in args or args[name] is None:
+        if default is ...:
+            raise BadInput(f"{name} is required")
+        return default
+    value = args[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise BadInput(f"{name} has the wrong type")
+    return value
+
+
+class Operator:
+    """The operator tools, acting as the principal `principal_for` names."""
+
+    def __init__(self, ledger: Ledger, pool: UpstreamPool, principal_for: PrincipalFor, call_timeout: float) -> None:
+        self.ledger = ledger
+        self.pool = pool
+        self.principal_for = principal_for
+        self.call_timeout = call_timeout
+
+    async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=TOOLS)
+
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        handlers = {
+            "reversi.plan_rollback": self._plan,
+            "reversi.execute_rollback": self._execute,
+            "reversi.resolve_step": self._resolve,
+            "reversi.list_runs": self._list_runs,
+            "reversi.halt": self._halt,
+            "reversi.resume": self._resume,
+        }
+        handler = handlers.get(params.name)
+        if handler is None:
+            return from_error(NotFound(f"no operator tool {params.name}"))
+        try:
+            principal = await self.principal_for(ctx)
+            return await handler(principal, params.arguments or {})
+        except ReversiError as exc:
+            return from_error(exc)
+
+    def _run(self, principal: Principal, args: dict[str, Any]) -> Run:
+        run = self.ledger.acting_as(principal.name).get_run(_arg(args, "run_id", str))
+        if principal.tenant is not None and run.tenant != principal.tenant:
+            raise NotFound(f"no run {run.id}")  # another tenant's runs are not there for this key
+        return run
+
+    async def _plan(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        plan = self._run(principal, args).plan()
+        return structured(plan.to_dict(), plan.to_text())
+
+    async def _execute(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        run = self._run(principal, args)
+        if not _arg(args, "confirm", bool, False):
+            plan = run.plan()
+            return structured(plan.to_dict(), plan.to_text())
+        report = await run.arollback(
+            compensate=self._compensate,
+            retry=ROLLBACK_RETRY,
+            verifier=self._read_back,
+            approve_compensations=_arg(args, "approve_compensations", bool, False),
+            actor=principal.name,
+        )
+        return structured(report.to_dict(), report.to_text())
+
+    async def _resolve(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        run = self._run(principal, args)
+        step = _arg(args, "step", int)
+        status = _arg(args, "status", str)
+        note = _arg(args, "note", str)
+        actor = _arg(args, "actor", str, None) or principal.name
+        if "result" in args:
+            state = run.resolve(step, status, args["result"], note=note, actor=actor)
+        else:
+            state = run.resolve(step, status, note=note, actor=actor)
+        return structured(state.to_dict(), f"step {step} of {run.id} is now {state.status.value}")
+
+    async def _list_runs(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        limit = _arg(args, "limit", int, 50)
+        if not 1 <= limit <= 1000:
+            raise BadInput("limit must be from 1 to 1000")
+        runs = self.ledger.list_runs(
+            RunFilter(status=_arg(args, "status", str, None), tenant=principal.tenant, limit=limit)
+        )
+        items = [r.to_dict() for r in runs]
+        text = "\n".join(f"{r['run_id']}  steps={r['steps']} standing={r['standing']} unresolved={r['unresolved']}"
+                         for r in items)
+        return structured({"runs": items}, text or "no runs")
+
+    async def _halt(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        _admin(principal)
+        halt = self.ledger.acting_as(principal.name).add_halt(_arg(args, "reason", str))
+        return structured(halt.to_dict(), f"{halt.halt_id}  {halt.reason}")
+
+    async def _resume(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        _admin(principal)
+        lifted = self.ledger.acting_as(principal.name).lift_halts()
+        return structured({"lifted": lifted}, f"lifted {lifted}")
+
+    # -- the upstream calls a rollback makes ------------------------------------------------------
+
+    async def _upstream_call(self, tool: str, arguments: Any, meta: types.RequestParamsMeta | None) -> Any:
+        route = self.pool.route(tool)
+        if route is None:
+            raise CompensationFailed(f"no upstream serves {tool}")
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=route.tool, arguments=arguments, _meta=meta)
+        )
+        raw = await route.upstream.request(request, self.call_timeout)
+        if is_error(raw):
+            raise CompensationFailed(error_text(raw))
+        return result_value(raw)
+
+    async def _compensate(self, call: dict[str, Any]) -> Any:
+        meta = cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: call["idempotency_key"]})
+        return await self._upstream_call(call["tool"], call["args"], meta)
+
+    async def _read_back(self, tool: str, arguments: Any) -> Any:
+        return await self._upstream_call(tool, arguments, None)
+
+    def server(self) -> Server[Any]:
+        server: Server[Any] = Server(
+            "reversi-operator",
+            version=_version(),
+            instructions="Reversi operator tools: plan and roll back agent runs, settle unknown steps, halt calls.",
+            get_tool_input_schema=lambda name: next((t.input_schema for t in TOOLS if t.name == name), None),
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
+        server.middleware = []
+        return server
+
+
+def _admin(principal: Principal) -> None:
+    if not principal.is_admin:
+        raise Forbidden("halts are managed with an admin key")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("reversi")
+    except PackageNotFoundError:
+        return ""

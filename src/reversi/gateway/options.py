@@ -1,0 +1,158 @@
+"""What the gateway is told to do: its upstreams and flags, from the command line and the config file."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reversi.errors import ConfigError
+
+DEFAULT_CALL_TIMEOUT_S = 60.0
+_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """One upstream MCP server: a command to run (stdio) or a streamable-HTTP URL."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+    def describe(self) -> str:
+        return self.url or shlex.join(self.command)
+
+
+@dataclass(frozen=True)
+class GatewayOptions:
+    """Everything `reversi-gateway` was started with, after flags, environment and config are merged."""
+
+    upstreams: tuple[UpstreamSpec, ...]
+    db: str
+    manifests: tuple[str, ...] = ()
+    kill_switch_file: str | None = None
+    mode: str = "observe"
+    run_id: str | None = None
+    actor: str = ""
+    tenant: str = ""
+    environment: str = ""
+    http: tuple[str, int] | None = None
+    call_timeout: float = DEFAULT_CALL_TIMEOUT_S
+    config: str | None = None
+
+
+def _checked_name(name: str, where: str) -> str:
+    if not _NAME_RE.fullmatch(name):
+        raise ConfigError(f"{where}: bad upstream name {name!r}: 1-64 of letters, digits, _ and -")
+    return name
+
+
+def _is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
+def parse_upstream_flag(text: str) -> UpstreamSpec:
+    """`NAME=COMMAND` (split like a shell would, with no shell running) or `NAME=URL`.
+
+    Raises:
+        ConfigError: no name, a bad name, or an empty command.
+    """
+    name, sep, rest = text.partition("=")
+    if not sep:
+        raise ConfigError(f"--upstream {text!r}: expected NAME=COMMAND or NAME=URL")
+    _checked_name(name.strip(), "--upstream")
+    rest = rest.strip()
+    if _is_url(rest):
+        return UpstreamSpec(name.strip(), url=rest)
+    try:
+        argv = tuple(shlex.split(rest))
+    except ValueError as exc:
+        raise ConfigError(f"--upstream {text!r}: cannot parse the command: {exc}") from exc
+    if not argv:
+        raise ConfigError(f"--upstream {text!r}: the command is empty")
+    return UpstreamSpec(name.strip(), command=argv)
+
+
+def upstreams_from_config(value: Any, base: str = ".") -> tuple[UpstreamSpec, ...]:
+    """The `upstreams:` key of reversi.yaml: a mapping of name to a command line, a URL, an argv list,
+    or `{command, args, env, cwd}` / `{url}`.
+
+    Raises:
+        ConfigError: the value has the wrong shape.
+    """
+    if not value:
+        return ()
+    if not isinstance(value, Mapping):
+        raise ConfigError("upstreams: expected a mapping of upstream name to command or URL")
+    return tuple(_upstream_entry(str(name), entry, base) for name, entry in value.items())
+
+
+def _upstream_entry(name: str, entry: Any, base: str) -> UpstreamSpec:
+    where = f"upstreams.{name}"
+    _checked_name(name, "upstreams")
+    if isinstance(entry, str):
+        return parse_upstream_flag(f"{name}={entry}")
+    if isinstance(entry, list) and entry and all(isinstance(a, str) for a in entry):
+        return UpstreamSpec(name, command=tuple(entry))
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{where}: expected a command, a URL, a list of words or a mapping")
+    unknown = sorted(set(entry) - {"command", "args", "env", "cwd", "url"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: args, command, cwd, env, url)")
+    if "url" in entry:
+        url = entry["url"]
+        if not isinstance(url, str) or not _is_url(url):
+            raise ConfigError(f"{where}.url: expected an http:// or https:// URL")
+        return UpstreamSpec(name, url=url)
+    return _command_entry(name, entry, base)
+
+
+def _command_entry(name: str, entry: Mapping[str, Any], base: str) -> UpstreamSpec:
+    where = f"upstreams.{name}"
+    command, args, env, cwd = entry.get("command"), entry.get("args", []), entry.get("env", {}), entry.get("cwd")
+    if isinstance(command, str):
+        words = shlex.split(command) if not args else [command]
+    elif isinstance(command, list) and all(isinstance(a, str) for a in command):
+        words = list(command)
+    else:
+        raise ConfigError(f"{where}.command: expected a command line or a list of words")
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ConfigError(f"{where}.args: expected a list of strings")
+    if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ConfigError(f"{where}.env: expected a mapping of strings to strings")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ConfigError(f"{where}.cwd: expected a path")
+    if not words:
+        raise ConfigError(f"{where}.command: the command is empty")
+    return UpstreamSpec(
+        name, command=(*words, *args), env=dict(env), cwd=os.path.join(base, cwd) if cwd is not None else None
+    )
+
+
+def parse_http(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 hosts in brackets).
+
+    Raises:
+        ConfigError: not HOST:PORT, or a port out of range.
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--http {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    return host.strip("[]"), int(port)
+
+
+def unique_names(upstreams: Sequence[UpstreamSpec]) -> None:
+    """Raises ConfigError when two upstreams share a name, or when there are none."""
+    if not upstreams:
+        raise ConfigError("no upstream: pass --upstream NAME=COMMAND (or NAME=URL), or upstreams: in the config file")
+    seen: set[str] = set()
+    for spec in upstreams:
+        if spec.name in seen:
+            raise ConfigError(f"upstream {spec.name!r} is configured twice")
+        seen.add(spec.name)

@@ -1,0 +1,208 @@
+"""The agent's side: an MCP server that re-exposes the upstreams' tools and journals every call.
+
+Each `tools/call` goes refusal checks → `intended` (durable) → the upstream, under the call
+timeout → `succeeded`, `failed` or `uncertain` → the upstream's answer, exactly as it came.
+Resources, prompts and completions pass through unjournaled: they have no side effect to undo.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
+
+import anyio
+from mcp import types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from reversi.core.models import RunRecord, StepStatus
+from reversi.engine.recorder import Recorder
+from reversi.errors import ReversiError
+from reversi.gateway.results import error_text, from_error, is_error, result_value, tool_error
+from reversi.gateway.upstream import Upstream, UpstreamLost, UpstreamPool, UpstreamUnavailable
+
+log = logging.getLogger("reversi.gateway")
+
+RunFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[RunRecord]]
+"""Which run a request's calls belong to (raises a ReversiError when it may not have one)."""
+
+_DROPPED_META = ("progressToken", "progress_token")
+
+
+def forward_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | None:
+    """The agent's `_meta` without what belongs to its own connection (protocol envelope, progress token)."""
+    kept = {
+        k: v
+        for k, v in (meta or {}).items()
+        if not k.startswith("io.modelcontextprotocol/") and k not in _DROPPED_META
+    }
+    return cast(types.RequestParamsMeta, kept) if kept else None
+
+
+class Proxy:
+    """Journals and forwards tool calls for the runs `run_for` assigns."""
+
+    def __init__(self, pool: UpstreamPool, recorder: Recorder, run_for: RunFor, call_timeout: float) -> None:
+        self.pool = pool
+        self.recorder = recorder
+        self.run_for = run_for
+        self.call_timeout = call_timeout
+        self._owners: dict[tuple[str, str], Upstream] = {}
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.pool.tools())
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | dict[str, Any]:
+        route = self.pool.route(params.name)
+        if route is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        arguments = params.arguments or {}
+        try:
+            run = await self.run_for(ctx)
+            step = await anyio.to_thread.run_sync(self.recorder.begin, run, params.name, arguments)
+        except ReversiError as exc:
+            return from_error(exc)
+        meta = forward_meta(params.meta)
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=route.tool, arguments=params.arguments, _meta=meta)
+        )
+        try:
+            raw = await route.upstream.request(request, self.call_timeout)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                return await self._settle_failure(run, step, route.upstream, exc)
+        if is_error(raw):
+            await self._journal(run, step, StepStatus.FAILED, error=error_text(raw))
+        else:
+            await self._journal(run, step, StepStatus.SUCCEEDED, result=result_value(raw))
+        return raw
+
+    async def _settle_failure(
+        self, run: RunRecord, step: int, upstream: Upstream, exc: BaseException
+    ) -> types.CallToolResult:
+        """Journal a call that got no answer, and say what happened; JSON-RPC errors and cancellation re-raise."""
+        where = f"step {step} of {run.run_id}"
+        if isinstance(exc, MCPError):
+            await self._journal(run, step, StepStatus.FAILED, error=f"{exc.code}: {exc.message}")
+            raise exc
+        if isinstance(exc, UpstreamUnavailable):
+            await self._journal(run, step, StepStatus.FAILED, error=f"{exc}; the call was not sent")
+            return tool_error(f"{exc}; the call was not sent ({where} failed)")
+        if isinstance(exc, TimeoutError):
+            message = f"upstream {upstream.name} did not answer within {self.call_timeout:g} s"
+        elif isinstance(exc, UpstreamLost):
+            message = str(exc)
+        elif isinstance(exc, anyio.get_cancelled_exc_class()):
+            await self._journal(run, step, StepStatus.UNCERTAIN, error="the call was cancelled before it answered")
+            raise exc
+        elif isinstance(exc, Exception):
+            message = f"upstream {upstream.name}: {type(exc).__name__}: {exc}"
+        else:
+            await self._journal(run, step, StepStatus.UNCERTAIN, error=f"interrupted: {type(exc).__name__}")
+            raise exc
+        await self._journal(run, step, StepStatus.UNCERTAIN, error=message)
+        return tool_error(f"{message}: its effect is unknown ({where} is uncertain)")
+
+    async def _journal(
+        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
+    ) -> None:
+        try:
+            await anyio.to_thread.run_sync(
+                lambda: self.recorder.outcome(run, step, status, result=result, error=error)
+            )
+        except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
+            log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)
+
+    # -- everything else passes through ----------------------------------------------------------
+
+    async def _forward(self, upstream: Upstream, request: Any) -> dict[str, Any]:
+        try:
+            return await upstream.request(request, self.call_timeout)
+        except (UpstreamUnavailable, UpstreamLost, TimeoutError) as exc:
+            raise MCPError(-32603, str(exc) or f"upstream {upstream.name} did not answer") from exc
+
+    async def _list(self, capability: str, field: str, key: str, make: Callable[[Any], Any], cursor: Any) -> Any:
+        upstreams = self.pool.with_capability(capability)
+        if len(upstreams) == 1:
+            return await self._forward(upstreams[0], make(types.PaginatedRequestParams(cursor=cursor)))
+        merged: list[Any] = []
+        for upstream in upstreams:
+            page = await self._forward(upstream, make(types.PaginatedRequestParams()))
+            for item in page.get(field) or ():
+                self._owners[(capability, str(item.get(key)))] = upstream
+                merged.append(item)
+        return {field: merged}
+
+    def _owner(self, capability: str, key: str) -> Upstream:
+        upstreams = self.pool.with_capability(capability)
+        if not upstreams:
+            raise MCPError(-32601, "Method not found")
+        return self._owners.get((capability, key), upstreams[0])
+
+    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+        cursor = params.cursor if params else None
+        return await self._list("resources", "resources", "uri", lambda p: types.ListResourcesRequest(params=p), cursor)
+
+    async def list_resource_templates(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+        cursor = params.cursor if params else None
+        return await self._list(
+            "resources",
+            "resourceTemplates",
+            "uriTemplate",
+            lambda p: types.ListResourceTemplatesRequest(params=p),
+            cursor,
+        )
+
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+        clean = params.model_copy(update={"meta": forward_meta(params.meta)})
+        return await self._forward(self._owner("resources", str(params.uri)), types.ReadResourceRequest(params=clean))
+
+    async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+        cursor = params.cursor if params else None
+        return await self._list("prompts", "prompts", "name", lambda p: types.ListPromptsRequest(params=p), cursor)
+
+    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
+        clean = params.model_copy(update={"meta": forward_meta(params.meta)})
+        return await self._forward(self._owner("prompts", params.name), types.GetPromptRequest(params=clean))
+
+    async def complete(self, ctx: Any, params: types.CompleteRequestParams) -> Any:
+        clean = params.model_copy(update={"meta": forward_meta(params.meta)})
+        upstreams = self.pool.with_capability("completions")
+        if not upstreams:
+            raise MCPError(-32601, "Method not found")
+        return await self._forward(upstreams[0], types.CompleteRequest(params=clean))
+
+    def server(self) -> Server[Any]:
+        """The low-level server: the first upstream's identity, and only the capabilities some upstream has."""
+        first = self.pool.upstreams[0]
+        info = first.server_info if len(self.pool.upstreams) == 1 else None
+        server: Server[Any] = Server(
+            info.name if info else "reversi-gateway",
+            version=(info.version if info else None) or "",
+            title=info.title if info else None,
+            instructions=first.instructions if len(self.pool.upstreams) == 1 else None,
+            get_tool_input_schema=self.pool.input_schema,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,  # type: ignore[arg-type]  # upstream results pass through raw
+        )
+        passthrough: list[tuple[str, str, type[Any], Any]] = [
+            ("resources", "resources/list", types.PaginatedRequestParams, self.list_resources),
+            ("resources", "resources/templates/list", types.PaginatedRequestParams, self.list_resource_templates),
+            ("resources", "resources/read", types.ReadResourceRequestParams, self.read_resource),
+            ("prompts", "prompts/list", types.PaginatedRequestParams, self.list_prompts),
+            ("prompts", "prompts/get", types.GetPromptRequestParams, self.get_prompt),
+            ("completions", "completion/complete", types.CompleteRequestParams, self.complete),
+        ]
+        for capability, method, params_type, handler in passthrough:
+            if self.pool.with_capability(capability):
+                server.add_request_handler(method, params_type, handler)
+        server.middleware = []  # no tracing span per message: the journal is the record
+        return server

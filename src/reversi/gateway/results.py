@@ -1,0 +1,70 @@
+"""Between MCP results and the journal, and the one place errors become MCP answers.
+
+Refusals and every other Reversi error reach an agent or an operator as a tool error
+(`isError: true` with the reason as text) so a model can read it; an upstream's JSON-RPC error is
+raised again unchanged (same code, message and data).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mcp import types
+
+from reversi.errors import ReversiError
+
+
+def result_value(raw: Mapping[str, Any]) -> Any:
+    """`$result` of a call: structuredContent when present, else the first text content parsed as JSON,
+    else that text (None when there is no text at all)."""
+    if raw.get("structuredContent") is not None:
+        return raw["structuredContent"]
+    text = first_text(raw)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def first_text(raw: Mapping[str, Any]) -> str | None:
+    for block in raw.get("content") or ():
+        if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            return str(block["text"])
+    return None
+
+
+def is_error(raw: Mapping[str, Any]) -> bool:
+    return bool(raw.get("isError"))
+
+
+def error_text(raw: Mapping[str, Any]) -> str:
+    """What a tool error said, for the journal."""
+    text = first_text(raw)
+    if text is not None:
+        return text
+    if raw.get("structuredContent") is not None:
+        return json.dumps(raw["structuredContent"], ensure_ascii=False)
+    return "the tool reported an error"
+
+
+def tool_error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def from_error(exc: ReversiError) -> types.CallToolResult:
+    """A Reversi error (a refusal, a bad argument, an unknown run, ...) as the tool error an agent sees."""
+    result = tool_error(exc.message)
+    result.meta = {"reversi/error": exc.code}
+    return result
+
+
+def structured(value: Any, text: str | None = None) -> types.CallToolResult:
+    """An operator tool's answer: the JSON as structured content, and as text for clients that show only text."""
+    return types.CallToolResult(
+        content=[types.TextContent(text=text if text is not None else json.dumps(value, indent=2, ensure_ascii=False))],
+        structured_content=value,
+    )

@@ -1,0 +1,264 @@
+"""Connections to the upstream MCP servers, each owned by a supervisor task that restarts it when it dies.
+
+A `Client` must be entered and left in one task, so each upstream's client lives in its own
+long-lived task; requests from any task go through `Upstream.request`. Whether a request reached
+the upstream matters (a lost request never took effect; one in flight when the upstream died may
+have), so the supervisor watches the connection's read side and records the moment it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+from mcp import Client, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
+from pydantic import TypeAdapter, ValidationError
+
+from reversi.gateway.options import UpstreamSpec
+
+log = logging.getLogger("reversi.gateway")
+
+RAW: Any = TypeAdapter(dict[str, Any])  # the result as it came, still checked against the protocol
+_MAX_BACKOFF_S = 5.0
+
+
+class UpstreamUnavailable(Exception):
+    """The upstream is not connected: the request was never sent."""
+
+
+class UpstreamLost(Exception):
+    """The connection ended while the request was in flight: it may have taken effect."""
+
+
+class _WatchedStream:
+    """The read side of a transport, setting `closed` when it ends (no extra hop per message)."""
+
+    def __init__(self, inner: Any, closed: anyio.Event) -> None:
+        self._inner = inner
+        self._closed = closed
+
+    def __getattr__(self, name: str) -> Any:  # `last_context` and the like
+        return getattr(self._inner, name)
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except BaseException:
+            self._closed.set()
+            raise
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except BaseException:
+            self._closed.set()
+            raise
+
+    async def aclose(self) -> None:
+        self._closed.set()
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def _watched(spec: UpstreamSpec, closed: anyio.Event) -> AsyncIterator[tuple[Any, Any]]:
+    if spec.url is not None:
+        transport: Any = streamable_http_client(spec.url)
+    else:
+        # The SDK passes only a short list of variables unless told otherwise; upstreams get ours.
+        params = StdioServerParameters(
+            command=spec.command[0],
+            args=list(spec.command[1:]),
+            env={**os.environ, **spec.env},
+            cwd=spec.cwd or os.getcwd(),
+        )
+        transport = stdio_client(params, errlog=sys.stderr)
+    try:
+        async with transport as (read, write):
+            yield _WatchedStream(read, closed), write
+    finally:
+        closed.set()
+
+
+@dataclass
+class Upstream:
+    """One upstream server and what it offers, kept connected by `supervise`."""
+
+    spec: UpstreamSpec
+    tools: list[types.Tool] = field(default_factory=list)
+    server_info: types.Implementation | None = None
+    capabilities: types.ServerCapabilities = field(default_factory=types.ServerCapabilities)
+    instructions: str | None = None
+    last_error: str | None = None
+    restarts: int = 0
+    _client: Client | None = None
+    _closed: anyio.Event = field(default_factory=anyio.Event)
+    _ready: anyio.Event = field(default_factory=anyio.Event)
+    _tried: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    async def supervise(self) -> None:
+        """Connect, serve until the connection ends, and connect again (backing off while it fails)."""
+        backoff = 0.1
+        while True:
+            closed = anyio.Event()
+            try:
+                async with Client(_watched(self.spec, closed), cache=None) as client:
+                    await self._adopt(client, closed)
+                    backoff = 0.1
+                    await closed.wait()
+                    self._mark_down()
+                    log.warning("upstream %s: the connection ended; restarting it", self.name)
+            except Exception as exc:  # a failed start, a crash: record it and try again
+                self.last_error = _describe(exc)
+                log.warning("upstream %s: %s", self.name, self.last_error)
+            finally:
+                self._mark_down()
+                self._tried.set()
+            self.restarts += 1
+            await anyio.sleep(backoff)
+            backoff = min(_MAX_BACKOFF_S, backoff * 2)
+
+    def _mark_down(self) -> None:
+        self._client = None
+        if self._ready.is_set():
+            self._ready = anyio.Event()  # callers wait on the next one
+
+    async def _adopt(self, client: Client, closed: anyio.Event) -> None:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        if client.server_capabilities.tools is not None:
+            while True:
+                page = await client.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        self.tools = tools
+        self.server_info = client.server_info
+        self.capabilities = client.server_capabilities
+        self.instructions = client.instructions
+        self.last_error = None
+        self._client, self._closed = client, closed
+        self._ready.set()
+        self._tried.set()
+
+    async def started(self) -> None:
+        """Wait until the first connection attempt has succeeded or failed."""
+        await self._tried.wait()
+
+    async def _connected(self, timeout: float) -> tuple[Client, anyio.Event]:
+        with anyio.move_on_after(timeout):
+            while self._client is None or self._closed.is_set():
+                ready = self._ready
+                if ready.is_set():
+                    await anyio.sleep(0.005)  # the connection just ended: the supervisor is restarting it
+                else:
+                    await ready.wait()
+        client = self._client
+        if client is None or self._closed.is_set():
+            raise UpstreamUnavailable(
+                f"upstream {self.name} is not available" + (f": {self.last_error}" if self.last_error else "")
+            )
+        return client, self._closed
+
+    async def request(self, request: Any, timeout: float) -> dict[str, Any]:
+        """Send one request and return the upstream's raw result, as it came.
+
+        Raises:
+            UpstreamUnavailable: not connected (after waiting up to `timeout` for it); nothing was sent.
+            UpstreamLost: the connection ended with the request in flight.
+            TimeoutError: no answer within `timeout` (the request is cancelled upstream).
+            MCPError: the upstream answered with a JSON-RPC error.
+        """
+        client, closed = await self._connected(timeout)
+        with anyio.fail_after(timeout):
+            try:
+                return cast(dict[str, Any], await client.session.send_request(request, RAW))
+            except MCPError as exc:
+                if closed.is_set() or (exc.code == CONNECTION_CLOSED and exc.data is None):
+                    raise UpstreamLost(f"upstream {self.name} went away during the call") from exc
+                raise
+            except ValidationError as exc:
+                raise UpstreamLost(f"upstream {self.name} answered with a malformed result") from exc
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+                raise UpstreamLost(f"upstream {self.name}: transport error: {_describe(exc)}") from exc
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Route:
+    upstream: Upstream
+    tool: str  # the upstream's own name for it
+
+
+class UpstreamPool:
+    """Every upstream, and which one serves a tool (names prefixed `NAME.` when there are several)."""
+
+    def __init__(self, specs: tuple[UpstreamSpec, ...]) -> None:
+        self.upstreams = [Upstream(spec) for spec in specs]
+        self.prefixed = len(self.upstreams) > 1
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Start every supervisor and wait for each one's first connection attempt."""
+        for upstream in self.upstreams:
+            task_group.start_soon(upstream.supervise)
+        for upstream in self.upstreams:
+            await upstream.started()
+
+    def tools(self) -> list[types.Tool]:
+        if not self.prefixed:
+            return list(self.upstreams[0].tools)
+        return [
+            tool.model_copy(update={"name": f"{upstream.name}.{tool.name}"})
+            for upstream in self.upstreams
+            for tool in upstream.tools
+        ]
+
+    def route(self, name: str) -> Route | None:
+        """The upstream that serves `name`; with one upstream every name goes to it."""
+        if not self.prefixed:
+            return Route(self.upstreams[0], name)
+        prefix, dot, rest = name.partition(".")
+        for upstream in self.upstreams:
+            if dot and upstream.name == prefix:
+                return Route(upstream, rest)
+        return None
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        route = self.route(name)
+        if route is None:
+            return None
+        for tool in route.upstream.tools:
+            if tool.name == route.tool:
+                return tool.input_schema
+        return None
+
+    def with_capability(self, capability: str) -> list[Upstream]:
+        return [u for u in self.upstreams if getattr(u.capabilities, capability, None) is not None]

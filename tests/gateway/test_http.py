@@ -1,0 +1,128 @@
+"""The gateway over streamable HTTP in front of an HTTP upstream: Bearer keys as principals, runs by
+`Reversi-Run-Id` or by session, modern (stateless) and older handshake clients, the operator endpoint."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from tests.gateway.conftest import GATEWAY, WAIT_S, Shop
+
+import reversi
+from reversi.engine.keys import create_key
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start `reversi-gateway --http 127.0.0.1:0 ARGS...`; returns its base URL."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        proc = subprocess.Popen([str(GATEWAY), "--http", "127.0.0.1:0", *args], stderr=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stderr is not None
+        said = []
+        for line in proc.stderr:
+            said.append(line)
+            found = re.search(r"serving (http://\S+)/mcp", line)
+            if found:
+                return found.group(1)
+        pytest.fail(f"the gateway did not start: {''.join(said)}")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(WAIT_S)
+
+
+@asynccontextmanager
+async def connect(url: str, headers: dict[str, str], mode: str = "auto") -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=WAIT_S) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None, mode=mode) as client,
+    ):
+        yield client
+
+
+def _bearer(key: str, **more: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", **more}
+
+
+async def test_keys_name_the_principals_and_guard_both_endpoints(
+    tmp_path: Path, http_shop: tuple[Shop, str], serve: Callable[..., str]
+) -> None:
+    shop, upstream_url = http_shop
+    db = f"sqlite:///{tmp_path}/r.db"
+    with reversi.open(db) as ledger:
+        bot = create_key(ledger.store, "bot", "agent")[1]
+        eve = create_key(ledger.store, "eve", "agent")[1]
+        ops = create_key(ledger.store, "ops", "operator")[1]
+    base = serve("--upstream", f"web={upstream_url}", "--db", db)
+    mcp_url, operator_url = f"{base}/mcp", f"{base}/operator/mcp"
+
+    async with httpx2.AsyncClient(timeout=WAIT_S) as http:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        assert (await http.post(mcp_url, json=body)).status_code == 401
+        assert (await http.post(mcp_url, json=body, headers=_bearer("rvk_nope"))).status_code == 401
+        assert (await http.post(operator_url, json=body, headers=_bearer(bot))).status_code == 403
+        bad = await http.post(mcp_url, json=body, headers=_bearer(bot, **{"Reversi-Run-Id": "nope"}))
+        assert bad.status_code == 400 and "bad run id" in bad.json()["error"]["message"]
+        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 8
+
+    async with connect(mcp_url, _bearer(bot, **{"Reversi-Run-Id": "run_web"})) as agent:
+        assert agent.protocol_version >= "2026"
+        assert (await agent.call_tool("create_order", {"order_id": "w1"})).structured_content == {
+            "id": "ord_w1",
+            "amount": 0,
+            "status": "placed",
+        }
+        await agent.call_tool("echo", {"text": "two"})
+    async with connect(mcp_url, _bearer(bot), mode="legacy") as old:
+        assert old.protocol_version < "2026"
+        await old.call_tool("echo", {"text": "a"})
+        await old.call_tool("echo", {"text": "b"})
+    async with connect(mcp_url, _bearer(eve, **{"Reversi-Run-Id": "run_web"})) as intruder:
+        refused = await intruder.call_tool("echo", {"text": "mine now"})
+        assert refused.is_error and refused.content[0].text == "run_web belongs to another principal"  # type: ignore[union-attr]
+
+    async with connect(operator_url, _bearer(ops)) as operator:
+        listed = (await operator.call_tool("reversi.list_runs", {})).structured_content
+        runs: dict[str, Any] = {r["run_id"]: r for r in listed["runs"]}  # type: ignore[index]
+        assert runs["run_web"]["principal"] == "bot" and runs["run_web"]["steps"] == 2
+        session_run = next(r for name, r in runs.items() if name != "run_web")
+        assert session_run["steps"] == 2 and session_run["principal"] == "bot"
+        plan = (await operator.call_tool("reversi.plan_rollback", {"run_id": "run_web"})).structured_content
+        assert [a["kind"] for a in plan["actions"]] == ["unmanifested", "unmanifested"]  # type: ignore[index]
+        halted = await operator.call_tool("reversi.halt", {"reason": "no"})
+        assert halted.is_error and "admin key" in halted.content[0].text  # type: ignore[union-attr]
+    assert [c["tool"] for c in shop.calls()] == ["create_order", "echo", "echo", "echo"]
+
+
+async def test_without_keys_loopback_clients_act_as_local(
+    tmp_path: Path, shop: Shop, serve: Callable[..., str]
+) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    base = serve("--upstream", shop.flag(), "--db", db)
+    async with connect(f"{base}/mcp", {"Reversi-Run-Id": "run_local"}) as agent:
+        await agent.call_tool("echo", {"text": "hi"})
+    async with connect(f"{base}/operator/mcp", {}) as operator:
+        halt = (await operator.call_tool("reversi.halt", {"reason": "drill"})).structured_content
+        assert halt["reason"] == "drill"  # type: ignore[index]
+        assert (await operator.call_tool("reversi.resume", {})).structured_content == {"lifted": 1}
+    with reversi.open(db) as ledger:
+        assert ledger.get_run("run_local").principal == "local"
+    refused = subprocess.run(
+        [str(GATEWAY), "--http", "0.0.0.0:0", "--upstream", shop.flag(), "--db", db],
+        capture_output=True, text=True, timeout=WAIT_S, check=False,
+    )
+    assert refused.returncode == 1 and "refusing to serve 0.0.0.0 with no keys" in refused.stderr

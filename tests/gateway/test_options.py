@@ -1,0 +1,60 @@
+"""Upstreams from flags and from the config file, and the gateway started from a config file."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from tests.gateway.conftest import UPSTREAM, Shop, gateway
+
+import reversi
+from reversi.errors import ConfigError
+from reversi.gateway.options import UpstreamSpec, parse_http, parse_upstream_flag, upstreams_from_config
+
+
+def test_an_upstream_flag_is_a_command_split_without_a_shell_or_a_url() -> None:
+    split = parse_upstream_flag("gh=npx -y 'server github'")
+    assert split == UpstreamSpec("gh", command=("npx", "-y", "server github"))
+    url = "https://crm.example.com/mcp"
+    assert parse_upstream_flag(f"crm={url}") == UpstreamSpec("crm", url=url)
+    for bad in ("no-name", "a.b=cmd", "x=", "x='unclosed"):
+        with pytest.raises(ConfigError):
+            parse_upstream_flag(bad)
+
+
+def test_config_upstreams_take_commands_urls_lists_and_mappings() -> None:
+    found = upstreams_from_config(
+        {
+            "a": "python srv.py --flag",
+            "b": "http://127.0.0.1:9/mcp",
+            "c": ["python", "x y.py"],
+            "d": {"command": "python", "args": ["d.py"], "env": {"K": "v"}, "cwd": "srv"},
+        },
+        base="/etc/reversi",
+    )
+    assert found == (
+        UpstreamSpec("a", command=("python", "srv.py", "--flag")),
+        UpstreamSpec("b", url="http://127.0.0.1:9/mcp"),
+        UpstreamSpec("c", command=("python", "x y.py")),
+        UpstreamSpec("d", command=("python", "d.py"), env={"K": "v"}, cwd="/etc/reversi/srv"),
+    )
+    for bad in (["a=b"], {"a": {"shell": "x"}}, {"a": {"command": 3}}, {"a": {"url": "ftp://x"}}):
+        with pytest.raises(ConfigError):
+            upstreams_from_config(bad)
+    assert parse_http("127.0.0.1:8765") == ("127.0.0.1", 8765)
+    with pytest.raises(ConfigError):
+        parse_http("8765")
+
+
+@pytest.mark.anyio
+async def test_the_gateway_takes_its_upstreams_and_store_from_a_config_file(tmp_path: Path, shop: Shop) -> None:
+    command = shlex.join([sys.executable, str(UPSTREAM), str(shop.state)])
+    config = tmp_path / "conf" / "gateway.yaml"
+    config.parent.mkdir()
+    config.write_text(f"db: sqlite:///{tmp_path}/c.db\nupstreams:\n  shop: {command!r}\n")
+    async with gateway("--config", str(config), "--run-id", "run_conf") as agent:
+        assert (await agent.call_tool("echo", {"text": "configured"})).content[0].text == "configured"  # type: ignore[union-attr]
+    with reversi.open(f"sqlite:///{tmp_path}/c.db") as ledger:
+        assert [s.tool for s in ledger.get_run("run_conf").steps()] == ["echo"]

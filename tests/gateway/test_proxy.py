@@ -1,0 +1,114 @@
+"""The gateway on stdio in front of real upstream MCP servers: tools re-exposed unchanged, every call
+journaled, results and errors passed back exactly as they came, everything else passed through."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import types
+from mcp.shared.exceptions import MCPError
+from tests.gateway.conftest import Shop, direct, gateway
+
+import reversi
+
+pytestmark = pytest.mark.anyio
+
+
+def _dump(model: Any) -> Any:
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def _steps(db: str, run_id: str) -> list[dict[str, Any]]:
+    with reversi.open(db) as ledger:
+        return [s.to_dict() for s in ledger.get_run(run_id).steps()]
+
+
+async def test_calls_are_journaled_and_answered_exactly_as_the_upstream_answers(db_url: str, shop: Shop) -> None:
+    async with direct(shop) as plain:
+        want_tools = _dump(await plain.list_tools())["tools"]
+        want_order = _dump(await plain.call_tool("create_order", {"order_id": "d1", "amount": 5}))
+        want_resources = _dump(await plain.list_resources())
+        want_read = _dump(await plain.read_resource("memo://greeting"))
+        want_prompt = _dump(await plain.get_prompt("greet", {"who": "ada"}))
+        with pytest.raises(MCPError) as direct_error:
+            await plain.call_tool("rpc_error", {})
+    async with gateway("--upstream", shop.flag(), "--db", db_url, "--run-id", "run_proxy") as agent:
+        assert agent.server_info is not None and agent.server_info.name == "shop"
+        assert _dump(await agent.list_tools())["tools"] == want_tools
+        assert _dump(await agent.call_tool("create_order", {"order_id": "g1", "amount": 5})) == {
+            **want_order,
+            "structuredContent": {"id": "ord_g1", "amount": 5, "status": "placed"},
+            "content": [{"type": "text", "text": '{"id": "ord_g1", "amount": 5, "status": "placed"}'}],
+        }
+        assert (await agent.call_tool("echo", {"text": '{"n": 1}'})).content[0].text == '{"n": 1}'  # type: ignore[union-attr]
+        await agent.call_tool("echo", {"text": "plain words"})
+        failed = await agent.call_tool("fail", {})
+        assert failed.is_error and failed.content[0].text == "boom"  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as through_gateway:
+            await agent.call_tool("rpc_error", {})
+        assert _dump(await agent.list_resources()) == want_resources
+        assert _dump(await agent.read_resource("memo://greeting")) == want_read
+        assert _dump(await agent.get_prompt("greet", {"who": "ada"})) == want_prompt
+    assert (through_gateway.value.code, through_gateway.value.message, through_gateway.value.data) == (
+        direct_error.value.code,
+        direct_error.value.message,
+        direct_error.value.data,
+    ) == (-32042, "teapot", {"why": "short and stout"})
+    steps = _steps(db_url, "run_proxy")
+    assert [(s["tool"], s["status"]) for s in steps] == [
+        ("create_order", "succeeded"),
+        ("echo", "succeeded"),
+        ("echo", "succeeded"),
+        ("fail", "failed"),
+        ("rpc_error", "failed"),
+    ]
+    assert steps[0]["result"] == {"id": "ord_g1", "amount": 5, "status": "placed"}
+    assert steps[0]["args"] == {"order_id": "g1", "amount": 5}
+    assert steps[1]["result"] == {"n": 1}
+    assert steps[2]["result"] == "plain words"
+    assert steps[3]["error"] == "boom"
+    assert steps[4]["error"] == "-32042: teapot"
+
+
+async def test_several_upstreams_are_prefixed_with_their_names(tmp_path: Path, shops: Any) -> None:
+    a, b = shops("a"), shops("b")
+    db = f"sqlite:///{tmp_path}/r.db"
+    async with gateway("--upstream", a.flag(), "--upstream", b.flag(), "--db", db, "--run-id", "run_two") as agent:
+        names = [t.name for t in (await agent.list_tools()).tools]
+        assert names[:2] == ["a.create_order", "a.cancel_order"] and "b.create_order" in names
+        tool = next(t for t in (await agent.list_tools()).tools if t.name == "b.create_order")
+        assert tool.annotations is not None and tool.annotations.title == "Create order"
+        await agent.call_tool("b.echo", {"text": "hi"})
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await agent.call_tool("echo", {})
+    assert a.calls() == [] and [c["tool"] for c in b.calls()] == ["echo"]
+    assert [s["tool"] for s in _steps(db, "run_two")] == ["b.echo"]
+
+
+async def test_upstreams_run_with_the_gateways_environment_and_directory(tmp_path: Path, shop: Shop) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    async with gateway("--upstream", shop.flag(), "--db", db, env={"SHOP_TOKEN": "s3cret"}) as agent:
+        seen = (await agent.call_tool("env", {"name": "SHOP_TOKEN"})).structured_content
+    assert seen == {"value": "s3cret", "cwd": str(Path.cwd())}
+
+
+async def test_a_named_run_is_continued_not_restarted(tmp_path: Path, shop: Shop) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    for text in ("one", "two"):
+        async with gateway("--upstream", shop.flag(), "--db", db, "--run-id", "run_again") as agent:
+            await agent.call_tool("echo", {"text": text})
+    assert [s["args"]["text"] for s in _steps(db, "run_again")] == ["one", "two"]
+    with reversi.open(db) as ledger:
+        types_ = [e.type for e in ledger.get_run("run_again").events()]
+    assert types_.count("run_opened") == 1 and types_.count("run_continued") == 1
+
+
+async def test_older_handshake_clients_are_served_too(tmp_path: Path, shop: Shop) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    async with gateway("--upstream", shop.flag(), "--db", db, "--run-id", "run_old", mode="legacy") as agent:
+        assert agent.protocol_version < "2026"
+        assert (await agent.call_tool("create_order", {"order_id": "o"})).structured_content["id"] == "ord_o"  # type: ignore[index]
+        assert types.Tool.model_validate(_dump((await agent.list_tools()).tools[0])).name == "create_order"
+    assert _steps(db, "run_old")[0]["status"] == "succeeded"

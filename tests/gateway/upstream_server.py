@@ -1,0 +1,170 @@
+"""A small but real upstream MCP server for the gateway tests, on the official SDK's low-level Server.
+
+    python upstream_server.py STATE_DIR [--http]       (stdio by default; --http prints its port on stdout)
+
+Its effects live in STATE_DIR so a test can see them: `orders.json` (the shop), `calls.jsonl` (every
+tools/call it received, with its arguments and `_meta`), `started-KEY` (written by `wait` with the
+server's pid, so a test knows the call is in flight) and `release-KEY` (created by a test to let
+`wait` answer). `fail-cancel` holds how many `cancel_order` calls fail before one succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+STATE = Path(sys.argv[1])
+NAME = os.environ.get("UPSTREAM_NAME", "shop")
+
+_OBJ = {"type": "object"}
+TOOLS = [
+    types.Tool(
+        name="create_order",
+        description="Place an order.",
+        input_schema={
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}, "amount": {"type": "integer"}},
+            "required": ["order_id"],
+        },
+        annotations=types.ToolAnnotations(title="Create order", destructive_hint=False, open_world_hint=True),
+        _meta={"example/vendor": "kept"},
+    ),
+    types.Tool(
+        name="cancel_order",
+        input_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
+        annotations=types.ToolAnnotations(destructive_hint=True, idempotent_hint=True),
+    ),
+    types.Tool(
+        name="get_order",
+        input_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
+        output_schema={"type": "object", "properties": {"status": {"type": "string"}}},
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(name="echo", input_schema={"type": "object", "properties": {"text": {"type": "string"}}}),
+    types.Tool(name="fail", input_schema=_OBJ),
+    types.Tool(name="rpc_error", input_schema=_OBJ),
+    types.Tool(name="wait", input_schema={"type": "object", "properties": {"key": {"type": "string"}}}),
+    types.Tool(name="env", input_schema={"type": "object", "properties": {"name": {"type": "string"}}}),
+]
+
+
+def _orders() -> dict[str, Any]:
+    path = STATE / "orders.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _save(orders: dict[str, Any]) -> None:
+    (STATE / "orders.json").write_text(json.dumps(orders))
+
+
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
+
+
+def _structured(value: dict[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=json.dumps(value))], structured_content=value)
+
+
+async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    args = params.arguments or {}
+    meta = {k: v for k, v in (params.meta or {}).items() if not k.startswith("io.modelcontextprotocol/")}
+    with (STATE / "calls.jsonl").open("a") as log:
+        log.write(json.dumps({"upstream": NAME, "tool": params.name, "arguments": args, "meta": meta}) + "\n")
+    orders = _orders()
+    if params.name == "create_order":
+        order = {"id": f"ord_{args['order_id']}", "amount": args.get("amount", 0), "status": "placed"}
+        orders[args["order_id"]] = order
+        _save(orders)
+        return _structured(order)
+    if params.name == "cancel_order":
+        failures = STATE / "fail-cancel"
+        if failures.exists() and int(failures.read_text() or 0) > 0:
+            failures.write_text(str(int(failures.read_text()) - 1))
+            return _text("the shop is busy, try again", error=True)
+        orders[args["order_id"]]["status"] = "canceled"
+        _save(orders)
+        return _structured(orders[args["order_id"]])
+    if params.name == "get_order":
+        return _structured(orders.get(args.get("order_id", ""), {"status": "missing"}))
+    if params.name == "echo":
+        return _text(args.get("text", ""))
+    if params.name == "fail":
+        return _text("boom", error=True)
+    if params.name == "rpc_error":
+        raise MCPError(code=-32042, message="teapot", data={"why": "short and stout"})
+    if params.name == "wait":
+        key = args["key"]
+        (STATE / f"started-{key}").write_text(str(os.getpid()))
+        while not (STATE / f"release-{key}").exists():
+            await anyio.sleep(0.01)
+        return _structured({"released": key})
+    if params.name == "env":
+        return _structured({"value": os.environ.get(args["name"]), "cwd": os.getcwd()})
+    raise MCPError(code=-32602, message=f"Unknown tool: {params.name}")
+
+
+async def list_resources(ctx: ServerRequestContext, params: Any) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=[types.Resource(uri="memo://greeting", name="greeting")])
+
+
+async def read_resource(ctx: ServerRequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    content = types.TextResourceContents(uri=str(params.uri), text=f"hello from {NAME}")
+    return types.ReadResourceResult(contents=[content])
+
+
+async def list_prompts(ctx: ServerRequestContext, params: Any) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=[types.Prompt(name="greet", arguments=[types.PromptArgument(name="who")])])
+
+
+async def get_prompt(ctx: ServerRequestContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    who = (params.arguments or {}).get("who", "you")
+    message = types.PromptMessage(role="user", content=types.TextContent(text=f"greet {who}"))
+    return types.GetPromptResult(messages=[message])
+
+
+server = Server(
+    NAME,
+    version="1.2.3",
+    instructions="A shop for tests.",
+    on_list_tools=list_tools,
+    on_call_tool=call_tool,
+    on_list_resources=list_resources,
+    on_read_resource=read_resource,
+    on_list_prompts=list_prompts,
+    on_get_prompt=get_prompt,
+)
+
+
+async def main() -> None:
+    if "--http" in sys.argv:
+        import uvicorn
+
+        app = server.streamable_http_app(json_response=True, host="127.0.0.1")
+        config = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(config.serve)
+            while not config.started:
+                await anyio.sleep(0.01)
+            print(config.servers[0].sockets[0].getsockname()[1], flush=True)
+        return
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    STATE.mkdir(parents=True, exist_ok=True)
+    anyio.run(main)
