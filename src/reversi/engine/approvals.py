@@ -39,6 +39,19 @@ def list_approvals(store: Store, status: str | None = None, run_id: str | None =
     return sorted(found, key=lambda a: (a.status is not ApprovalStatus.PENDING, a.requested_at))
 
 
+def get_approval(store: Store, approval_id: str) -> Approval:
+    """One approval.
+
+    Raises:
+        NotFound: no such approval.
+    """
+    with store.read() as q:
+        found = q.get_approval(approval_id)
+    if found is None:
+        raise NotFound(f"no approval {approval_id}")
+    return found
+
+
 def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str | None) -> Approval:
     """Approve or deny; journaled as `approval_granted` / `approval_denied` with who and the note.
 

@@ -69,6 +69,8 @@ class RollbackExecutor:
     actor: str = "local"
     progress: Progress | None = None
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    # The report as it grows while `execute` runs, for progress displays (`progress` is told when it grows).
+    report: RollbackReport | None = field(default=None, init=False, repr=False)
 
     async def execute(self, run_id: str) -> RollbackReport:
         """Undo every standing step of `run_id` that can be undone; report everything else.
@@ -85,7 +87,7 @@ class RollbackExecutor:
         if self.compensate is None and any(a.kind is ActionKind.COMPENSATE for a in actions):
             raise ConfigError("no compensator: pass --compensator-cmd (or compensate= in code) to run the undo")
         blockers = blockers_for(snapshot, self.manifests)
-        report = RollbackReport(run_id)
+        report = self.report = RollbackReport(run_id)
         for done, action in enumerate(actions, start=1):
             step = snapshot.step(action.step)
             label = f"step {step.index}  {step.tool}"

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from reversi.core.backoff import Retry
 from reversi.core.manifest import ManifestSet
-from reversi.core.models import Event, EventType, NewEvent, RunRecord, RunSnapshot, StepState, StepStatus
+from reversi.core.models import (
+    Event,
+    EventType,
+    NewEvent,
+    RunRecord,
+    RunSnapshot,
+    StepState,
+    StepStatus,
+    derive_step,
+)
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
@@ -148,6 +157,19 @@ class Run:
         if snap is None:
             raise NotFound(f"no run {self.id}")
         return snap
+
+    def step_state(self, index: int) -> StepState:
+        """One step's current state, read without the rest of the run.
+
+        Raises:
+            NotFound: no such step.
+        """
+        with self._ledger.store.read() as q:
+            record = q.step_record(self.id, index)
+            events = q.step_events(self.id, index) if record is not None else []
+        if record is None:
+            raise NotFound(f"no step {index} in {self.id}")
+        return derive_step(record, events)
 
     def steps(self) -> tuple[StepState, ...]:
         return self.snapshot().steps

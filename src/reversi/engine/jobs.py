@@ -1,0 +1,189 @@
+"""Rollback jobs: a rollback asked for now and run later by a worker, whose state lives in the store.
+
+A job is `queued`, then `running` while a worker holds the run's rollback lock, then `done` (with
+the report, or the error that stopped it). The lock is tied to the worker's process, so a job left
+`running` by a process that died has a free lock: any worker sharing the store runs it again. That
+is safe because the executor is: compensated steps are skipped, and a step left `compensating` is
+retried with the same idempotency key.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from reversi.core.backoff import Retry
+from reversi.core.manifest import ManifestSet
+from reversi.core.models import utc_now
+from reversi.core.report import RollbackReport
+from reversi.engine.rollback import Compensate, RollbackExecutor, Verifier
+from reversi.errors import Conflict, NotFound, ReversiError, RollbackInProgress, StoreUnavailable
+from reversi.store import jobs as job_sql
+from reversi.store.base import RunLock, Store
+from reversi.store.jobs import JobRow
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class NoCompensator(Conflict):
+    """A rollback job was asked for, and nothing is configured to run the compensations."""
+
+    code = "no_compensator"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "no compensator configured: start the server with REVERSI_COMPENSATOR_CMD (or compensator_cmd: "
+            "in reversi.yaml) to run rollbacks"
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    """A rollback job as the API shows it: `report` is the report so far while it runs."""
+
+    row: JobRow
+
+    @property
+    def job_id(self) -> str:
+        return self.row.job_id
+
+    @property
+    def state(self) -> JobState:
+        return JobState(self.row.state)
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.row
+        return {
+            "job_id": r.job_id,
+            "run_id": r.run_id,
+            "state": r.state,
+            "current_step": r.current_step,
+            "report": r.report,
+            "error": r.error,
+            "actor": r.actor,
+            "created_at": r.created_at,
+            "started_at": r.started_at,
+            "finished_at": r.finished_at,
+        }
+
+
+def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensations: bool, attempts: int) -> Job:
+    """Queue a rollback of `run_id` (the caller has checked that the run exists and may be rolled back).
+
+    Raises:
+        RollbackInProgress: a job of this run is not done yet, or another process is rolling it back.
+        BadInput: `attempts` is not 1-10.
+    """
+    Retry(attempts=attempts)  # validates
+    lock = store.try_lock_run(run_id)
+    if lock is None:
+        raise RollbackInProgress(run_id)
+    lock.release()
+    row = JobRow(f"job_{uuid.uuid4().hex}", run_id, JobState.QUEUED.value, actor, approve_compensations, attempts,
+                 utc_now())
+    with store.write() as q:
+        q.lock_run(run_id)
+        latest = job_sql.latest_job(q, run_id)
+        if latest is not None and latest.state != JobState.DONE:
+            raise RollbackInProgress(run_id)
+        job_sql.insert_job(q, row)
+    return Job(row)
+
+
+def latest_job(store: Store, run_id: str) -> Job:
+    """The run's newest rollback job.
+
+    Raises:
+        NotFound: the run has never had one.
+    """
+    with store.read() as q:
+        row = job_sql.latest_job(q, run_id)
+    if row is None:
+        raise NotFound(f"no rollback job for {run_id}")
+    return Job(row)
+
+
+def unfinished_jobs(store: Store) -> list[Job]:
+    with store.read() as q:
+        return [Job(r) for r in job_sql.unfinished_jobs(q)]
+
+
+def requeue(store: Store, job_id: str) -> None:
+    """Put a job this process stopped running back in the queue (a clean shutdown)."""
+    with store.write() as q:
+        job_sql.requeue_job(q, job_id)
+
+
+@dataclass
+class JobRunner:
+    """Runs one job under the run's rollback lock, writing its progress to the store as it goes."""
+
+    store: Store
+    manifests: ManifestSet
+    compensate: Compensate
+    verifier: Verifier | None = None
+    on_done: Callable[[Job], None] | None = None
+
+    def claim(self, job_id: str) -> tuple[Job, RunLock] | None:
+        """Take the run's lock for a job that is not done; None when someone else holds it (or it is done)."""
+        with self.store.read() as q:
+            row = job_sql.get_job(q, job_id)
+        if row is None or row.state == JobState.DONE:
+            return None
+        lock = self.store.try_lock_run(row.run_id)
+        if lock is None:
+            return None
+        with self.store.read() as q:  # it may have finished between the read and the lock
+            row = job_sql.get_job(q, job_id)
+        if row is None or row.state == JobState.DONE:
+            lock.release()
+            return None
+        return Job(row), lock
+
+    async def run(self, job: Job) -> Job:
+        """Execute a claimed job to the end (hold its lock meanwhile); returns it as it finished.
+
+        A StoreUnavailable or a cancellation leaves the job unfinished, for a later run.
+        """
+        row = job.row
+        with self.store.read() as q:
+            snapshot = q.snapshot(row.run_id)
+        total = len(snapshot.steps) if snapshot is not None else 0
+        with self.store.write() as q:
+            job_sql.start_job(q, row.job_id, utc_now(), total - 1 if total else None)
+        executor = RollbackExecutor(
+            self.store, self.manifests, self.compensate, Retry(attempts=row.attempts), None, self.verifier,
+            row.approve_compensations, row.actor,
+        )
+        executor.progress = lambda done, total: self._progress(row.job_id, executor, done, total)
+        report: RollbackReport | None = None
+        error: dict[str, str] | None = None
+        try:
+            report = await executor.execute(row.run_id)
+        except StoreUnavailable:
+            raise
+        except ReversiError as exc:
+            error = exc.to_dict()
+        except Exception as exc:  # a bug or a broken command: the job ends, saying what happened
+            error = {"code": "error", "message": str(exc) or type(exc).__name__}
+        with self.store.write() as q:
+            job_sql.finish_job(q, row.job_id, utc_now(), report.to_dict() if report else None, error)
+            done = job_sql.get_job(q, row.job_id)
+        assert done is not None
+        finished = Job(done)
+        if self.on_done is not None:
+            self.on_done(finished)
+        return finished
+
+    def _progress(self, job_id: str, executor: RollbackExecutor, done: int, total: int) -> None:
+        current = total - 1 - done if done < total else None  # the executor goes newest first, one by one
+        report = executor.report.to_dict() if executor.report is not None else None
+        with self.store.write() as q:
+            job_sql.record_progress(q, job_id, current, report)

@@ -1,0 +1,72 @@
+"""Runs a page at a time, newest first, for listings that go on with a cursor (the HTTP API)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reversi.core.models import RunSummary, StepStatus
+from reversi.errors import BadInput
+from reversi.store.base import Store
+from reversi.store.queries import Queries
+
+_BATCH = 200
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """Which runs: every field that is set must match (`status`: a step in that status)."""
+
+    status: str | None = None
+    actor: str | None = None
+    tenant: str | None = None
+    since: str | None = None
+    principal: str | None = None
+
+
+@dataclass(frozen=True)
+class RunPage:
+    items: list[RunSummary]
+    # (created_at, run_id) of the last run listed, when more may follow.
+    next: tuple[str, str] | None
+
+
+def list_runs_page(store: Store, query: RunQuery, *, after: tuple[str, str] | None, limit: int) -> RunPage:
+    """Up to `limit` matching runs older than `after`, newest first.
+
+    Raises:
+        BadInput: `status` is not a step status, or `limit` is not 1-1000.
+    """
+    if query.status is not None and query.status not in {s.value for s in StepStatus}:
+        raise BadInput(f"status {query.status!r} is not one of {', '.join(s.value for s in StepStatus)}")
+    if not 1 <= limit <= 1000:
+        raise BadInput("limit must be 1-1000")
+    found: list[RunSummary] = []
+    with store.read() as q:
+        cursor = after
+        while len(found) <= limit:
+            batch = q.list_runs(actor=query.actor, tenant=query.tenant, since=query.since, before=cursor, limit=_BATCH)
+            for record in batch:
+                if query.principal is not None and record.principal != query.principal:
+                    continue
+                summary = _summary(q, record.run_id)
+                if query.status is None or query.status in summary.statuses:
+                    found.append(summary)
+            if len(batch) < _BATCH:
+                break
+            cursor = (batch[-1].created_at, batch[-1].run_id)
+    page = found[:limit]
+    more = len(found) > limit
+    return RunPage(page, (page[-1].run.created_at, page[-1].run.run_id) if more and page else None)
+
+
+def _summary(q: Queries, run_id: str) -> RunSummary:
+    snap = q.snapshot(run_id)
+    assert snap is not None
+    statuses = [s.status for s in snap.steps]
+    return RunSummary(
+        snap.run,
+        len(statuses),
+        sum(s.stands for s in statuses),
+        sum(s.unresolved for s in statuses),
+        frozenset(s.value for s in statuses),
+    )

@@ -1,0 +1,5 @@
+"""`python -m reversi.server`: the same as `reversi-server`."""
+
+from reversi.server.main import main
+
+main()

@@ -1,0 +1,127 @@
+"""`create_app`: the ASGI application of `reversi-server`. Errors become JSON here, in `on_error` only.
+
+The API lives under `/v1`; the web console (`reversi.server.console`) is served at `/`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from reversi.engine.approvals import get_approval
+from reversi.engine.ledger import Ledger
+from reversi.errors import ApprovalRequired, Refused, ReversiError
+from reversi.server.api import ENDPOINTS
+from reversi.server.auth import Unauthorized
+from reversi.server.console import console_routes
+from reversi.server.endpoint import ServerState
+from reversi.server.jobs import JobWorker
+from reversi.server.metrics import Metrics, Timing
+from reversi.server.openapi import openapi_document
+
+log = logging.getLogger("reversi.server")
+_UNSET: Any = object()
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+
+
+def _error_handler(ledger: Ledger, metrics: Metrics) -> Callable[[Request, Exception], Awaitable[Response]]:
+    async def on_error(request: Request, exc: Exception) -> Response:
+        """The one place an error becomes an answer: `{"error": {"code", "message"}}` with its status."""
+        headers: dict[str, str] = {}
+        if isinstance(exc, ReversiError):
+            status, body = exc.http_status, {"error": exc.to_dict()}
+            if isinstance(exc, Refused):
+                metrics.refusals.labels(exc.code).inc()
+            if isinstance(exc, ApprovalRequired):
+                approval = await anyio.to_thread.run_sync(get_approval, ledger.store, exc.approval_id)
+                body["approval"] = approval.to_dict()
+            if isinstance(exc, Unauthorized):
+                headers["WWW-Authenticate"] = "Bearer"
+        elif isinstance(exc, HTTPException):
+            status, headers = exc.status_code, dict(exc.headers or {})
+            message = (f"no such endpoint: {request.method} {request.url.path}" if status == 404
+                       else f"{request.method} is not allowed on {request.url.path}" if status == 405
+                       else str(exc.detail))
+            body = {"error": {"code": _HTTP_CODES.get(status, "http_error"), "message": message}}
+        else:
+            log.error("internal error answering %s %s", request.method, request.url.path, exc_info=exc)
+            status, body = 500, {"error": {"code": "internal", "message": "internal error: see the server's log"}}
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    return on_error
+
+
+def create_app(
+    ledger: Ledger,
+    *,
+    compensator_cmd: str | None = _UNSET,
+    reader_cmd: str | None = _UNSET,
+    run_jobs: bool = True,
+    poll_s: float = 2.0,
+    threads: int = 64,
+) -> Starlette:
+    """The server over `ledger` (which the caller closes).
+
+    `compensator_cmd` and `reader_cmd` default to the ledger's settings (REVERSI_COMPENSATOR_CMD,
+    REVERSI_READER_CMD). With `run_jobs`, a worker runs rollback jobs while the app's lifespan lasts,
+    looking for jobs left by other servers every `poll_s` seconds. Endpoints run in up to `threads`
+    threads at once, so that concurrent journal writes share commits.
+    """
+    settings = ledger.settings
+    compensator_cmd = settings.compensator_cmd if compensator_cmd is _UNSET else compensator_cmd
+    reader_cmd = settings.reader_cmd if reader_cmd is _UNSET else reader_cmd
+    metrics = Metrics()
+    worker = (
+        JobWorker(ledger.store, ledger.manifests, compensator_cmd, reader_cmd, metrics, poll_s=poll_s)
+        if run_jobs and compensator_cmd
+        else None
+    )
+    state = ServerState(ledger, metrics, compensator_cmd, reader_cmd, worker.wake if worker else lambda: None)
+    document = openapi_document(ENDPOINTS)
+    on_error = _error_handler(ledger, metrics)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def metrics_page(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=metrics.content_type)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.limiter = anyio.CapacityLimiter(threads)
+        if worker is not None:
+            await anyio.to_thread.run_sync(worker.start)
+        try:
+            yield
+        finally:
+            if worker is not None:
+                await anyio.to_thread.run_sync(worker.stop)
+
+    routes: list[BaseRoute] = [Route(ep.path, ep.asgi(state), methods=[ep.method]) for ep in ENDPOINTS]
+    routes += [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_page, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+    routes += console_routes(state)
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(Timing, metrics=metrics)],
+        exception_handlers={ReversiError: on_error, HTTPException: on_error, Exception: on_error},
+        lifespan=lifespan,
+    )
+    app.state.reversi = state
+    return app

@@ -1,0 +1,133 @@
+"""The server's rollback worker: a thread with its own event loop that runs the store's unfinished jobs.
+
+It looks for work when told a job was queued here, and every `poll_s` seconds otherwise, so it also
+picks up jobs queued by other servers and jobs whose server died (their run's lock is free again).
+On shutdown the running jobs are cancelled between two journal writes and put back in the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+
+from reversi.core.manifest import ManifestSet
+from reversi.engine.commands import command_compensator, command_reader
+from reversi.engine.jobs import Job, JobRunner, requeue, unfinished_jobs
+from reversi.errors import StoreUnavailable
+from reversi.server.metrics import Metrics
+from reversi.store.base import RunLock, Store
+
+log = logging.getLogger("reversi.server")
+
+
+class JobWorker:
+    """Runs up to `max_jobs` rollback jobs at a time, each under its run's rollback lock."""
+
+    def __init__(
+        self,
+        store: Store,
+        manifests: ManifestSet,
+        compensator_cmd: str,
+        reader_cmd: str | None,
+        metrics: Metrics,
+        *,
+        poll_s: float = 2.0,
+        max_jobs: int = 4,
+    ) -> None:
+        self.store = store
+        self.runner = JobRunner(
+            store,
+            manifests,
+            command_compensator(compensator_cmd),
+            command_reader(reader_cmd) if reader_cmd else None,
+            on_done=self._count,
+        )
+        self.metrics = metrics
+        self.poll_s = poll_s
+        self.max_jobs = max_jobs
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._stopping = False
+        self._active: dict[str, asyncio.Task[None]] = {}
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), name="reversi-jobs", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+    def wake(self) -> None:
+        """Look for work now (a job was just queued)."""
+        if self._loop is not None and self._wake is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Cancel the running jobs (they go back to the queue) and end the thread."""
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                self._loop.call_soon_threadsafe(self._stop_now)
+            self._thread.join(timeout)
+
+    def _stop_now(self) -> None:
+        self._stopping = True
+        for task in self._active.values():
+            task.cancel()
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._ready.set()
+        while not self._stopping:
+            self._claim_jobs()
+            self._wake.clear()
+            waiting = asyncio.ensure_future(self._wake.wait())
+            await asyncio.wait([waiting, *self._active.values()], timeout=self.poll_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            self._active = {k: t for k, t in self._active.items() if not t.done()}
+        if self._active:
+            await asyncio.wait(list(self._active.values()))
+
+    def _claim_jobs(self) -> None:
+        if len(self._active) >= self.max_jobs:
+            return
+        try:
+            jobs = unfinished_jobs(self.store)
+        except StoreUnavailable as exc:
+            log.warning("cannot look for rollback jobs: %s", exc.message)
+            return
+        for job in jobs:
+            if job.job_id in self._active or len(self._active) >= self.max_jobs:
+                continue
+            try:
+                claimed = self.runner.claim(job.job_id)
+            except StoreUnavailable as exc:
+                log.warning("cannot claim rollback job %s: %s", job.job_id, exc.message)
+                return
+            if claimed is not None:
+                self._active[job.job_id] = asyncio.ensure_future(self._run(*claimed))
+
+    async def _run(self, job: Job, lock: RunLock) -> None:
+        with lock:
+            try:
+                log.info("rollback job %s of %s: running", job.job_id, job.row.run_id)
+                await self.runner.run(job)
+            except asyncio.CancelledError:
+                with contextlib.suppress(StoreUnavailable):
+                    requeue(self.store, job.job_id)
+                log.info("rollback job %s of %s: stopped by shutdown, left to resume", job.job_id, job.row.run_id)
+                raise
+            except StoreUnavailable as exc:
+                log.warning("rollback job %s of %s: store unavailable, will retry: %s", job.job_id, job.row.run_id,
+                            exc.message)
+
+    def _count(self, job: Job) -> None:
+        report = job.row.report
+        outcome = "error" if job.row.error else ("complete" if report and report.get("complete") else "incomplete")
+        self.metrics.rollbacks.labels(outcome).inc()
+        log.info("rollback job %s of %s: done (%s)", job.job_id, job.row.run_id, outcome)

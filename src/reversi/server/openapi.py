@@ -1,0 +1,166 @@
+"""The OpenAPI document at /openapi.json, built from the route table so it cannot drift from it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from reversi.server.bodies import Body
+from reversi.server.endpoint import Endpoint
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
+_ANY: dict[str, Any] = {}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
+
+
+def _list_of(name: str) -> dict[str, Any]:
+    return _object({"items": {"type": "array", "items": _ref(name)}, "next": _nullable(_STR)})
+
+
+_STEP_STATUS = {"type": "string", "enum": ["intended", "succeeded", "failed", "uncertain", "compensating",
+                                           "compensated", "compensation_failed"]}
+_ERROR_DETAIL = _object({"code": _STR, "message": _STR})
+_STEPS = {"type": "array", "items": _INT}
+_SUMMARY = {"run_id": _STR, "principal": _STR, "mode": {"type": "string", "enum": ["observe", "enforce"]},
+            "actor": _STR, "tenant": _STR, "environment": _STR, "created_at": _STR, "standing": _INT,
+            "unresolved": _INT}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _object({"error": _ERROR_DETAIL}),
+    "ApprovalPending": _object({"error": _ERROR_DETAIL, "approval": _ref("Approval")}),
+    "Step": _object({"step": _INT, "tool": _STR, "args": _ANY, "depends_on": _STEPS, "status": _STEP_STATUS,
+                     "result": _ANY, "error": _nullable(_STR)}),
+    "StepIntended": _object({"step": _INT, "status": {"type": "string", "enum": ["intended"]}}),
+    "Run": _object({**_SUMMARY, "steps": {"type": "array", "items": _ref("Step")}, "steps_count": _INT,
+                    "labels": {"type": "object", "additionalProperties": _STR}}),
+    "RunSummary": _object({**_SUMMARY, "steps": _INT}),
+    "RunList": _list_of("RunSummary"),
+    "Action": _object(
+        {"step": _INT, "tool": _STR,
+         "kind": {"type": "string", "enum": ["compensate", "skip", "unrecoverable", "unresolved", "unmanifested",
+                                             "defer"]}},
+        {"reason": _nullable(_STR), "compensation_tool": _STR, "args": _ANY, "idempotency_key": _STR,
+         "needs_approval": _BOOL, "residue": {"type": "array", "items": _STR}, "compensation_kind": _STR,
+         "verified": _BOOL, "blocked_by": _STEPS}),
+    "Plan": _object({"run_id": _STR, "actions": {"type": "array", "items": _ref("Action")},
+                     "fully_reversible": _BOOL, "notes": {"type": "array", "items": _STR}}),
+    "Report": _object({
+        "run_id": _STR, "compensated": _STEPS, "skipped": _STEPS, "unresolved": _STEPS, "unmanifested": _STEPS,
+        "unverified": _STEPS,
+        "failed": {"type": "array", "items": _object({"step": _INT, "error": _STR, "attempts": _INT})},
+        "unrecoverable": {"type": "array", "items": _object({"step": _INT, "reason": _STR})},
+        "deferred": {"type": "array", "items": _object({"step": _INT, "blocked_by": _STEPS})},
+        "awaiting_approval": {"type": "array",
+                              "items": _object({"step": _INT, "approval_id": _STR, "status": _STR})},
+        "complete": _BOOL}),
+    "Job": _object({"job_id": _STR, "run_id": _STR, "state": {"type": "string", "enum": ["queued", "running", "done"]},
+                    "current_step": _nullable(_INT), "report": _nullable(_ref("Report")),
+                    "error": _nullable(_ERROR_DETAIL), "actor": _STR, "created_at": _STR,
+                    "started_at": _nullable(_STR), "finished_at": _nullable(_STR)}),
+    "Event": _object({"run_id": _STR, "seq": _INT, "step": _nullable(_INT), "type": _STR, "at": _STR, "actor": _STR,
+                      "data": {"type": "object"}}),
+    "EventList": _list_of("Event"),
+    "Approval": _object({"approval_id": _STR, "run_id": _STR, "step": _nullable(_INT),
+                         "kind": {"type": "string", "enum": ["call", "compensation"]}, "tool": _STR, "args": _ANY,
+                         "status": {"type": "string", "enum": ["pending", "approved", "denied"]},
+                         "requested_by": _STR, "requested_at": _STR, "decided_by": _nullable(_STR),
+                         "decided_at": _nullable(_STR), "note": _nullable(_STR), "used": _BOOL}),
+    "ApprovalList": _list_of("Approval"),
+    "Halt": _object({"halt_id": _STR, "reason": _STR,
+                     "scope": {"type": "object", "additionalProperties": _STR}, "by": _STR, "created_at": _STR}),
+    "HaltList": _list_of("Halt"),
+    "Lifted": _object({"lifted": _INT}),
+    "NewKey": _object({"id": _STR, "name": _STR, "role": _STR, "tenant": _nullable(_STR), "key": _STR}),
+    "Key": _object({"id": _STR, "name": _STR, "role": _STR, "tenant": _nullable(_STR), "created_at": _STR,
+                    "revoked_at": _nullable(_STR)}),
+    "KeyList": _list_of("Key"),
+    "Health": _object({"status": _STR}),
+}
+
+_ERRORS = {400: "bad input", 401: "no valid API key", 403: "not allowed, or the call was refused",
+           404: "not found", 409: "conflicts with the state of the run", 413: "body larger than 1 MiB",
+           503: "the store is unavailable"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _error_statuses(ep: Endpoint) -> list[int]:
+    statuses = [400, 401, 403, 503]
+    if "{" in ep.path:
+        statuses.append(404)
+    if ep.method != "GET":
+        statuses += [404, 409]
+    if ep.body is not None:
+        statuses.append(413)
+    return sorted(set(statuses))
+
+
+def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    for status, name in ep.ok.items():
+        content = _json(_ref(name))
+        if ep.ndjson:
+            content["application/x-ndjson"] = {"schema": _STR}
+        responses[str(status)] = {"description": name, "content": content}
+    for status in _error_statuses(ep):
+        responses[str(status)] = {"description": _ERRORS[status], "content": _json(_ref("Error"))}
+    op: dict[str, Any] = {"summary": ep.summary, "operationId": ep.handler.__name__, "responses": responses,
+                          "x-reversi-role": ep.role.value}
+    params = [{"name": name, "in": "path", "required": True, "schema": _STR}
+              for name in re.findall(r"{(\w+)}", ep.path)]
+    params += [{"name": p.name, "in": "query", "required": False, "description": p.description, "schema": p.schema}
+               for p in ep.query]
+    if ep.path == "/v1/runs" and ep.method == "POST":
+        params.append({"name": "Reversi-Run-Id", "in": "header", "required": False, "schema": _STR,
+                       "description": "Continue this run (yours), or create it under this id."})
+    if params:
+        op["parameters"] = params
+    if ep.body is not None:
+        op["requestBody"] = {"required": False, "content": _json(_body_schema(ep.body, schemas))}
+    return op
+
+
+def _body_schema(model: type[Body], schemas: dict[str, Any]) -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(schema.pop("$defs", {}))
+    schemas[model.__name__] = schema
+    return _ref(model.__name__)
+
+
+def _plain(summary: str, content: dict[str, Any]) -> dict[str, Any]:
+    return {"get": {"summary": summary, "security": [], "responses": {"200": {"description": "ok",
+                                                                             "content": content}}}}
+
+
+def openapi_document(endpoints: tuple[Endpoint, ...]) -> dict[str, Any]:
+    schemas = dict(SCHEMAS)
+    paths: dict[str, Any] = {
+        "/healthz": _plain("Liveness.", _json(_ref("Health"))),
+        "/metrics": _plain("Prometheus metrics.", {"text/plain": {"schema": _STR}}),
+    }
+    for ep in endpoints:
+        paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep, schemas)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Reversi", "version": "1", "description": "Journal an agent's side-effecting calls; "
+                 "plan and roll back its runs. Errors are {\"error\": {\"code\", \"message\"}}."},
+        "paths": paths,
+        "components": {"schemas": schemas,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+    }

@@ -1,0 +1,177 @@
+"""Principals, roles and tenants on every endpoint. The tests read the route table, so a new route
+without a sample body here, or without the isolation every run-scoped route has, fails."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.server.conftest import SERVER, Site
+
+from reversi.engine.keys import Role, create_key, revoke_key
+from reversi.engine.run import run_coroutine
+from reversi.server import create_app
+from reversi.server.api import ENDPOINTS
+from reversi.server.auth import NO_KEYS_REMOTE
+from reversi.server.endpoint import Endpoint
+
+RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
+
+# A body each endpoint accepts, keyed by its handler's name.
+SAMPLES: dict[str, dict[str, object]] = {
+    "open_run": {"scope": {"actor": "a"}},
+    "record_step": {"tool": "github.create_repo", "args": {"name": "x"}},
+    "record_outcome": {"status": "failed", "error": "no"},
+    "start_rollback": {},
+    "resolve_step": {"status": "failed", "note": "checked"},
+    "approve": {"note": "fine"},
+    "deny": {"note": "not fine"},
+    "add_halt": {"reason": "testing", "scope": {"tool": "nothing.*"}},
+    "resume": {"halt_id": "halt_none"},
+    "create_key": {"name": "extra", "role": "agent", "tenant": "acme"},
+}
+
+
+def test_every_endpoint_with_a_body_has_a_sample_here() -> None:
+    assert {ep.handler.__name__ for ep in ENDPOINTS if ep.body is not None} <= set(SAMPLES)
+
+
+def url(ep: Endpoint, **values: str) -> str:
+    return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], ep.path)
+
+
+def call(client: httpx.Client, ep: Endpoint, **values: str) -> httpx.Response:
+    body = SAMPLES.get(ep.handler.__name__) if ep.body is not None else None
+    return client.request(ep.method, url(ep, **values), json=body)
+
+
+def setup_run(client: httpx.Client) -> dict[str, str]:
+    """A run of the client's principal with one intended step and a pending forward approval."""
+    run_id = client.post("/v1/runs", json={}).json()["run_id"]
+    assert client.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.create_charge"}).status_code == 201
+    pending = client.post(f"/v1/runs/{run_id}/steps", json={"tool": "payments.wire", "args": {}})
+    return {"run_id": run_id, "step": "0", "approval_id": pending.json()["approval"]["approval_id"]}
+
+
+@pytest.mark.parametrize("role", ["agent", "operator", "admin"])
+def test_each_role_reaches_exactly_the_endpoints_its_role_allows(site: Site, role: str) -> None:
+    client = site.client(role)
+    spare, _ = create_key(site.ledger.store, "spare", "agent", "acme")
+    values = setup_run(client) | {"key_id": spare.key_id}
+    for ep in ENDPOINTS:
+        answer = call(client, ep, **values)
+        if RANK[Role(role)] >= RANK[ep.role]:
+            assert answer.status_code not in (401, 403), (ep.method, ep.path, answer.text)
+        else:
+            assert answer.status_code == 403, (ep.method, ep.path, answer.text)
+            assert answer.json()["error"]["message"].startswith(f"this needs an {ep.role.value} key")
+
+
+def test_another_principals_key_is_refused_on_every_run_scoped_route(site: Site) -> None:
+    victim = site.client("agent")
+    values = setup_run(victim)
+    run_id = values["run_id"]
+    before = len(site.ledger.get_run(run_id).events())
+    scoped = [ep for ep in ENDPOINTS if "{run_id}" in ep.path or "{approval_id}" in ep.path]
+    assert len(scoped) >= 10
+    for ep in scoped:
+        # an intruder with the role the route needs: an agent (same tenant or not), or another tenant's operator
+        intruders = ["agent2", "outsider"] if ep.role is Role.AGENT else ["other-operator"]
+        for who in intruders:
+            answer = call(site.client(who), ep, **values)
+            assert answer.status_code == 403, (who, ep.method, ep.path, answer.text)
+            owned = values["approval_id"] if "{approval_id}" in ep.path else run_id
+            assert answer.json()["error"] == {"code": "forbidden", "message": f"{owned} belongs to another principal"}
+    for who in ("agent2", "outsider", "operator"):
+        hijack = site.client(who).post("/v1/runs", headers={"Reversi-Run-Id": run_id}, json={})
+        assert hijack.status_code == 403
+        assert hijack.json()["error"]["message"] == f"{run_id} belongs to another principal"
+    assert len(site.ledger.get_run(run_id).events()) == before
+    assert site.client("other-operator").get("/v1/runs").json()["items"] == []
+    assert site.client("other-operator").get("/v1/approvals").json()["items"] == []
+    assert run_id not in {r["run_id"] for r in site.client("agent2").get("/v1/runs").json()["items"]}
+
+
+def test_an_operator_reads_and_operates_on_its_tenants_runs_but_does_not_record_in_them(site: Site) -> None:
+    values = setup_run(site.client("agent"))
+    operator = site.client("acme-operator")
+    run_id = values["run_id"]
+    assert operator.get(f"/v1/runs/{run_id}").status_code == 200
+    assert operator.get(f"/v1/runs/{run_id}/plan").status_code == 200
+    assert operator.post(f"/v1/runs/{run_id}/steps/0/resolve", json={"status": "failed", "note": "no"}).status_code \
+        == 200
+    refused = operator.post(f"/v1/runs/{run_id}/steps", json={"tool": "x"})
+    assert refused.status_code == 403 and "belongs to another principal" in refused.json()["error"]["message"]
+    own = site.client("agent").post(f"/v1/runs/{run_id}/rollback", json={})
+    assert own.status_code == 403 and own.json()["error"]["message"].startswith("this needs an operator key")
+
+
+def test_without_a_valid_key_every_v1_endpoint_answers_401(site: Site) -> None:
+    _, revoked = create_key(site.ledger.store, "gone", "admin")
+    revoke_key(site.ledger.store, revoked.split("_")[1])
+    for headers in ({}, {"Authorization": "Bearer rvk_nope"}, {"Authorization": f"Bearer {revoked}"},
+                    {"Authorization": "Basic abc"}):
+        client = httpx.Client(base_url=site.url, headers=headers)
+        site.clients.append(client)
+        for ep in ENDPOINTS:
+            answer = call(client, ep, run_id="run_x", step="0", approval_id="apr_x", key_id="k")
+            assert answer.status_code == 401, (headers, ep.method, ep.path)
+            assert answer.json()["error"]["code"] == "unauthorized"
+            assert answer.headers["www-authenticate"] == "Bearer"
+    anonymous = site.client()
+    assert anonymous.get("/healthz").status_code == 200
+    assert anonymous.get("/metrics").status_code == 200
+    assert anonymous.get("/openapi.json").status_code == 200
+
+
+def test_with_no_keys_loopback_requests_act_as_the_admin_local_until_a_key_exists(
+    make_site: Callable[..., Site],
+) -> None:
+    site = make_site()
+    client = site.client()
+    assert client.post("/v1/runs", json={}).json()["principal"] == "local"
+    assert client.get("/v1/halts").status_code == 200
+    made = client.post("/v1/keys", json={"name": "first-admin", "role": "admin"})
+    assert made.status_code == 201 and made.json()["key"].startswith("rvk_")
+    assert client.get("/v1/halts").status_code == 401
+    keyed = httpx.Client(base_url=site.url, headers={"Authorization": f"Bearer {made.json()['key']}"})
+    site.clients.append(keyed)
+    assert [k["name"] for k in keyed.get("/v1/keys").json()["items"]] == ["first-admin"]
+
+
+def test_with_no_keys_a_client_that_is_not_on_this_machine_is_refused(db_url: str, manifest: Path) -> None:
+    import reversi
+
+    async def ask() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app, client=("10.1.2.3", 5555))
+        async with httpx.AsyncClient(transport=transport, base_url="http://reversi") as client:
+            return await client.get("/v1/runs")
+
+    with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+        app = create_app(ledger, run_jobs=False)
+        answer = run_coroutine(ask())  # in a thread of its own if some loop is running here
+    assert answer.status_code == 401 and answer.json()["error"]["message"] == NO_KEYS_REMOTE
+
+
+def test_the_server_refuses_to_serve_a_public_address_without_keys(db_url: str) -> None:
+    done = subprocess.run([str(SERVER), "--host", "0.0.0.0", "--port", "0", "--db", db_url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "reversi-server: error: the store holds no API keys: refusing to serve 0.0.0.0 without them")
+
+
+def test_an_admin_confined_to_a_tenant_manages_only_that_tenants_keys(site: Site) -> None:
+    key = site.add_key("acme-admin", "admin", "acme")
+    assert key
+    admin = site.client("acme-admin")
+    assert admin.post("/v1/keys", json={"name": "x", "role": "admin"}).status_code == 403
+    assert admin.post("/v1/keys", json={"name": "x", "role": "agent", "tenant": "acme"}).status_code == 201
+    tenants = {k["tenant"] for k in admin.get("/v1/keys").json()["items"]}
+    assert tenants == {"acme"}
+    unconfined = next(k for k in site.client("admin").get("/v1/keys").json()["items"] if k["name"] == "operator")
+    assert admin.delete(f"/v1/keys/{unconfined['id']}").status_code == 404

@@ -1,0 +1,93 @@
+"""Bad input over HTTP is a 4xx naming what is wrong, never a 500, and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.server.conftest import Site
+
+
+@pytest.fixture
+def run_id(site: Site) -> str:
+    agent = site.client("agent")
+    run_id = str(agent.post("/v1/runs", json={}).json()["run_id"])
+    agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.create_charge"})
+    return run_id
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "the body is not JSON"),
+        (b"[1, 2]", "the body must be a JSON object"),
+        (b'{"tool": 5}', "field `tool`: Input should be a valid string"),
+        (b'{"tool": ""}', "field `tool`: String should have at least 1 character"),
+        (b'{"tool": "a", "depends_on": [true]}', "field `depends_on.0`: Input should be a valid integer"),
+        (b'{"tool": "a", "depends_on": [-1]}', "field `depends_on.0`: Input should be greater than or equal to 0"),
+        (b'{"tool": "a", "dependson": [0]}', "field `dependson`: Extra inputs are not permitted"),
+        (b'{"args": {}}', "field `tool`: Field required"),
+        (b'{"tool": "a", "depends_on": [4]}', "depends_on: step 4 is not an earlier step"),
+        (b'{"tool": "a", "args": NaN}', "arguments must be JSON values"),
+        (b"[" * 100_000, "the body is not JSON"),
+        (b"\xff\xfe", "the body is not JSON"),
+    ],
+)
+def test_a_bad_step_body_is_a_400_naming_the_field(site: Site, run_id: str, content: bytes, message: str) -> None:
+    answer = site.client("agent").post(f"/v1/runs/{run_id}/steps", content=content,
+                                       headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "bad_input"
+    assert answer.json()["error"]["message"].startswith(message)
+    assert len(site.ledger.get_run(run_id).steps()) == 1
+
+
+def test_other_bodies_name_their_fields_too(site: Site, run_id: str) -> None:
+    agent, admin = site.client("agent"), site.client("admin")
+    cases = [
+        (agent.post("/v1/runs", json={"mode": "sideways"}), "field `mode`: Input should be 'observe' or 'enforce'"),
+        (agent.post("/v1/runs", json={"scope": {"tenant": 7}}), "field `scope.tenant`: Input should be a valid string"),
+        (agent.post("/v1/runs", json={"labels": {"a": 1}}), "field `labels.a`: Input should be a valid string"),
+        (agent.post(f"/v1/runs/{run_id}/steps/0/outcome", json={"status": "done"}), "field `status`"),
+        (admin.post(f"/v1/runs/{run_id}/rollback", json={"confirm": "yes"}),
+         "field `confirm`: Input should be a valid boolean"),
+        (admin.post(f"/v1/runs/{run_id}/rollback", json={"retries": 11}), "field `retries`"),
+        (admin.post("/v1/halt", json={"scope": {}}), "field `reason`: Field required"),
+        (admin.post("/v1/keys", json={"name": "x", "role": "root"}), "field `role`"),
+        (admin.post("/v1/keys", json={"name": "no spaces", "role": "agent"}), "bad key name"),
+    ]
+    for answer, message in cases:
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["message"].startswith(message), answer.text
+
+
+def test_bad_ids_step_numbers_cursors_and_limits_are_400(site: Site, run_id: str) -> None:
+    agent = site.client("agent")
+    assert "bad run id" in agent.get("/v1/runs/nope").json()["error"]["message"]
+    assert agent.get("/v1/runs/run_" + "x" * 65).status_code == 400
+    bad_step = agent.post(f"/v1/runs/{run_id}/steps/first/outcome", json={"status": "failed"})
+    assert bad_step.status_code == 400 and "bad step number 'first'" in bad_step.json()["error"]["message"]
+    assert agent.post(f"/v1/runs/{run_id}/steps/99999999999/outcome", json={"status": "failed"}).status_code == 400
+    for params in ({"cursor": "%%%"}, {"cursor": "bm90IGpzb24"}, {"cursor": "WzFd"}, {"limit": "0"},
+                   {"limit": "x"}, {"limit": "1001"}):
+        answer = agent.get("/v1/runs", params=params)
+        assert answer.status_code == 400, (params, answer.text)
+    assert agent.get(f"/v1/runs/{run_id}/events", params={"cursor": "InRleHQi"}).status_code == 400
+
+
+def chunks(size: int) -> Iterator[bytes]:
+    sent = 0
+    while sent < size:
+        yield b" " * 65536
+        sent += 65536
+
+
+def test_a_body_over_one_mebibyte_is_refused_with_413(site: Site, run_id: str) -> None:
+    agent = site.client("agent")
+    big = b'{"tool": "a", "args": "' + b"x" * (1 << 20) + b'"}'
+    declared = agent.post(f"/v1/runs/{run_id}/steps", content=big)
+    assert declared.status_code == 413 and declared.json()["error"]["code"] == "too_large"
+    streamed = agent.post(f"/v1/runs/{run_id}/steps", content=chunks((1 << 20) + 1))
+    assert streamed.status_code == 413
+    assert len(site.ledger.get_run(run_id).steps()) == 1
+    assert agent.get("/healthz").status_code == 200
