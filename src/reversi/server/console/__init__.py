@@ -1,0 +1,17 @@
+"""The web console: server-rendered pages over the same engine as the API, at `/`."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from reversi.server.console.pages import Console
+from reversi.server.console.session import Sessions
+from reversi.server.endpoint import ServerState
+
+
+def console_routes(state: ServerState, session_secret: str | None = None) -> list[BaseRoute]:
+    """The console's routes (pages, forms, static files) for an app serving `state`."""
+    return Console(state, Sessions(state.ledger.store, session_secret)).routes()
+
+
+__all__ = ["console_routes"]

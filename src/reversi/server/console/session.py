@@ -1,0 +1,84 @@
+"""Console sessions: a signed cookie naming the key that signed in, and a CSRF token for every form.
+
+The cookie holds the key's id, never the key; each request checks that key is still active, so a
+revocation signs its sessions out at once. It is HttpOnly and SameSite=Strict. The signing secret is
+REVERSI_SESSION_SECRET when set (share it between servers behind one address), else random per
+process (a restart signs everyone out).
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from dataclasses import dataclass
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from starlette.requests import Request
+from starlette.responses import Response
+
+from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, store_has_keys
+from reversi.errors import Forbidden
+from reversi.server.auth import is_loopback
+from reversi.store import keys as key_sql
+from reversi.store.base import Store
+
+COOKIE = "reversi_session"
+MAX_AGE_S = 12 * 3600
+
+
+class CsrfRefused(Forbidden):
+    """A form posted without the token of its session."""
+
+    code = "csrf"
+
+
+@dataclass(frozen=True)
+class Session:
+    """Who is signed in (None: nobody yet) and the token their forms must carry."""
+
+    principal: Principal | None
+    csrf: str
+    key_id: str | None = None
+
+
+class Sessions:
+    """Reads and writes the console's session cookie."""
+
+    def __init__(self, store: Store, secret: str | None = None) -> None:
+        self.store = store
+        key = secret or os.environ.get("REVERSI_SESSION_SECRET") or secrets.token_urlsafe(32)
+        self._signer = URLSafeTimedSerializer(key, salt="reversi-console")
+
+    def read(self, request: Request) -> Session:
+        """The request's session; with no keys in the store, a loopback visitor is the admin `local`."""
+        data: dict[str, str | None] = {}
+        raw = request.cookies.get(COOKIE)
+        if raw:
+            try:
+                data = self._signer.loads(raw, max_age=MAX_AGE_S)
+            except BadSignature:
+                data = {}
+        csrf = str(data.get("csrf") or "")
+        key_id = data.get("key")
+        if key_id:
+            with self.store.read() as q:
+                row = key_sql.get_key(q, key_id)
+            if row is not None and row.revoked_at is None:
+                return Session(Principal(row.name, Role(row.role), row.tenant, row.key_id), csrf, key_id)
+        if not store_has_keys(self.store) and is_loopback(request.client.host if request.client else None):
+            return Session(LOCAL_ADMIN, csrf)
+        return Session(None, csrf)
+
+    def save(self, response: Response, key_id: str | None, csrf: str | None = None) -> None:
+        value = self._signer.dumps({"key": key_id, "csrf": csrf or secrets.token_urlsafe(24)})
+        response.set_cookie(COOKIE, value, max_age=MAX_AGE_S, httponly=True, samesite="strict", path="/")
+
+    def clear(self, response: Response) -> None:
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+
+
+def check_csrf(session: Session, submitted: object) -> None:
+    """Raises CsrfRefused unless the form carried its session's token."""
+    if not session.csrf or not isinstance(submitted, str) or not hmac.compare_digest(session.csrf, submitted):
+        raise CsrfRefused("this form has expired or did not come from this console: reload the page and try again")

@@ -1,0 +1,162 @@
+"""What each console page shows, gathered from the engine (sync: call from a worker thread)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reversi.core.models import Approval, ApprovalStatus, Event, EventType, RunRecord, StepState
+from reversi.core.plan import Plan
+from reversi.engine import jobs
+from reversi.engine.halts import kill_switch_status
+from reversi.engine.keys import Principal
+from reversi.engine.ledger import Ledger
+from reversi.engine.paging import RunQuery, list_runs_page
+from reversi.engine.run import Run
+from reversi.errors import ConfigError, NotFound
+
+PAGE_SIZE = 25
+_OUTCOMES = {EventType.SUCCEEDED, EventType.FAILED, EventType.UNCERTAIN, EventType.RESOLVED}
+
+
+def age(at: str, now: datetime | None = None) -> str:
+    """`at` (RFC 3339) as "just now", "5 min ago", "3 h ago" or "2 d ago"."""
+    then = _moment(at)
+    seconds = ((now or datetime.now(UTC)) - then).total_seconds()
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
+
+
+def _moment(at: str) -> datetime:
+    return datetime.fromisoformat(at.replace("Z", "+00:00"))
+
+
+def clock(at: str | None) -> str:
+    """`at` as a date and time to the second, UTC."""
+    return _moment(at).strftime("%Y-%m-%d %H:%M:%S UTC") if at else ""
+
+
+def took(start: str | None, end: str | None) -> str:
+    """How long from `start` to `end`, for people: "12 ms", "3.4 s", "5 min"."""
+    if not start or not end:
+        return ""
+    seconds = (_moment(end) - _moment(start)).total_seconds()
+    if seconds < 1:
+        return f"took {seconds * 1000:.0f} ms"
+    return f"took {seconds:.1f} s" if seconds < 120 else f"took {seconds / 60:.0f} min"
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def kill_switch(ledger: Ledger) -> str | None:
+    """The kill switch's reason when it is on ("" for an empty file), else None."""
+    try:
+        return kill_switch_status(ledger.settings.kill_switch_file)[1]
+    except ConfigError:
+        return None
+
+
+@dataclass
+class RunRow:
+    run_id: str
+    status: str
+    actor: str
+    tenant: str
+    age: str
+    steps: int
+    standing: int
+    unresolved: int
+    fully_reversible: bool
+    active: bool
+
+
+def runs_page(ledger: Ledger, principal: Principal, filters: dict[str, str | None],
+              after: tuple[str, str] | None) -> tuple[list[RunRow], tuple[str, str] | None]:
+    """One page of the runs this principal may see, newest first."""
+    tenant = principal.tenant or filters.get("tenant")
+    query = RunQuery(filters.get("status"), filters.get("actor"), tenant, None,
+                     None if principal.is_operator else principal.name)
+    found = list_runs_page(ledger.store, query, after=after, limit=PAGE_SIZE)
+    rows = []
+    for s in found.items:
+        plan = Run(ledger, s.run).plan()
+        status = "needs attention" if s.unresolved else "standing" if s.standing else "settled"
+        rows.append(RunRow(s.run.run_id, status, s.run.scope.actor, s.run.scope.tenant, age(s.run.created_at),
+                           s.steps, s.standing, s.unresolved, plan.fully_reversible,
+                           active=bool(s.unresolved) or "compensating" in s.statuses))
+    return rows, found.next
+
+
+@dataclass
+class StepView:
+    state: StepState
+    args: str
+    outcome: str
+    started: str = ""
+    finished: str = ""
+    note: str = ""
+    kind: str = ""
+    reason: str = ""
+
+    @property
+    def unresolved(self) -> bool:
+        return self.state.status.unresolved
+
+
+@dataclass
+class RunView:
+    record: RunRecord
+    steps: list[StepView]
+    plan: Plan
+    events: list[Event]
+    approvals: list[Approval]
+    job: dict[str, Any] | None
+    residue: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _timings(events: list[Event]) -> dict[int, dict[str, str]]:
+    found: dict[int, dict[str, str]] = {}
+    for ev in events:
+        if ev.step is None:
+            continue
+        times = found.setdefault(ev.step, {})
+        if ev.type == EventType.INTENDED:
+            times["started"] = ev.at
+        elif ev.type in _OUTCOMES:
+            times["finished"] = ev.at
+            if ev.type == EventType.RESOLVED:
+                times["note"] = f"settled by {ev.actor}: {ev.data.get('note', '')}"
+    return found
+
+
+def run_page(ledger: Ledger, run: Run) -> RunView:
+    """Everything the run page shows: steps with timings, the plan, the journal, approvals, the job."""
+    snap = run.snapshot()
+    plan = run.plan()
+    events = run.events()
+    by_step = {a.step: a for a in plan.actions}
+    timings = _timings(events)
+    steps = []
+    for state in snap.steps:
+        outcome = pretty(state.result) if state.has_result else (state.error or "")
+        action = by_step[state.index]
+        t = timings.get(state.index, {})
+        steps.append(StepView(state, pretty(state.args), outcome, clock(t.get("started")),
+                              took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
+                              action.describe()))
+    approvals = ledger.approvals(run_id=run.id)
+    approvals.sort(key=lambda a: (a.status is not ApprovalStatus.PENDING, a.requested_at))
+    try:
+        job: dict[str, Any] | None = jobs.latest_job(ledger.store, run.id).to_dict()
+    except NotFound:
+        job = None
+    residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
+    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, residue)
