@@ -13,8 +13,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The demo journals, plans and rolls back a run, then serves the console over it (no keys:
+# loopback only) with the demo's own compensator, so its runs can be rolled back from the browser.
+DEMO_WORLD := .reversi/demo/world.json
+DEMO_PORT ?= 8080
+
 demo: $(STAMP)
 	$(BIN)/reversi demo
+	REVERSI_COMPENSATOR_CMD="$(BIN)/python -m reversi.demo.compensator $(DEMO_WORLD)" \
+	REVERSI_READER_CMD="$(BIN)/python -m reversi.demo.reader $(DEMO_WORLD)" \
+	$(BIN)/reversi-server --db sqlite:///.reversi/reversi.db -m .reversi/demo/tools.yaml --port $(DEMO_PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

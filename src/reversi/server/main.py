@@ -28,7 +28,7 @@ def _say(message: str) -> None:
               type=click.Choice(["critical", "error", "warning", "info", "debug"]), help="How much to log.")
 @click.version_option(package_name="reversi", prog_name="reversi-server")
 def serve(host: str, port: int, db: str | None, config: str | None, manifests: tuple[str, ...], log_level: str) -> None:
-    """Serve Reversi's HTTP API (/v1/..., /healthz, /metrics, /openapi.json).
+    """Serve Reversi's web console (/) and HTTP API (/v1/..., /healthz, /metrics, /openapi.json).
 
     Rollback jobs run REVERSI_COMPENSATOR_CMD (and REVERSI_READER_CMD for declared read-backs).
     """
@@ -54,6 +54,7 @@ def serve(host: str, port: int, db: str | None, config: str | None, manifests: t
         if not settings.compensator_cmd:
             _say("no REVERSI_COMPENSATOR_CMD: POST /v1/runs/{id}/rollback with confirm: true answers 409")
         app = create_app(ledger)
+        _say(f"console at http://{host}:{port}/, API under /v1 (Ctrl-C to stop)")
         server = _server_class()(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
         )
