@@ -17,6 +17,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make `bench` importable, and not bench/ itself
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+import abc
 import argparse
 import gc
 import sqlite3
@@ -71,7 +72,7 @@ def record(run: reversi.Run, steps: int) -> None:
         run.call(TOOL, {"sku": f"sku-{i}", "qty": i % 7 + 1}, reserve)
 
 
-class Floor:
+class Floor(abc.ABC):
     """The rollback's journaling with nothing around it, on a copy of the recorded ledger.
 
     Per step, newest first: the `compensating` event in one committed transaction, the no-op
@@ -106,8 +107,9 @@ class Floor:
             self.commit(done)
         return time.perf_counter() - t0
 
+    @abc.abstractmethod
     def commit(self, row: tuple[Any, ...]) -> None:
-        raise NotImplementedError
+        """Write one journal row in its own committed transaction."""
 
 
 _INSERT_EVENT = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)"

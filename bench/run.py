@@ -1,6 +1,6 @@
 """Run every benchmark and print one table: `python -m bench` or `python bench/run.py`.
 
-    python -m bench [--quick] [--only journal,planner,rollback] [--no-pg] [--pg-steps N]
+    python -m bench [--quick] [--only journal,planner,rollback,server,gateway] [--no-pg] [--pg-steps N]
 
 PostgreSQL comes from REVERSI_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test); the
 PostgreSQL lines are skipped, with the reason, when it cannot be reached.
@@ -24,7 +24,9 @@ import time
 from bench import journal, planner, rollback
 from bench.common import ROOT, Result, pg_unreachable, pg_url, print_table
 
-BENCHES = ("journal", "planner", "rollback")
+BENCHES = ("journal", "planner", "rollback", "server", "gateway")
+# These two run as their own processes (each starts servers and clients) and print their own tables.
+SEPARATE = {"server": "bench_server.py", "gateway": "bench_gateway.py"}
 
 
 def header() -> str:
@@ -46,9 +48,9 @@ def header() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Reversi benchmarks: journaling, planner, rollback.")
+    parser = argparse.ArgumentParser(description="Reversi benchmarks: journaling, planner, rollback, server, gateway.")
     parser.add_argument("--quick", action="store_true", help="fewer calls and steps, for a smoke test")
-    parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated: journal,planner,rollback")
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated: " + ",".join(BENCHES))
     parser.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
     parser.add_argument("--pg-steps", type=int, default=rollback.STEPS, help="steps of the PostgreSQL rollback run")
     args = parser.parse_args(argv)
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header(), flush=True)
     started = time.perf_counter()
     results: list[Result] = []
-    for name in chosen:
+    for name in (c for c in chosen if c not in SEPARATE):
         t0 = time.perf_counter()
         print(f"\n== {name}", file=sys.stderr, flush=True)
         if name == "journal":
@@ -71,8 +73,17 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results += rollback.bench(args.quick, args.pg_steps)
         print(f"  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    print()
-    print_table(results)
+    if results:
+        print()
+        print_table(results)
+    for name in (c for c in chosen if c in SEPARATE):
+        print(f"\n== {name}", flush=True)
+        script = [sys.executable, str(Path(__file__).resolve().parent / SEPARATE[name])]
+        if args.quick:
+            script.append("--quick")
+        if name == "server" and not args.no_pg:
+            script.append("--pg")
+        subprocess.run(script, check=False)
     print(f"\ntotal {time.perf_counter() - started:.0f} s", flush=True)
     return 0
 
