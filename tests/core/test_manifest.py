@@ -19,8 +19,8 @@ from reversi.core.manifest import (
     ToolEntry,
     Verification,
     merge,
-    parse_manifest,
 )
+from reversi.core.manifest_yaml import parse_manifest
 from reversi.engine.manifest_files import check_manifest_files, load_manifest_files
 from reversi.errors import ManifestError
 

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reversi
-from reversi.core.manifest import ManifestSet, parse_manifest
+from reversi.core.manifest import ManifestSet
+from reversi.core.manifest_yaml import parse_manifest
 from reversi.core.models import Mode, RunRecord, RunSnapshot, Scope, StepRecord, StepState, StepStatus
 from reversi.core.plan import ActionKind
 from reversi.core.planner import plan_rollback

@@ -1,25 +1,16 @@
-"""Tool manifests: parse one file's text, merge several, look a tool up. No file I/O here.
+"""Tool manifests: their entries, merging several files, looking a tool up. No file I/O here.
 
-Parsing walks PyYAML's composed node tree rather than the constructed objects, so every problem
-carries the line of the key or value at fault, and YAML 1.1 surprises (`yes` as a boolean) are
-refused instead of silently taken.
+Parsing one file's YAML is `reversi.core.manifest_yaml.parse_manifest`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Any, TypeVar
-
-import yaml
-from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
-from reversi.core.references import bad_references
+from typing import Any
 
 __all__ = [
     "Compensation",
@@ -30,7 +21,7 @@ __all__ = [
     "ToolEntry",
     "Verification",
     "merge",
-    "parse_manifest",
+    "quote",
 ]
 
 
@@ -162,313 +153,11 @@ def merge(parsed: Sequence[Sequence[ToolEntry]]) -> tuple[ManifestSet, list[Prob
         for entry in entries:
             first = seen.setdefault(entry.pattern, entry)
             if first is not entry:
-                message = f"{_quote(entry.pattern)} is already defined in {first.source}:{first.line}"
+                message = f"{quote(entry.pattern)} is already defined in {first.source}:{first.line}"
                 problems.append(Problem(entry.source, entry.line, message))
     return ManifestSet(tuple(seen.values())), problems
 
 
-def parse_manifest(text: str, source: str) -> tuple[list[ToolEntry], list[Problem]]:
-    """Parse one manifest file's text.
-
-    Args:
-        text: The YAML text.
-        source: The file's name, for entries and problems.
-
-    Returns:
-        The valid entries, and every problem and warning in line order. An entry with a problem
-        is left out.
-    """
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        return [], [Problem(source, mark.line + 1 if mark else 1, f"invalid YAML: {error.problem}")]
-    except yaml.YAMLError as error:
-        return [], [Problem(source, 1, f"invalid YAML: {error}")]
-    reader = _Reader(source)
-    try:
-        entries = reader.document(root)
-    except RecursionError:
-        return [], [Problem(source, 1, "the manifest nests too deeply or refers to itself")]
-    return entries, sorted(reader.problems, key=lambda problem: problem.line)
-
-
-_NULL = "tag:yaml.org,2002:null"
-_BOOL = "tag:yaml.org,2002:bool"
-_INT = "tag:yaml.org,2002:int"
-_FLOAT = "tag:yaml.org,2002:float"
-_SCALARS = SafeConstructor()
-_TOOL_KEYS = frozenset(
-    {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
-    | {"compensation", "verification"}
-)
-_COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue"})
-_VERIFICATION_KEYS = frozenset({"tool", "args", "expect", "retries", "backoff_ms"})
-
-_T = TypeVar("_T")
-_E = TypeVar("_E", bound=StrEnum)
-_Fields = dict[str, tuple[Node, Node]]
-
-
-class _Reader:
-    """Reads one file's node tree, collecting its problems."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.problems: list[Problem] = []
-
-    def problem(self, node: Node, message: str, *, warning: bool = False) -> None:
-        self.problems.append(Problem(self.source, node.start_mark.line + 1, message, warning))
-
-    def document(self, root: Node | None) -> list[ToolEntry]:
-        if root is None or _is_null(root):
-            self.problems.append(Problem(self.source, 1, "the manifest is empty"))
-            return []
-        if not isinstance(root, MappingNode):
-            self.problem(root, f"expected a mapping with version and tools, got {_describe(root)}")
-            return []
-        found = self.fields(root, frozenset({"version", "tools"}), "the manifest") or {}
-        version = found.get("version")
-        if version is None:
-            self.problem(root, 'missing "version"')
-        elif not (isinstance(version[1], ScalarNode) and version[1].tag == _INT and _scalar(version[1]) == 1):
-            self.problem(version[1], f"version: expected 1, got {_describe(version[1])}")
-        tools = found.get("tools")
-        if tools is None:
-            self.problem(root, 'missing "tools"')
-            return []
-        if _is_null(tools[1]):
-            return []
-        if not isinstance(tools[1], MappingNode):
-            self.problem(tools[1], f"tools: expected a mapping, got {_describe(tools[1])}")
-            return []
-        entries = [self.tool(name, key, value) for name, key, value in self.pairs(tools[1])]
-        return [entry for entry in entries if entry is not None]
-
-    def tool(self, pattern: str, key: Node, node: Node) -> ToolEntry | None:
-        before = len(self.problems)
-        if not pattern:
-            self.problem(key, "expected a tool name, got an empty key")
-        found = self.fields(node, _TOOL_KEYS, pattern) or {}
-        entry = ToolEntry(
-            pattern=pattern,
-            source=self.source,
-            line=key.start_mark.line + 1,
-            effect=self.get(found, "effect", self.choice(Effect)) or Effect.WRITE,
-            idempotent=self.get(found, "idempotent", self.boolean) or False,
-            irreversible=self.get(found, "irreversible", self.boolean) or False,
-            requires=self.get(found, "requires", self.strings) or (),
-            requires_approval=self.get(found, "requires_approval", self.boolean) or False,
-            idempotency_key=self.get(found, "idempotency", self.idempotency),
-            compensation=self.get(found, "compensation", self.compensation),
-            verification=self.get(found, "verification", self.verification),
-            digest=_digest(_plain(node) if not _is_null(node) else {}),
-        )
-        if len(self.problems) > before:
-            return None
-        if entry.needs_undo and entry.compensation is None and not entry.irreversible:
-            message = (
-                f"{pattern} has no compensation and is not marked irreversible: "
-                'it will plan as unrecoverable ("no compensation declared")'
-            )
-            self.problem(key, message, warning=True)
-        return entry
-
-    def compensation(self, key: Node, node: Node, label: str) -> Compensation | None:
-        found = self.fields(node, _COMPENSATION_KEYS, label)
-        if found is None:
-            return None
-        tool = self.required_tool(found, key, label)
-        args = self.get(found, "args", self.template_mapping, label) or {}
-        kind = self.get(found, "kind", self.choice(CompensationKind), label)
-        requires_approval = self.get(found, "requires_approval", self.boolean, label) or False
-        residue = self.get(found, "residue", self.strings, label) or ()
-        if tool is None:
-            return None
-        return Compensation(tool, args, kind or CompensationKind.COMPENSATION, requires_approval, residue)
-
-    def verification(self, key: Node, node: Node, label: str) -> Verification | None:
-        found = self.fields(node, _VERIFICATION_KEYS, label)
-        if found is None:
-            return None
-        tool = self.required_tool(found, key, label)
-        args = self.get(found, "args", self.template_mapping, label) or {}
-        expect = self.get(found, "expect", self.template_mapping, label) or {}
-        retries = self.get(found, "retries", self.count, label)
-        backoff_ms = self.get(found, "backoff_ms", self.count, label)
-        if tool is None:
-            return None
-        return Verification(
-            tool, args, expect, 0 if retries is None else retries, 200 if backoff_ms is None else backoff_ms
-        )
-
-    def idempotency(self, key: Node, node: Node, label: str) -> tuple[Any, ...] | None:
-        found = self.fields(node, frozenset({"key"}), label)
-        if found is None:
-            return None
-        if "key" not in found:
-            self.problem(key, f'{label}: missing "key"')
-            return None
-        node = found["key"][1]
-        if not isinstance(node, SequenceNode) or not node.value:
-            self.problem(node, f"{label}.key: expected a non-empty list of references, got {_describe(node)}")
-            return None
-        self.check_references(node)
-        return tuple(_plain(item) for item in node.value)
-
-    def required_tool(self, found: _Fields, key: Node, label: str) -> str | None:
-        if "tool" not in found:
-            self.problem(key, f'{label}: missing "tool"')
-            return None
-        node = found["tool"][1]
-        tool = _scalar(node) if isinstance(node, ScalarNode) else None
-        if not isinstance(tool, str) or not tool:
-            self.problem(node, f"{label}.tool: expected a tool name, got {_describe(node)}")
-            return None
-        return tool
-
-    def get(
-        self, found: _Fields, name: str, read: Callable[[Node, Node, str], _T | None], within: str = ""
-    ) -> _T | None:
-        """Read field `name` when present; its label is dotted under `within`."""
-        if name not in found:
-            return None
-        key, node = found[name]
-        return read(key, node, f"{within}.{name}" if within else name)
-
-    def fields(self, node: Node, allowed: frozenset[str], label: str) -> _Fields | None:
-        """The mapping's allowed fields (null is an empty mapping); None when it is not a mapping."""
-        if _is_null(node):
-            return {}
-        if not isinstance(node, MappingNode):
-            self.problem(node, f"{label}: expected a mapping, got {_describe(node)}")
-            return None
-        found: _Fields = {}
-        for name, key, value in self.pairs(node):
-            if name in allowed:
-                found[name] = (key, value)
-            else:
-                self.problem(key, f"unknown key {_quote(name)}")
-        return found
-
-    def pairs(self, node: MappingNode) -> list[tuple[str, Node, Node]]:
-        """The mapping's entries keyed by text; reports other keys and duplicated ones."""
-        seen: set[str] = set()
-        pairs: list[tuple[str, Node, Node]] = []
-        for key, value in node.value:
-            if not isinstance(key, ScalarNode):
-                self.problem(key, f"expected a text key, got {_describe(key)}")
-            elif key.value in seen:
-                self.problem(key, f"duplicate key {_quote(key.value)}")
-            else:
-                seen.add(key.value)
-                pairs.append((key.value, key, value))
-        return pairs
-
-    def boolean(self, key: Node, node: Node, label: str) -> bool | None:
-        if isinstance(node, ScalarNode) and node.tag == _BOOL and node.value.lower() in ("true", "false"):
-            return bool(node.value.lower() == "true")
-        self.problem(node, f"{label}: expected true or false, got {_describe(node)}")
-        return None
-
-    def count(self, key: Node, node: Node, label: str) -> int | None:
-        value = _scalar(node) if isinstance(node, ScalarNode) and node.tag == _INT else None
-        if isinstance(value, int) and value >= 0:
-            return value
-        self.problem(node, f"{label}: expected a whole number >= 0, got {_describe(node)}")
-        return None
-
-    def choice(self, kind: type[_E]) -> Callable[[Node, Node, str], _E | None]:
-        def read(key: Node, node: Node, label: str) -> _E | None:
-            value = _scalar(node) if isinstance(node, ScalarNode) else None
-            if isinstance(value, str) and value in kind._value2member_map_:
-                return kind(value)
-            options = ", ".join(member.value for member in kind)
-            self.problem(node, f"{label}: {_describe(node)} is not one of {options}")
-            return None
-
-        return read
-
-    def strings(self, key: Node, node: Node, label: str) -> tuple[str, ...] | None:
-        if not isinstance(node, SequenceNode):
-            self.problem(node, f"{label}: expected a list of strings, got {_describe(node)}")
-            return None
-        values: list[str] = []
-        for item in node.value:
-            value = _scalar(item) if isinstance(item, ScalarNode) else None
-            if isinstance(value, str):
-                values.append(value)
-            else:
-                self.problem(item, f"{label}: expected a string, got {_describe(item)}")
-        return tuple(values) if len(values) == len(node.value) else None
-
-    def template_mapping(self, key: Node, node: Node, label: str) -> dict[str, Any] | None:
-        if _is_null(node):
-            return {}
-        if not isinstance(node, MappingNode):
-            self.problem(node, f"{label}: expected a mapping, got {_describe(node)}")
-            return None
-        self.check_references(node)
-        value = _plain(node)
-        return value if isinstance(value, dict) else None
-
-    def check_references(self, node: Node) -> None:
-        """Report each bad reference (at its value's line) and each bad key, all the way down."""
-        if isinstance(node, ScalarNode):
-            value = _scalar(node)
-            if isinstance(value, str):
-                for bad in bad_references(value):
-                    self.problem(node, f"bad reference {_quote(bad)}")
-        elif isinstance(node, SequenceNode):
-            for item in node.value:
-                self.check_references(item)
-        elif isinstance(node, MappingNode):
-            for _, _, value in self.pairs(node):
-                self.check_references(value)
-
-
-def _scalar(node: ScalarNode) -> Any:
-    """A scalar as JSON; YAML 1.1 booleans other than true/false stay text, and so do dates."""
-    tag, text = node.tag, node.value
-    if tag == _NULL:
-        return None
-    if tag == _BOOL:
-        return text.lower() == "true" if text.lower() in ("true", "false") else text
-    if tag == _INT:
-        return _SCALARS.construct_yaml_int(node)
-    if tag == _FLOAT:
-        return _SCALARS.construct_yaml_float(node)
-    return text
-
-
-def _plain(node: Node) -> Any:
-    if isinstance(node, ScalarNode):
-        return _scalar(node)
-    if isinstance(node, SequenceNode):
-        return [_plain(item) for item in node.value]
-    value: dict[str, Any] = {}
-    for key, item in node.value:
-        if isinstance(key, ScalarNode) and key.value not in value:
-            value[key.value] = _plain(item)
-    return value
-
-
-def _is_null(node: Node) -> bool:
-    return isinstance(node, ScalarNode) and node.tag == _NULL
-
-
-def _describe(node: Node) -> str:
-    if isinstance(node, SequenceNode):
-        return "a list"
-    if isinstance(node, MappingNode):
-        return "a mapping"
-    return _quote(_scalar(node)) if isinstance(node, ScalarNode) else "?"
-
-
-def _quote(value: Any) -> str:
+def quote(value: Any) -> str:
+    """A value as it is quoted in problems: compact JSON."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def _digest(value: Any) -> str:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -6,7 +6,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from reversi.core.manifest import ManifestSet, Problem, ToolEntry, merge, parse_manifest
+from reversi.core.manifest import ManifestSet, Problem, ToolEntry, merge
+from reversi.core.manifest_yaml import parse_manifest
 from reversi.errors import ManifestError
 
 __all__ = ["check_manifest_files", "load_manifest_files"]
