@@ -95,9 +95,9 @@ class Recorder:
         kill: str | None,
     ) -> tuple[int | None, Refused | None]:
         """Inside one write: every check that reads the store, then `refused` or the new step's `intended`."""
-        q.lock_run(run.run_id)
+        halted = self._halted(q, run, tool)  # also takes the run's write lock: always first
         refusal: Refused | None = Halted(halt_message(kill)) if kill is not None else None
-        refusal = refusal or self._halted(q, run, tool) or _unmanifested(run, tool, entry)
+        refusal = refusal or halted or _unmanifested(run, tool, entry)
         dup_key = _dup_key(run, tool, args, entry)
         refusal = refusal or (_duplicate(q, dup_key) if dup_key else None)
         approval_id = None
@@ -154,7 +154,7 @@ class Recorder:
         self.store.run_write(lambda q: _journal_outcome(q, run.run_id, step, event))
 
     def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
-        halt = matching_halt(q.active_halts(), tool, run.scope)
+        halt = matching_halt(q.active_halts(lock_run=run.run_id), tool, run.scope)
         return Halted(halt_message(halt.reason)) if halt else None
 
 
@@ -171,8 +171,7 @@ def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
 
 
 def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> None:
-    q.lock_run(run_id)
-    events = q.step_events(run_id, step)
+    events = q.step_events(run_id, step, lock_run=True)
     if not events:
         raise NotFound(f"no step {step} in {run_id}")
     current = derive_status(events)

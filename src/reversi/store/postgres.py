@@ -23,6 +23,8 @@ def _lock_key(*parts: str) -> int:
 
 
 class _PostgresDialect:
+    row_locks = True
+
     def __init__(self, schema: str) -> None:
         self.schema = schema
 

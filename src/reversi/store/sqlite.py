@@ -19,6 +19,8 @@ BUSY_TIMEOUT_MS = 10_000
 
 
 class _SQLiteDialect:
+    row_locks = False
+
     def sql(self, text: str) -> str:
         return text
 
