@@ -10,6 +10,7 @@
     │   ├── RollbackInProgress   another process holds the run's rollback lock
     │   └── NotCompensable       a step cannot be claimed for a remote compensation
     ├── StoreUnavailable         the store cannot be reached or stays locked
+    │   └── WriteConflict        the database undid a write to break a deadlock (it is retried)
     └── Refused                  a new call stopped before it ran (journaled as `refused`)
         ├── Halted               a halt or the kill file
         ├── Duplicate            the same logical call still stands
@@ -106,6 +107,12 @@ class StoreUnavailable(ReversiError):
 
     code = "store_unavailable"
     http_status = 503
+
+
+class WriteConflict(StoreUnavailable):
+    """The database undid a write to break a lock cycle between two writers; running it again works."""
+
+    code = "write_conflict"
 
 
 class Refused(ReversiError):

@@ -9,11 +9,12 @@ from contextlib import AbstractContextManager
 from importlib import resources
 from typing import TypeVar
 
-from reversi.errors import BadInput, RollbackInProgress
+from reversi.errors import BadInput, RollbackInProgress, WriteConflict
 from reversi.store.group_commit import GroupCommit
 from reversi.store.queries import Queries
 
 T = TypeVar("T")
+_RETRIES = 3
 
 DEFAULT_URL = "sqlite:///.reversi/reversi.db"
 
@@ -52,6 +53,8 @@ class Store(abc.ABC):
 
     url: str
     _group_commit: GroupCommit
+    # Errors after which `fn` was undone and may simply run again (a deadlock the database broke).
+    _retryable: tuple[type[Exception], ...] = ()
 
     @abc.abstractmethod
     def read(self) -> AbstractContextManager[Queries]:
@@ -68,11 +71,18 @@ class Store(abc.ABC):
     def run_write(self, fn: Callable[[Queries], T]) -> T:
         """Run `fn` in a write transaction whose commit may be shared with concurrent writers.
 
-        An exception from `fn` undoes only `fn`'s own writes and is raised to this caller.
+        An exception from `fn` undoes only `fn`'s own writes and is raised to this caller. `fn` may run
+        more than once (after a deadlock the database broke), so it must decide from what it reads.
 
         Raises:
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
         """
+        retryable: tuple[type[Exception], ...] = (WriteConflict, *self._retryable)
+        for _ in range(_RETRIES):
+            try:
+                return self._group_commit.run(fn)
+            except retryable:
+                continue  # the database broke a lock cycle by undoing `fn`: run it again
         return self._group_commit.run(fn)
 
     @abc.abstractmethod

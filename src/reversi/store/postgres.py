@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 import psycopg
+import psycopg.errors
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from reversi.errors import StoreUnavailable
+from reversi.errors import StoreUnavailable, WriteConflict
 from reversi.store.base import RunLock, Store, migrations, statements
 from reversi.store.group_commit import GroupCommit
 from reversi.store.queries import Cursor, Queries
+
+_DEAD_HOLDER_GRACE_S = (0.02, 0.05, 0.1, 0)
 
 
 def _lock_key(*parts: str) -> int:
@@ -70,17 +75,25 @@ def _redact(url: str) -> str:
 
 
 class _AdvisoryLock(RunLock):
-    def __init__(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    def __init__(self, conn: psycopg.Connection[tuple[object, ...]], key: int) -> None:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = conn
+        self._key = key
 
     def release(self) -> None:
         if self._conn is not None:
-            self._conn.close()  # ending the session drops its advisory locks
+            # Unlock before closing: the server ends a closed session's backend a moment later, and
+            # the next holder should not have to wait for that.
+            with contextlib.suppress(psycopg.Error):
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+            self._conn.close()  # ending the session drops its advisory locks in any case
             self._conn = None
 
 
 class PostgresStore(Store):
     """A PostgreSQL database (the schema in `search_path`); run locks are session advisory locks."""
+
+    # Two processes' batches can lock the same runs in opposite orders; PostgreSQL then undoes one.
+    _retryable = (psycopg.errors.DeadlockDetected,)
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -113,6 +126,8 @@ class PostgresStore(Store):
             try:
                 with self._conn.transaction():
                     yield Queries(self._conn.cursor(), self._dialect)
+            except psycopg.errors.DeadlockDetected as exc:
+                raise WriteConflict(f"the store at {_redact(self.url)} undid a write to break a deadlock") from exc
             except psycopg.OperationalError as exc:
                 raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
 
@@ -123,12 +138,17 @@ class PostgresStore(Store):
         return self._transaction()
 
     def try_lock_run(self, run_id: str) -> RunLock | None:
+        key = _lock_key(self._schema, "run", run_id)
         conn = connect(self.url)
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(self._schema, "run", run_id),)).fetchone()
-        if not row or not row[0]:
-            conn.close()
-            return None
-        return _AdvisoryLock(conn)
+        # A holder that died holds on until the server has ended its backend, a few milliseconds
+        # after the connection dropped: look again briefly before calling the run taken.
+        for delay in _DEAD_HOLDER_GRACE_S:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if row and row[0]:
+                return _AdvisoryLock(conn, key)
+            time.sleep(delay)
+        conn.close()
+        return None
 
     def close(self) -> None:
         with self._mutex:

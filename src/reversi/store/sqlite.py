@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_random
+
 from reversi.errors import StoreUnavailable
 from reversi.store.base import RunLock, Store, migrations, statements
 from reversi.store.group_commit import GroupCommit
@@ -42,6 +44,22 @@ class _FileLock(RunLock):
             self._fd = None
 
 
+@retry(retry=retry_if_exception_type(sqlite3.OperationalError), stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000),
+       wait=wait_random(0.01, 0.1), reraise=True)
+def _open_wal(path: Path) -> sqlite3.Connection:
+    """A connection in WAL mode. Switching a new file to WAL is refused, not waited for, while
+    another process is doing the same: several processes opening a fresh store try again."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
 class SQLiteStore(Store):
     """A SQLite file; the rollback lock of each run is an OS file lock beside it."""
 
@@ -50,12 +68,7 @@ class SQLiteStore(Store):
         self.path = Path(url.removeprefix("sqlite:///"))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-            )
-            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
+            self._conn = _open_wal(self.path)
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
         self._mutex = threading.RLock()
