@@ -159,3 +159,19 @@ def test_a_form_posted_without_its_csrf_token_is_refused(console: Console) -> No
         assert refused.status_code == 403
     assert console.ledger.get_run(run_id).steps()[2].status.value == "uncertain"
     assert console.ledger.halts() == []
+
+
+def test_an_unknown_decision_on_an_approval_is_not_taken_as_a_denial(console: Console) -> None:
+    with httpx.Client(base_url=console.url) as client:
+        token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+        assert token is not None
+        client.post("/login", data={"csrf": token.group(1), "key": console.admin_key})
+        token = re.search(r'name="csrf" value="([^"]+)"', client.get("/approvals").text)  # signing in renews it
+        assert token is not None
+        run = console.ledger.acting_as("billing-agent").start_run()
+        run.begin("bank.transfer", {"amount": 1}).succeeded({"id": "tr_1"})
+        run.rollback(compensate=lambda call: {"ok": True})  # asks for the compensation's approval
+        [approval] = console.ledger.approvals(status="pending")
+        answer = client.post(f"/approvals/{approval.approval_id}/maybe", data={"csrf": token.group(1), "note": "x"})
+        assert answer.status_code == 404
+    assert console.ledger.approvals(status="pending") == [approval]

@@ -25,7 +25,7 @@ from reversi.engine import jobs
 from reversi.engine.approvals import get_approval
 from reversi.engine.keys import Principal, Role, authenticate
 from reversi.engine.run import Run
-from reversi.errors import BadInput, Forbidden, ReversiError
+from reversi.errors import BadInput, Forbidden, NotFound, ReversiError
 from reversi.server.auth import Access, check_run, require_role
 from reversi.server.console import views
 from reversi.server.console.session import CsrfRefused, Session, Sessions, check_csrf
@@ -180,6 +180,8 @@ class Console:
     async def decide(self, request: Request, session: Session, principal: Principal) -> Response:
         require_role(principal, Role.OPERATOR)
         approval_id, verdict = request.path_params["approval_id"], request.path_params["verdict"]
+        if verdict not in ("approve", "deny"):
+            raise NotFound(f"no such action {verdict!r}: approve or deny")
         form = await request.form()
         back = _safe_next(str(form.get("next") or "/approvals"))
         ledger = self.ledger_for(principal)
