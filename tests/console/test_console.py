@@ -175,3 +175,15 @@ def test_an_unknown_decision_on_an_approval_is_not_taken_as_a_denial(console: Co
         answer = client.post(f"/approvals/{approval.approval_id}/maybe", data={"csrf": token.group(1), "note": "x"})
         assert answer.status_code == 404
     assert console.ledger.approvals(status="pending") == [approval]
+
+
+def test_the_runs_list_refreshes_itself_while_a_run_is_active(console: Console, page: Any) -> None:
+    run_id = record_run(console)
+    sign_in(page, console, console.operator_key)
+    row = page.locator(f"tr:has(a[href=\"/runs/{run_id}\"])")
+    assert "needs attention" in row.inner_text()
+    console.ledger.get_run(run_id).resolve(2, "failed", note="no such charge downstream", actor="olu")
+    page.wait_for_function(
+        f"!document.querySelector('tr:has(a[href=\"/runs/{run_id}\"])').innerText.includes('needs attention')",
+        timeout=WAIT_MS)
+    assert "standing" in row.inner_text()
