@@ -56,8 +56,7 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
 
     with state(ctx).ledger() as ledger:
         snap = ledger.get_run(run_id).snapshot()
-    statuses = [s.status for s in snap.steps]
-    summary = RunSummary(snap.run, len(statuses), sum(s.stands for s in statuses), sum(s.unresolved for s in statuses))
+    summary = RunSummary.of(snap.run, (s.status for s in snap.steps))
     out = summary.to_dict() | {"steps": [s.to_dict() for s in snap.steps], "steps_count": summary.steps}
     if as_json:
         echo_json(out)

@@ -358,6 +358,13 @@ class RunSummary:
     unresolved: int
     statuses: frozenset[str] = frozenset()
 
+    @classmethod
+    def of(cls, run: RunRecord, statuses: Iterable[StepStatus]) -> RunSummary:
+        """The summary of a run whose steps have these statuses."""
+        found = list(statuses)
+        return cls(run, len(found), sum(s.stands for s in found), sum(s.unresolved for s in found),
+                   frozenset(s.value for s in found))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run.run_id,

@@ -196,16 +196,7 @@ class Ledger:
         summaries = []
         with self.store.read() as q:
             for record in q.list_runs(actor=f.actor, tenant=f.tenant, since=f.since):
-                snap = q.snapshot(record.run_id)
-                assert snap is not None
-                statuses = [s.status for s in snap.steps]
-                summary = RunSummary(
-                    record,
-                    len(statuses),
-                    sum(s.stands for s in statuses),
-                    sum(s.unresolved for s in statuses),
-                    frozenset(s.value for s in statuses),
-                )
+                summary = q.run_summary(record)
                 if f.status is None or f.status in summary.statuses:
                     summaries.append(summary)
                 if f.limit is not None and len(summaries) >= f.limit:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from reversi.core.models import RunSummary, StepStatus
 from reversi.errors import BadInput
 from reversi.store.base import Store
-from reversi.store.queries import Queries
 
 _BATCH = 200
 
@@ -48,7 +47,7 @@ def list_runs_page(store: Store, query: RunQuery, *, after: tuple[str, str] | No
             for record in batch:
                 if query.principal is not None and record.principal != query.principal:
                     continue
-                summary = _summary(q, record.run_id)
+                summary = q.run_summary(record)
                 if query.status is None or query.status in summary.statuses:
                     found.append(summary)
             if len(batch) < _BATCH:
@@ -57,16 +56,3 @@ def list_runs_page(store: Store, query: RunQuery, *, after: tuple[str, str] | No
     page = found[:limit]
     more = len(found) > limit
     return RunPage(page, (page[-1].run.created_at, page[-1].run.run_id) if more and page else None)
-
-
-def _summary(q: Queries, run_id: str) -> RunSummary:
-    snap = q.snapshot(run_id)
-    assert snap is not None
-    statuses = [s.status for s in snap.steps]
-    return RunSummary(
-        snap.run,
-        len(statuses),
-        sum(s.stands for s in statuses),
-        sum(s.unresolved for s in statuses),
-        frozenset(s.value for s in statuses),
-    )

@@ -25,8 +25,10 @@ from reversi.core.models import (
     NewEvent,
     RunRecord,
     RunSnapshot,
+    RunSummary,
     Scope,
     StepRecord,
+    StepStatus,
     derive_step,
     utc_now,
 )
@@ -70,6 +72,9 @@ class ApprovalRow:
     requested_at: str
 
 
+# The event types that set a step's status (`resolved` sets the one in its data).
+_STATUS_EVENTS = ("intended", "succeeded", "failed", "uncertain", "resolved", "compensating", "compensated",
+                  "compensation_failed")
 _RUN_COLUMNS = "run_id, principal, mode, actor, tenant, environment, labels, created_at"
 _STEP_COLUMNS = "run_id, step, tool, args, depends_on, compensation_needs_approval, manifest_digest, dup_key"
 _EVENT_COLUMNS = "run_id, seq, step, type, at, actor, data"
@@ -276,6 +281,23 @@ class Queries:
         sql += " ORDER BY r.created_at, e.run_id, e.seq"
         for row in self._exec(sql, params).fetchall():
             yield _event(row)
+
+    def run_summary(self, run: RunRecord) -> RunSummary:
+        """The run with the count of its steps in each status, read from each step's last status event.
+
+        Listings use this rather than `snapshot`: the database picks the one event per step that
+        decides its status, so Python decodes one row per step, not every event of the run.
+        """
+        kinds = ", ".join(f"'{t}'" for t in _STATUS_EVENTS)
+        rows = self._exec(
+            "SELECT e.type, e.data FROM events e JOIN (SELECT step, MAX(seq) AS seq FROM events "
+            f"WHERE run_id = ? AND step IS NOT NULL AND type IN ({kinds}) GROUP BY step) last "
+            "ON e.run_id = ? AND e.seq = last.seq",
+            (run.run_id, run.run_id),
+        ).fetchall()
+        statuses = [StepStatus(json.loads(data)["status"]) if type_ == EventType.RESOLVED else StepStatus(type_)
+                    for type_, data in rows]
+        return RunSummary.of(run, statuses)
 
     def snapshot(self, run_id: str) -> RunSnapshot | None:
         """The run and every step's derived state, read in this transaction."""
