@@ -9,6 +9,7 @@ retried with the same idempotency key.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from reversi.errors import Conflict, NotFound, ReversiError, RollbackInProgress,
 from reversi.store import jobs as job_sql
 from reversi.store.base import RunLock, Store
 from reversi.store.jobs import JobRow
+
+_FINISHING_GRACE_S = 1.0
 
 
 class JobState(StrEnum):
@@ -82,10 +85,7 @@ def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensati
         BadInput: `attempts` is not 1-10.
     """
     Retry(attempts=attempts)  # validates
-    lock = store.try_lock_run(run_id)
-    if lock is None:
-        raise RollbackInProgress(run_id)
-    lock.release()
+    _wait_for_a_finishing_worker(store, run_id)
     row = JobRow(f"job_{uuid.uuid4().hex}", run_id, JobState.QUEUED.value, actor, approve_compensations, attempts,
                  utc_now())
     with store.write() as q:
@@ -95,6 +95,25 @@ def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensati
             raise RollbackInProgress(run_id)
         job_sql.insert_job(q, row)
     return Job(row)
+
+
+def _wait_for_a_finishing_worker(store: Store, run_id: str) -> None:
+    """Return when nobody holds the run's rollback lock; raise RollbackInProgress when someone does.
+
+    A worker marks its job done a moment before it lets the run's lock go: while the latest job is
+    done, a held lock is given that moment (up to a second) before it counts as a rollback running.
+    """
+    deadline = time.monotonic() + _FINISHING_GRACE_S
+    while True:
+        lock = store.try_lock_run(run_id)
+        if lock is not None:
+            lock.release()
+            return
+        with store.read() as q:
+            latest = job_sql.latest_job(q, run_id)
+        if latest is None or latest.state != JobState.DONE or time.monotonic() > deadline:
+            raise RollbackInProgress(run_id)
+        time.sleep(0.01)
 
 
 def latest_job(store: Store, run_id: str) -> Job:
