@@ -168,6 +168,10 @@ class Claim:
     worker: str
     until: str
 
+    def is_live(self, now: datetime | None = None) -> bool:
+        """Whether the claim has not expired yet."""
+        return datetime.fromisoformat(self.until.replace("Z", "+00:00")) > (now or datetime.now(UTC))
+
 
 @dataclass(frozen=True)
 class StepState:

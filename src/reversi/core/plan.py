@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from reversi.core.manifest import CompensationKind, ToolEntry, Verification
+from reversi.core.manifest import CompensationKind, Verification
 
 
 class ActionKind(StrEnum):
@@ -138,6 +138,3 @@ class Plan:
         lines.append("fully reversible" if self.fully_reversible else "NOT fully reversible: see above")
         return "\n".join(lines)
 
-
-def entry_requires(entry: ToolEntry | None) -> tuple[str, ...]:
-    return entry.requires if entry is not None else ()

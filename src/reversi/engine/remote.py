@@ -11,7 +11,7 @@ from reversi.core.manifest import ManifestSet, Verification
 from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, StepStatus
 from reversi.core.plan import ActionKind
 from reversi.core.planner import blockers_for, classify
-from reversi.engine.rollback import NOT_VERIFIED, VERIFICATION_FAILED, _claim_is_live
+from reversi.engine.rollback import NOT_VERIFIED, VERIFICATION_FAILED
 from reversi.errors import BadInput, NotCompensable, NotFound
 from reversi.store.base import Store
 
@@ -53,7 +53,7 @@ def begin_compensation(
         action = classify(snapshot, state, manifests.lookup(state.tool))
         if action.kind is not ActionKind.COMPENSATE or action.compensation is None:
             raise NotCompensable(f"step {step} of {run_id} cannot be claimed: {action.kind.value} ({action.reason})")
-        if state.claim is not None and _claim_is_live(state.claim.until):
+        if state.claim is not None and state.claim.is_live():
             raise NotCompensable(f"step {step} of {run_id} is claimed by a remote worker until {state.claim.until}")
         blockers = blockers_for(snapshot, manifests)
         for later in snapshot.steps[step + 1 :]:

@@ -14,7 +14,6 @@ import inspect
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from reversi.core.backoff import Retry
@@ -49,10 +48,6 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
 
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
-
-
-def _claim_is_live(until: str) -> bool:
-    return datetime.fromisoformat(until.replace("Z", "+00:00")) > datetime.now(UTC)
 
 
 @dataclass
@@ -123,7 +118,7 @@ class RollbackExecutor:
         self, snapshot: RunSnapshot, step: StepState, call: CompensationCall, report: RollbackReport, label: str
     ) -> bool:
         """Compensate one step; True when it is undone."""
-        if step.claim is not None and _claim_is_live(step.claim.until):
+        if step.claim is not None and step.claim.is_live():
             claimed = f"claimed by a remote worker until {step.claim.until}"
             report.failed.append(Failure(step.index, claimed, 0))
             report.lines.append(f"{label}  failed  {claimed}")

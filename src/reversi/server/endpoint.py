@@ -26,7 +26,7 @@ from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import Principal, Role
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
-from reversi.errors import BadInput, ReversiError
+from reversi.errors import BadInput
 from reversi.server.auth import Access, check_run, principal_for, require_role
 from reversi.server.bodies import Body, parse_body
 from reversi.server.metrics import Metrics
@@ -210,6 +210,3 @@ async def read_body(request: Request) -> bytes:
         chunks.append(chunk)
     return b"".join(chunks)
 
-
-def error_body(exc: ReversiError) -> dict[str, Any]:
-    return {"error": exc.to_dict()}
