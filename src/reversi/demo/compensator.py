@@ -10,29 +10,19 @@ stderr when it cannot undo the call.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Any
 
-from reversi.demo.world import World, WorldError
+from reversi.demo.world import World, command_main
+
+
+def _undo(world: World, call: dict[str, Any]) -> Any:
+    return world.compensate(call)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m reversi.demo.compensator WORLD_JSON < call.json", file=sys.stderr)
-        return 2
-    try:
-        call = json.loads(sys.stdin.read())
-        if not isinstance(call, dict):
-            raise WorldError("expected a JSON object on stdin")
-        result = World(Path(args[0])).compensate(call)
-    except (json.JSONDecodeError, WorldError, OSError) as exc:
-        print(f"compensator: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result, sort_keys=True))
-    return 0
+    return command_main("compensator", "python -m reversi.demo.compensator WORLD_JSON < call.json", _undo, argv)
 
 
 if __name__ == "__main__":

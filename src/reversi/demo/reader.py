@@ -9,29 +9,21 @@ cannot answer.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Any
 
-from reversi.demo.world import World, WorldError
+from reversi.demo.world import World, WorldError, command_main
+
+
+def _read(world: World, request: dict[str, Any]) -> Any:
+    if not isinstance(request.get("tool"), str):
+        raise WorldError('expected {"tool", "arguments"} on stdin')
+    return world.read(request["tool"], request.get("arguments"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m reversi.demo.reader WORLD_JSON < read.json", file=sys.stderr)
-        return 2
-    try:
-        request = json.loads(sys.stdin.read())
-        if not isinstance(request, dict) or not isinstance(request.get("tool"), str):
-            raise WorldError('expected {"tool", "arguments"} on stdin')
-        answer = World(Path(args[0])).read(request["tool"], request.get("arguments"))
-    except (json.JSONDecodeError, WorldError, OSError) as exc:
-        print(f"reader: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(answer, sort_keys=True))
-    return 0
+    return command_main("reader", "python -m reversi.demo.reader WORLD_JSON < read.json", _read, argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +203,24 @@ _UNDO: dict[str, Callable[[World, Mapping[str, Any]], dict[str, Any]]] = {
     "github.delete_repo": _delete_repo,
     "fs.delete_file": _delete_file,
 }
+
+
+def command_main(
+    name: str, usage: str, answer: Callable[[World, dict[str, Any]], Any], argv: Sequence[str] | None
+) -> int:
+    """What the bundled commands share: `WORLD_JSON` as the argument, a JSON object on stdin, the
+    answer as JSON on stdout, and exit 1 with the reason on stderr when the world refuses."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print(f"usage: {usage}", file=sys.stderr)
+        return 2
+    try:
+        request = json.loads(sys.stdin.read())
+        if not isinstance(request, dict):
+            raise WorldError("expected a JSON object on stdin")
+        result = answer(World(Path(args[0])), request)
+    except (json.JSONDecodeError, WorldError, OSError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, sort_keys=True))
+    return 0
