@@ -20,6 +20,7 @@ from reversi.core.models import (
     RunSnapshot,
     StepState,
     StepStatus,
+    derive_status,
     derive_step,
 )
 from reversi.core.plan import Plan
@@ -255,19 +256,16 @@ class Run:
             data["result"] = checked_arguments(result, "result")
         who = self._ledger.actor(actor)
         with self._ledger.store.write() as q:
-            q.lock_run(self.id)
-            snap = q.snapshot(self.id)
-            if snap is None:
-                raise NotFound(f"no run {self.id}")
-            if not isinstance(step, int) or not 0 <= step < len(snap.steps):
+            events = q.step_events(self.id, step, lock_run=True) if isinstance(step, int) else []
+            if not events:
                 raise NotFound(f"no step {step} in {self.id}")
-            current = snap.step(step).status
+            current = derive_status(events)
             if not current.unresolved:
                 raise Conflict(
                     f"step {step} of {self.id} is {current.value}: only intended or uncertain steps can be resolved"
                 )
             q.append(self.id, [NewEvent(EventType.RESOLVED, step, who, data)])
-        return self.snapshot().step(step)
+        return self.step_state(step)
 
     def reconcile(self, probe: Callable[[StepState], Outcome | None], actor: str | None = None) -> list[int]:
         """Ask `probe` about each unresolved step and settle those it answers; returns the settled steps."""
