@@ -200,27 +200,29 @@ def results(
     ]
 
 
+def _measure(name: str, ledger_url: str, manifest: str, make_baseline: Callable[[str], Any],
+             sizes: tuple[int, int, int]) -> Any:
+    """Journal `run.call` of a no-op against `ledger_url`, beside the baseline's bare commits."""
+    warmup, rounds, batch = sizes
+    with reversi.open(ledger_url, manifests=[manifest]) as ledger:
+        entry = ledger.manifests.lookup(TOOL)
+        assert entry is not None
+        base = make_baseline(entry.digest)
+        run = ledger.start_run(actor=ACTOR)
+        try:
+            measured = compare(name, lambda i: run.call(TOOL, call_args(i), noop), base.call, warmup, rounds, batch)
+        finally:
+            base.close()
+        assert len(run.steps()) == warmup + rounds * batch
+    return measured
+
+
 def bench_sqlite(quick: bool = False) -> list[Result]:
-    warmup, rounds, batch = (100, 4, 250) if quick else (200, 6, 500)
+    sizes = (100, 4, 250) if quick else (200, 6, 500)
     with temp_dir("journal") as d:
         manifest = write_manifest(d, MANIFEST)
-        with reversi.open(f"sqlite:///{d / 'reversi.db'}", manifests=[manifest]) as ledger:
-            entry = ledger.manifests.lookup(TOOL)
-            assert entry is not None
-            base = SQLiteBaseline(d / "baseline.db", entry.digest)
-            run = ledger.start_run(actor=ACTOR)
-            try:
-                measured = compare(
-                    "journal/sqlite",
-                    lambda i: run.call(TOOL, call_args(i), noop),
-                    base.call,
-                    warmup,
-                    rounds,
-                    batch,
-                )
-            finally:
-                base.close()
-            assert len(run.steps()) == warmup + rounds * batch
+        measured = _measure("journal/sqlite", f"sqlite:///{d / 'reversi.db'}", manifest,
+                            lambda digest: SQLiteBaseline(d / "baseline.db", digest), sizes)
     return results("journal/sqlite", measured, SQLITE_RATE_TARGET)
 
 
@@ -231,25 +233,11 @@ def bench_postgres(quick: bool = False) -> list[Result]:
         note(f"journal/postgres: skipped, PostgreSQL unreachable ({why})")
         return [Result("journal/postgres", "skipped", f"PostgreSQL unreachable: {why}")]
     assert url is not None
-    warmup, rounds, batch = (50, 4, 100) if quick else (100, 6, 250)
+    sizes = (50, 4, 100) if quick else (100, 6, 250)
     with temp_dir("journal-pg") as d, pg_schemas(url, "ledger", "baseline") as ((_, ledger_url), (_, base_url)):
         manifest = write_manifest(d, MANIFEST)
-        with reversi.open(ledger_url, manifests=[manifest]) as ledger:
-            entry = ledger.manifests.lookup(TOOL)
-            assert entry is not None
-            base = PostgresBaseline(base_url, entry.digest)
-            run = ledger.start_run(actor=ACTOR)
-            try:
-                measured = compare(
-                    "journal/postgres",
-                    lambda i: run.call(TOOL, call_args(i), noop),
-                    base.call,
-                    warmup,
-                    rounds,
-                    batch,
-                )
-            finally:
-                base.close()
+        measured = _measure("journal/postgres", ledger_url, manifest,
+                            lambda digest: PostgresBaseline(base_url, digest), sizes)
     return results("journal/postgres", measured, None)
 
 
