@@ -18,6 +18,7 @@ from reversi.errors import BadInput, NotFound
 from reversi.store import keys as key_sql
 from reversi.store.base import Store
 from reversi.store.keys import KeyRow
+from reversi.store.queries import Queries
 
 _KEY_RE = re.compile(r"rvk_([a-z0-9]{12})_([A-Za-z0-9_-]{43})")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
@@ -104,11 +105,16 @@ def store_has_keys(store: Store) -> bool:
 
 def authenticate(store: Store, key: str) -> Principal | None:
     """The principal an active key stands for, or None for anything else."""
+    with store.read() as q:
+        return principal_of_key(q, key)
+
+
+def principal_of_key(q: Queries, key: str) -> Principal | None:
+    """`authenticate` inside a transaction."""
     match = _KEY_RE.fullmatch(key.strip()) if isinstance(key, str) else None
     if match is None:
         return None
-    with store.read() as q:
-        row = key_sql.get_key(q, match.group(1))
+    row = key_sql.get_key(q, match.group(1))
     if row is None or row.revoked_at is not None:
         return None
     if not hmac.compare_digest(row.secret_sha256, _sha256(match.group(2))):

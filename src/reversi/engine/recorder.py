@@ -8,10 +8,10 @@ guard, so two processes racing for the same idempotency key or approval cannot b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from reversi.core.halts import halt_message, matching_halt
 from reversi.core.json_values import checked_arguments, digest, to_json
@@ -24,8 +24,10 @@ from reversi.core.models import (
     NewEvent,
     RunRecord,
     StepRecord,
+    StepState,
     StepStatus,
     derive_status,
+    derive_step,
     utc_now,
 )
 from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
@@ -42,7 +44,11 @@ from reversi.errors import (
     Refused,
 )
 from reversi.store.base import Store
+from reversi.store.group_commit import KeepWrites
 from reversi.store.queries import ApprovalRow, Queries
+
+T = TypeVar("T")
+WriteFn = Callable[[Queries], T]
 
 
 @dataclass(frozen=True)
@@ -72,17 +78,23 @@ class Recorder:
                 (and journaled as `refused`); nothing may be called.
             BadInput: the tool, arguments or `depends_on` are not acceptable.
         """
+        return self.store.run_write(self.begin_write(run, tool, args, depends_on))
+
+    def begin_write(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> WriteFn[int]:
+        """`begin` as a write function, for a caller that runs it in its own transaction.
+
+        The function raises a refusal as `KeepWrites(refusal)`, so that its `refused` event lands.
+
+        Raises:
+            BadInput: the tool, arguments or `depends_on` are not acceptable (before any write).
+        """
         if not isinstance(tool, str) or not tool:
             raise BadInput("tool must be a non-empty string")
         args = checked_arguments(args)
         depends = _checked_depends_on(depends_on)
         entry = self.manifests.lookup(tool)
         kill = self.kill_reason()
-        step, refusal = self.store.run_write(lambda q: self._journal_call(q, run, tool, args, depends, entry, kill))
-        if refusal is not None:
-            raise refusal
-        assert step is not None
-        return step
+        return lambda q: self._journal_call(q, run, tool, args, depends, entry, kill)
 
     def _journal_call(
         self,
@@ -93,7 +105,7 @@ class Recorder:
         depends: tuple[int, ...],
         entry: ToolEntry | None,
         kill: str | None,
-    ) -> tuple[int | None, Refused | None]:
+    ) -> int:
         """Inside one write: every check that reads the store, then `refused` or the new step's `intended`."""
         halted = self._halted(q, run, tool)  # also takes the run's write lock: always first
         refusal: Refused | None = Halted(halt_message(kill)) if kill is not None else None
@@ -105,7 +117,7 @@ class Recorder:
             refusal, approval_id = _forward_approval(q, run, tool, args)
         if refusal is not None:
             q.append(run.run_id, [_refused_event(run, tool, args, refusal)])
-            return None, refusal
+            raise KeepWrites(refusal)
         needs_approval = bool(entry and entry.compensation and entry.compensation.requires_approval)
         record = q.insert_next_step(
             StepRecord(
@@ -132,17 +144,25 @@ class Recorder:
         if approval_id:
             data["approval_id"] = approval_id
         q.append(run.run_id, [NewEvent(EventType.INTENDED, step, _who(run), data)])
-        return step, None
+        return step
 
     def outcome(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
-    ) -> None:
+    ) -> StepState:
         """Journal what a call did: `succeeded` with its result, `failed` or `uncertain` with an error.
+
+        Returns the step's state with the outcome.
 
         Raises:
             NotFound: no such step.
             Conflict: the step already has an outcome.
         """
+        return self.store.run_write(self.outcome_write(run, step, status, result=result, error=error))
+
+    def outcome_write(
+        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
+    ) -> WriteFn[StepState]:
+        """`outcome` as a write function, for a caller that runs it in its own transaction."""
         data: dict[str, Any]
         if status is StepStatus.SUCCEEDED:
             data = {"result": to_json(result)}
@@ -151,7 +171,7 @@ class Recorder:
         else:
             raise BadInput(f"an outcome is succeeded, failed or uncertain, not {status.value}")
         event = NewEvent(EventType(status.value), step, _who(run), data)
-        self.store.run_write(lambda q: _journal_outcome(q, run.run_id, step, event))
+        return lambda q: _journal_outcome(q, run.run_id, step, event)
 
     def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
         halt = matching_halt(q.active_halts(lock_run=run.run_id), tool, run.scope)
@@ -170,14 +190,15 @@ def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(depends_on)))
 
 
-def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> None:
+def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> StepState:
     events = q.step_events(run_id, step, lock_run=True)
-    if not events:
+    record = q.step_record(run_id, step) if events else None
+    if record is None:
         raise NotFound(f"no step {step} in {run_id}")
     current = derive_status(events)
     if current is not StepStatus.INTENDED:  # an uncertain step is settled by `resolve`, with a note
         raise Conflict(f"step {step} of {run_id} already has an outcome ({current.value})")
-    q.append(run_id, [event])
+    return derive_step(record, [*events, *q.append(run_id, [event])])
 
 
 def _unmanifested(run: RunRecord, tool: str, entry: ToolEntry | None) -> Refused | None:

@@ -16,7 +16,8 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reversi.engine.approvals import get_approval
 from reversi.engine.ledger import Ledger
@@ -34,7 +35,10 @@ _UNSET: Any = object()
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
-def _error_handler(ledger: Ledger, metrics: Metrics) -> Callable[[Request, Exception], Awaitable[Response]]:
+ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+def _error_handler(ledger: Ledger, metrics: Metrics) -> ErrorHandler:
     async def on_error(request: Request, exc: Exception) -> Response:
         """The one place an error becomes an answer: `{"error": {"code", "message"}}` with its status."""
         headers: dict[str, str] = {}
@@ -59,6 +63,32 @@ def _error_handler(ledger: Ledger, metrics: Metrics) -> Callable[[Request, Excep
         return JSONResponse(body, status_code=status, headers=headers)
 
     return on_error
+
+
+class RecordingRoutes:
+    """Serves the recording endpoints ahead of the router, which has every other route to try first.
+
+    Agents call these two routes for every tool call, so they skip the router's walk and the
+    exception middleware's wrapping; their errors are answered by the same `on_error`.
+    """
+
+    def __init__(self, app: ASGIApp, routes: list[Route], on_error: ErrorHandler) -> None:
+        self.app, self.routes, self.on_error = app, routes, on_error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for route in self.routes:
+                match, child = route.matches(scope)
+                if match is Match.FULL:
+                    scope.update(child, route=route)
+                    request = Request(scope, receive)
+                    try:
+                        response = await route.endpoint(request)
+                    except Exception as exc:
+                        response = await self.on_error(request, exc)
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
 def create_app(
@@ -111,6 +141,7 @@ def create_app(
                 await anyio.to_thread.run_sync(worker.stop)
 
     routes: list[BaseRoute] = [Route(ep.path, ep.asgi(state), methods=[ep.method]) for ep in ENDPOINTS]
+    recording = [route for route, ep in zip(routes, ENDPOINTS, strict=True) if ep.in_write and isinstance(route, Route)]
     routes += [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),
@@ -119,7 +150,10 @@ def create_app(
     routes += console_routes(state)
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(Timing, metrics=metrics)],
+        middleware=[
+            Middleware(Timing, metrics=metrics),
+            Middleware(RecordingRoutes, routes=recording, on_error=on_error),
+        ],
         exception_handlers={ReversiError: on_error, HTTPException: on_error, Exception: on_error},
         lifespan=lifespan,
     )

@@ -12,9 +12,10 @@ import ipaddress
 from enum import Enum
 
 from reversi.core.models import RunRecord
-from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, authenticate, store_has_keys
+from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, principal_of_key
 from reversi.errors import Forbidden, ReversiError
-from reversi.store.base import Store
+from reversi.store.keys import any_active_key
+from reversi.store.queries import Queries
 
 _RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
 NO_KEYS_REMOTE = "this server's store holds no API keys: it serves loopback clients only"
@@ -45,8 +46,8 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def principal_for(store: Store, authorization: str | None, client_host: str | None) -> Principal:
-    """The principal of a request with this `Authorization` header, from this client address.
+def principal_for(q: Queries, authorization: str | None, client_host: str | None) -> Principal:
+    """The principal of a request with this `Authorization` header, from this client address (read with `q`).
 
     Raises:
         Unauthorized: the store has keys and the request carries none that is valid; or the store
@@ -54,10 +55,10 @@ def principal_for(store: Store, authorization: str | None, client_host: str | No
     """
     key = _bearer(authorization)
     if key is not None:
-        principal = authenticate(store, key)
+        principal = principal_of_key(q, key)
         if principal is not None:
             return principal
-    if store_has_keys(store):
+    if any_active_key(q):
         raise Unauthorized("a valid API key is required: Authorization: Bearer KEY" if key is None
                            else "unknown or revoked API key")
     if not is_loopback(client_host):

@@ -1,8 +1,10 @@
 """The plumbing every endpoint shares: the request as a `Call`, bodies, cursors, and the route table's rows.
 
-An endpoint is a plain function `Call -> Response` declared with the role it needs. It runs in a
-worker thread (so concurrent requests' journal writes can share a commit), after the body has been
-read with its size limit and the principal has been authenticated and checked against the role.
+An endpoint is a plain function `Call -> Response` declared with the role it needs. It runs after
+the body has been read with its size limit and the principal has been authenticated and checked
+against the role. Most endpoints run in a worker thread. A recording endpoint (`in_write`) runs
+whole, authentication included, inside one slot of the store's group commit: concurrent requests
+share one transaction and one fsync, and the event loop never waits on the store.
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import Principal, Role
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
-from reversi.errors import BadInput
+from reversi.errors import BadInput, NotFound
 from reversi.server.auth import Access, check_run, principal_for, require_role
 from reversi.server.bodies import Body, parse_body
 from reversi.server.metrics import Metrics
+from reversi.store.queries import Queries
 
 MAX_BODY_BYTES = 1 << 20
 _RUN_CACHE = 4096
 B = TypeVar("B", bound=Body)
+T = TypeVar("T")
 
 
 class BodyTooLarge(BadInput):
@@ -59,8 +63,8 @@ class ServerState:
     _runs: OrderedDict[str, RunRecord] = field(default_factory=OrderedDict)
     _runs_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run_record(self, run_id: str) -> RunRecord:
-        """A run's record (fixed for its lifetime, so it is kept once read).
+    def run_record(self, run_id: str, q: Queries | None = None) -> RunRecord:
+        """A run's record (fixed for its lifetime, so it is kept once read), read with `q` if given.
 
         Raises:
             BadInput: a bad run id.
@@ -69,7 +73,7 @@ class ServerState:
         with self._runs_lock:
             record = self._runs.get(run_id)
         if record is None:
-            record = self.ledger.get_run(run_id).record
+            record = self.ledger.get_run(run_id).record if q is None else _read_run(q, run_id)
             with self._runs_lock:
                 self._runs[run_id] = record
                 while len(self._runs) > _RUN_CACHE:
@@ -77,9 +81,16 @@ class ServerState:
         return record
 
 
+def _read_run(q: Queries, run_id: str) -> RunRecord:
+    record = q.get_run(check_run_id(run_id))
+    if record is None:
+        raise NotFound(f"no run {run_id}")
+    return record
+
+
 @dataclass(frozen=True)
 class Call:
-    """One request, as an endpoint sees it."""
+    """One request, as an endpoint sees it; `q` is the write transaction of an `in_write` endpoint."""
 
     server: ServerState
     principal: Principal
@@ -87,6 +98,11 @@ class Call:
     query: Mapping[str, str]
     headers: Headers
     raw_body: bytes
+    q: Queries | None = None
+
+    def write(self, fn: Callable[[Queries], T]) -> T:
+        """Run a write function: in this request's transaction if it has one, else in a new one."""
+        return fn(self.q) if self.q is not None else self.server.ledger.store.run_write(fn)
 
     @cached_property
     def ledger(self) -> Ledger:
@@ -107,7 +123,7 @@ class Call:
             BadInput, NotFound: a bad or unknown run id.
             Forbidden: `RUN belongs to another principal`.
         """
-        record = self.server.run_record(self.run_id)
+        record = self.server.run_record(self.run_id, self.q)
         check_run(self.principal, record, access)
         return Run(self.ledger, record)
 
@@ -181,20 +197,29 @@ class Endpoint:
     body: type[Body] | None = None
     query: tuple[Param, ...] = ()
     ndjson: bool = False
+    in_write: bool = False  # runs inside one write transaction (see the module's docstring)
 
     def asgi(self, server: ServerState) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             raw = await read_body(request) if self.body is not None else b""
+            if self.in_write:
+                return await server.ledger.store.arun_write(lambda q: self._run(server, request, raw, q))
             return await anyio.to_thread.run_sync(self._run, server, request, raw, limiter=server.limiter)
 
         return endpoint
 
-    def _run(self, server: ServerState, request: Request, raw: bytes) -> Response:
+    def _run(self, server: ServerState, request: Request, raw: bytes, q: Queries | None = None) -> Response:
         client = request.client.host if request.client else None
-        principal = principal_for(server.ledger.store, request.headers.get("authorization"), client)
+        authorization = request.headers.get("authorization")
+        if q is None:
+            with server.ledger.store.read() as reading:
+                principal = principal_for(reading, authorization, client)
+        else:
+            principal = principal_for(q, authorization, client)
         require_role(principal, self.role)
         request.scope["reversi.principal"] = principal
-        return self.handler(Call(server, principal, request.path_params, request.query_params, request.headers, raw))
+        call = Call(server, principal, request.path_params, request.query_params, request.headers, raw, q)
+        return self.handler(call)
 
 
 async def read_body(request: Request) -> bytes:

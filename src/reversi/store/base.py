@@ -71,19 +71,31 @@ class Store(abc.ABC):
     def run_write(self, fn: Callable[[Queries], T]) -> T:
         """Run `fn` in a write transaction whose commit may be shared with concurrent writers.
 
-        An exception from `fn` undoes only `fn`'s own writes and is raised to this caller. `fn` may run
-        more than once (after a deadlock the database broke), so it must decide from what it reads.
+        An exception from `fn` undoes only `fn`'s own writes and is raised to this caller, except
+        `KeepWrites(error)`, which keeps them and raises `error`. `fn` may run more than once (after
+        a deadlock the database broke), so it must decide from what it reads.
 
         Raises:
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
         """
-        retryable: tuple[type[Exception], ...] = (WriteConflict, *self._retryable)
         for _ in range(_RETRIES):
             try:
                 return self._group_commit.run(fn)
-            except retryable:
+            except self._retryable_errors():
                 continue  # the database broke a lock cycle by undoing `fn`: run it again
         return self._group_commit.run(fn)
+
+    async def arun_write(self, fn: Callable[[Queries], T]) -> T:
+        """`run_write` for an event loop: `fn` runs on a writer thread; the loop is never blocked."""
+        for _ in range(_RETRIES):
+            try:
+                return await self._group_commit.arun(fn)
+            except self._retryable_errors():
+                continue
+        return await self._group_commit.arun(fn)
+
+    def _retryable_errors(self) -> tuple[type[Exception], ...]:
+        return (WriteConflict, *self._retryable)
 
     @abc.abstractmethod
     def try_lock_run(self, run_id: str) -> RunLock | None:

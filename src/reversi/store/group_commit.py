@@ -2,13 +2,19 @@
 
 Each writer hands in a function of the transaction's `Queries`. Whoever arrives while no batch is
 being written becomes the leader: it takes every function queued so far, runs each inside its own
-savepoint of one write transaction, commits once, and wakes the others. A function that raises
-rolls back its own savepoint only; its caller gets the exception, the rest of the batch commits.
-With a single writer this is one transaction per call, as before.
+savepoint of one write transaction, commits once, and wakes the writers of that batch. A function
+that raises rolls back its own savepoint only; its caller gets the exception, the rest of the batch
+commits. With a single writer this is one transaction per call, as before.
+
+Writers wait in one of two ways. A thread (`run`) blocks on its own event; if writes queued up
+behind its batch, it hands the lead to the next waiting thread before it returns. An event loop
+(`arun`) waits on a future; its writes are led by a helper thread, so the loop never blocks on the
+store. Each writer is woken once, when its own write is done (no thundering herd).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -17,21 +23,43 @@ from typing import Any, Generic, TypeVar
 from reversi.store.queries import Queries
 
 T = TypeVar("T")
+_HELPER_IDLE_S = 5.0
+
+
+class KeepWrites(Exception):
+    """Raised by a write function to commit what it wrote and still raise `error` to its caller.
+
+    A refusal is such an error: the `refused` event must land, and the caller must still hear no.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class _Slot(Generic[T]):
-    __slots__ = ("done", "error", "fn", "result")
+    __slots__ = ("done", "error", "fn", "notify", "result", "wake")
 
-    def __init__(self, fn: Callable[[Queries], T]) -> None:
+    def __init__(self, fn: Callable[[Queries], T], notify: Callable[[_Slot[T]], None] | None = None) -> None:
         self.fn = fn
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
+        self.notify = notify  # an event loop's waiter; None for a thread, which waits on `wake`
+        self.wake = threading.Event() if notify is None else None
 
     def outcome(self) -> T:
         if self.error is not None:
             raise self.error
         return self.result  # type: ignore[return-value]
+
+    def finish(self) -> None:
+        self.done = True
+        if self.notify is not None:
+            self.notify(self)
+        else:
+            assert self.wake is not None
+            self.wake.set()
 
 
 class GroupCommit:
@@ -39,39 +67,107 @@ class GroupCommit:
 
     def __init__(self, begin: Callable[[], AbstractContextManager[Queries]]) -> None:
         self._begin = begin
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: list[_Slot[Any]] = []
         self._leading = False
+        self._helper: threading.Thread | None = None
+        self._helper_wake = threading.Event()
 
     def run(self, fn: Callable[[Queries], T]) -> T:
         """Run `fn` in a committed write transaction, possibly shared with concurrent callers."""
         slot = _Slot(fn)
-        with self._cv:
+        with self._lock:
             self._queue.append(slot)
-            while self._leading and not slot.done:
-                self._cv.wait()
+            follow, self._leading = self._leading, True
+        if follow:
+            assert slot.wake is not None
+            slot.wake.wait()
             if slot.done:
                 return slot.outcome()
-            self._leading = True
+            # not done, yet woken: the previous leader handed the lead to this thread
+        with self._lock:
             batch, self._queue = self._queue, []
         try:
-            self._write(batch)
+            self._write(batch)  # the batch holds this thread's own write
         finally:
-            with self._cv:
-                self._leading = False
-                self._cv.notify_all()
+            self._pass_lead()
         return slot.outcome()
 
+    async def arun(self, fn: Callable[[Queries], T]) -> T:
+        """`run` for an event loop: wait for the commit without blocking the loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        def notify(_: _Slot[T]) -> None:
+            loop.call_soon_threadsafe(settle)
+
+        slot = _Slot(fn, notify)
+        with self._lock:
+            self._queue.append(slot)
+            if not self._leading:
+                self._leading = True
+                self._hand_to_helper()
+        await asyncio.shield(future)  # a cancelled caller's write still lands, as it would from a thread
+        return slot.outcome()
+
+    def _pass_lead(self) -> None:
+        """After a thread's batch: give the lead to whoever queued up behind it, or drop it."""
+        with self._lock:
+            if not self._queue:
+                self._leading = False
+            elif self._queue[0].wake is not None:
+                self._queue[0].wake.set()  # that thread finds its write not done, so it leads
+            else:
+                self._hand_to_helper()
+
+    def _hand_to_helper(self) -> None:
+        """Give the lead to the helper thread, starting it if idle (the caller holds the lock)."""
+        self._helper_wake.set()
+        if self._helper is None:
+            self._helper = threading.Thread(target=self._help, name="reversi-group-commit", daemon=True)
+            self._helper.start()
+
+    def _help(self) -> None:
+        """The helper thread: lead whenever handed the lead; end after a while without work."""
+        while True:
+            if not self._helper_wake.wait(_HELPER_IDLE_S):
+                with self._lock:
+                    if not self._helper_wake.is_set():
+                        self._helper = None
+                        return
+                continue
+            self._helper_wake.clear()
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        self._leading = False
+                        break
+                    batch, self._queue = self._queue, []
+                self._write(batch)
+
     def _write(self, batch: list[_Slot[Any]]) -> None:
-        if len(batch) == 1:  # alone: the transaction itself is the savepoint (saves two round trips)
-            self._write_alone(batch[0])
-            return
+        try:
+            if len(batch) == 1:  # alone: the transaction itself is the savepoint (saves two round trips)
+                self._write_alone(batch[0])
+            else:
+                self._write_shared(batch)
+        finally:
+            for slot in batch:
+                slot.finish()
+
+    def _write_shared(self, batch: list[_Slot[Any]]) -> None:
         try:
             with self._begin() as q:
                 for slot in batch:
                     q.execute("SAVEPOINT reversi_write")
                     try:
                         slot.result = slot.fn(q)
+                    except KeepWrites as kept:
+                        slot.error = kept.error
                     except Exception as exc:
                         q.execute("ROLLBACK TO SAVEPOINT reversi_write")
                         slot.error = exc
@@ -82,15 +178,13 @@ class GroupCommit:
                     slot.error, slot.result = exc, None
             if not isinstance(exc, Exception):
                 raise
-        finally:
-            for slot in batch:
-                slot.done = True
 
     def _write_alone(self, slot: _Slot[Any]) -> None:
         try:
             with self._begin() as q:
-                slot.result = slot.fn(q)
+                try:
+                    slot.result = slot.fn(q)
+                except KeepWrites as kept:
+                    slot.error = kept.error
         except Exception as exc:
             slot.error, slot.result = exc, None
-        finally:
-            slot.done = True
