@@ -1,54 +1,139 @@
-"""Group commit: concurrent writers share transactions without losing or mixing up their writes."""
+"""Group commit: concurrent writers, threads and event loops alike, share transactions without losing
+or mixing up their writes."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from reversi.core.models import EventType, Mode, NewEvent, RunRecord, Scope
-from reversi.store.base import open_store
+from reversi.store.base import Store, open_store
+from reversi.store.group_commit import KeepWrites
 from reversi.store.queries import Queries
 
+RUN_ID = "run_group"
 
-def open_run(tmp_path: Path) -> tuple[object, str]:
-    store = open_store(f"sqlite:///{tmp_path}/r.db")
-    run = RunRecord("run_group", "local", Mode.OBSERVE, Scope(), {}, "2026-01-01T00:00:00.000000Z")
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    store = open_store(db_url)
+    run = RunRecord(RUN_ID, "local", Mode.OBSERVE, Scope(), {}, "2026-01-01T00:00:00.000000Z")
     with store.write() as q:
         q.insert_run(run)
-    return store, run.run_id
+    yield store
+    store.close()
 
 
-def test_concurrent_writers_each_get_their_own_committed_event(tmp_path: Path) -> None:
-    store, run_id = open_run(tmp_path)
+def event(actor: str, **data: object) -> NewEvent:
+    return NewEvent(EventType.INTENDED, None, actor, data)
+
+
+def journal(store: Store) -> list[tuple[str, dict[str, object]]]:
+    with store.read() as q:
+        events = q.run_events(RUN_ID)
+    assert [e.seq for e in events] == list(range(len(events)))  # numbered without gaps or repeats
+    return [(e.actor, dict(e.data)) for e in events]
+
+
+def test_concurrent_writers_each_get_their_own_committed_event(store: Store) -> None:
     start = threading.Barrier(16)
 
     def writer(n: int) -> None:
         start.wait()
         for i in range(20):
-            store.run_write(lambda q, i=i: q.append(run_id, [NewEvent(EventType.INTENDED, None, f"w{n}", {"i": i})]))
+            store.run_write(lambda q, i=i: q.append(RUN_ID, [event(f"w{n}", i=i)]))
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(16)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    with store.read() as q:
-        events = q.run_events(run_id)
-    assert [e.seq for e in events] == list(range(16 * 20))
-    assert sorted((e.actor, e.data["i"]) for e in events) == sorted((f"w{n}", i) for n in range(16) for i in range(20))
+    assert sorted(journal(store), key=str) == sorted(((f"w{n}", {"i": i}) for n in range(16) for i in range(20)),
+                                                      key=str)
 
 
-def test_a_failing_writer_undoes_only_its_own_writes(tmp_path: Path) -> None:
-    store, run_id = open_run(tmp_path)
+def test_event_loop_writers_and_threads_share_the_commits(store: Store) -> None:
+    """Coroutines wait on futures (the loop never blocks), threads on events; all their writes land."""
 
+    def thread_writer(n: int) -> None:
+        for i in range(10):
+            store.run_write(lambda q, i=i: q.append(RUN_ID, [event(f"t{n}", i=i)]))
+
+    async def main() -> list[int]:
+        async def writer(n: int) -> list[int]:
+            return [(await store.arun_write(lambda q, i=i: q.append(RUN_ID, [event(f"a{n}", i=i)])))[0].seq
+                    for i in range(10)]
+
+        threads = [threading.Thread(target=thread_writer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        seqs = [seq for found in await asyncio.gather(*(writer(n) for n in range(24))) for seq in found]
+        for t in threads:
+            await asyncio.to_thread(t.join)
+        return seqs
+
+    seqs = asyncio.run(main())
+    written = journal(store)
+    assert len(written) == 24 * 10 + 4 * 10
+    assert len(set(seqs)) == len(seqs)  # each coroutine got its own event back
+    assert {(a, d["i"]) for a, d in written} == {(f"a{n}", i) for n in range(24) for i in range(10)} | {
+        (f"t{n}", i) for n in range(4) for i in range(10)
+    }
+
+
+def test_a_failing_writer_undoes_only_its_own_writes(store: Store) -> None:
     def bad(q: Queries) -> None:
-        q.append(run_id, [NewEvent(EventType.INTENDED, None, "bad", {})])
+        q.append(RUN_ID, [event("bad")])
         raise ValueError("changed my mind")
 
     with pytest.raises(ValueError, match="changed my mind"):
         store.run_write(bad)
-    assert store.run_write(lambda q: q.append(run_id, [NewEvent(EventType.INTENDED, None, "good", {})]))[0].seq == 0
-    with store.read() as q:
-        assert [e.actor for e in q.run_events(run_id)] == ["good"]
+    assert store.run_write(lambda q: q.append(RUN_ID, [event("good")]))[0].seq == 0
+    assert journal(store) == [("good", {})]
+
+
+def test_keep_writes_commits_and_still_raises_alone_and_in_a_shared_batch(store: Store) -> None:
+    def refused(q: Queries) -> None:
+        q.append(RUN_ID, [event("refused")])
+        raise KeepWrites(PermissionError("no"))
+
+    def failed(q: Queries) -> None:
+        q.append(RUN_ID, [event("failed")])
+        raise ValueError("undone")
+
+    with pytest.raises(PermissionError, match="no"):
+        store.run_write(refused)
+
+    async def batch() -> list[object]:  # submitted together, so most share one transaction
+        writes = [refused, failed, lambda q: q.append(RUN_ID, [event("fine")])] * 5
+        return await asyncio.gather(*(store.arun_write(w) for w in writes), return_exceptions=True)
+
+    outcomes = asyncio.run(batch())
+    assert [type(o).__name__ for o in outcomes[:3]] == ["PermissionError", "ValueError", "list"]
+    assert [actor for actor, _ in journal(store)] == ["refused"] + ["refused", "fine"] * 5
+
+
+def test_a_coroutine_cancelled_while_waiting_still_gets_its_write_committed(store: Store) -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    def slow(q: Queries) -> None:
+        started.set()
+        release.wait(10)
+        q.append(RUN_ID, [event("slow")])
+
+    async def main() -> None:
+        task = asyncio.ensure_future(store.arun_write(slow))
+        await asyncio.to_thread(started.wait, 10)
+        task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # the next write queues behind it and proves the first one was committed, not dropped
+        await store.arun_write(lambda q: q.append(RUN_ID, [event("after")]))
+
+    asyncio.run(main())
+    assert [actor for actor, _ in journal(store)] == ["slow", "after"]

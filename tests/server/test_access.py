@@ -143,6 +143,31 @@ def test_with_no_keys_loopback_requests_act_as_the_admin_local_until_a_key_exist
     assert [k["name"] for k in keyed.get("/v1/keys").json()["items"]] == ["first-admin"]
 
 
+def test_a_key_revoked_while_its_agent_is_recording_is_refused_at_once(site: Site) -> None:
+    """The recording endpoints keep principals once read; their write looks at the key again."""
+    agent = site.client("agent")
+    run_id = agent.post("/v1/runs", json={}).json()["run_id"]
+    step = agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.create_charge"})
+    assert step.status_code == 201
+    revoke_key(site.ledger.store, site.keys["agent"].split("_")[1])
+    refused = agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.create_charge"})
+    late = agent.post(f"/v1/runs/{run_id}/steps/0/outcome", json={"status": "succeeded", "result": {}})
+    for answer in (refused, late):
+        assert answer.status_code == 401 and answer.json()["error"]["message"] == "unknown or revoked API key"
+    assert [e.type for e in site.ledger.get_run(run_id).events()] == ["run_opened", "intended"]  # nothing more
+
+
+def test_once_a_key_exists_the_loopback_admin_can_no_longer_record(make_site: Callable[..., Site]) -> None:
+    site = make_site()
+    local = site.client()
+    run_id = local.post("/v1/runs", json={}).json()["run_id"]
+    assert local.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.create_charge"}).status_code == 201
+    create_key(site.ledger.store, "first-admin", "admin")
+    refused = local.post(f"/v1/runs/{run_id}/steps/0/outcome", json={"status": "succeeded", "result": {}})
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+    assert site.ledger.get_run(run_id).step_state(0).status.value == "intended"
+
+
 def test_with_no_keys_a_client_that_is_not_on_this_machine_is_refused(db_url: str, manifest: Path) -> None:
     import reversi
 

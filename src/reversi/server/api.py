@@ -79,22 +79,22 @@ def get_run(call: Call) -> Response:
     return reply(run_document(call.run(Access.READ).snapshot()))
 
 
-def record_step(call: Call) -> Response:
+async def record_step(call: Call) -> Response:
     body = call.body(bodies.RecordStep)
-    run = call.run(Access.RECORD)
+    run = await call.arun(Access.RECORD)
     args = {} if body.args is None else body.args
-    step = call.write(call.ledger.recorder.begin_write(run.record, body.tool, args, body.depends_on))
+    step = await call.write(call.ledger.recorder.begin_write(run.record, body.tool, args, body.depends_on))
     call.server.metrics.calls.inc()
     return reply({"step": step, "status": "intended"}, 201)
 
 
-def record_outcome(call: Call) -> Response:
+async def record_outcome(call: Call) -> Response:
     body, step = call.body(bodies.Outcome), call.step
-    run = call.run(Access.RECORD)
+    run = await call.arun(Access.RECORD)
     write = call.ledger.recorder.outcome_write(
         run.record, step, StepStatus(body.status), result=body.result, error=body.error
     )
-    return reply(call.write(write).to_dict())
+    return reply((await call.write(write)).to_dict())
 
 
 def get_events(call: Call) -> Response:
@@ -232,10 +232,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{_RUNS}/steps", record_step, Role.AGENT,
              "Record an intended call; refusals answer 403 (halt, kill file, enforce mode, denied approval), "
              "409 (duplicate) or 202 (approval pending, with the approval).",
-             {201: "StepIntended", 202: "ApprovalPending"}, bodies.RecordStep, in_write=True),
+             {201: "StepIntended", 202: "ApprovalPending"}, bodies.RecordStep),
     Endpoint("POST", f"{_RUNS}/steps/{{step}}/outcome", record_outcome, Role.AGENT,
              "Record what the call did: succeeded with its result, failed or uncertain with an error.",
-             {200: "Step"}, bodies.Outcome, in_write=True),
+             {200: "Step"}, bodies.Outcome),
     Endpoint("GET", f"{_RUNS}/plan", get_plan, Role.AGENT, "The rollback plan (a dry run).", {200: "Plan"}),
     Endpoint("POST", f"{_RUNS}/rollback", start_rollback, Role.OPERATOR,
              "With confirm: true, start a rollback job (202); without, the plan (200).",

@@ -141,7 +141,7 @@ def create_app(
                 await anyio.to_thread.run_sync(worker.stop)
 
     routes: list[BaseRoute] = [Route(ep.path, ep.asgi(state), methods=[ep.method]) for ep in ENDPOINTS]
-    recording = [route for route, ep in zip(routes, ENDPOINTS, strict=True) if ep.in_write and isinstance(route, Route)]
+    recording = [route for route, ep in zip(routes, ENDPOINTS, strict=True) if ep.on_loop and isinstance(route, Route)]
     routes += [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),

@@ -14,7 +14,7 @@ from enum import Enum
 from reversi.core.models import RunRecord
 from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, principal_of_key
 from reversi.errors import Forbidden, ReversiError
-from reversi.store.keys import any_active_key
+from reversi.store.keys import any_active_key, key_is_active
 from reversi.store.queries import Queries
 
 _RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
@@ -64,6 +64,16 @@ def principal_for(q: Queries, authorization: str | None, client_host: str | None
     if not is_loopback(client_host):
         raise Unauthorized(NO_KEYS_REMOTE)
     return LOCAL_ADMIN
+
+
+def check_still_valid(q: Queries, principal: Principal) -> None:
+    """Raises Unauthorized if the principal's key was revoked since it was read, or (for the loopback
+    admin of a store without keys) if the store holds a key now."""
+    if principal.key_id is None:
+        if any_active_key(q):
+            raise Unauthorized("a valid API key is required: Authorization: Bearer KEY")
+    elif not key_is_active(q, principal.key_id):
+        raise Unauthorized("unknown or revoked API key")
 
 
 def _bearer(authorization: str | None) -> str | None:

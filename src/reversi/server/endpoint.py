@@ -1,23 +1,26 @@
 """The plumbing every endpoint shares: the request as a `Call`, bodies, cursors, and the route table's rows.
 
-An endpoint is a plain function `Call -> Response` declared with the role it needs. It runs after
-the body has been read with its size limit and the principal has been authenticated and checked
-against the role. Most endpoints run in a worker thread. A recording endpoint (`in_write`) runs
-whole, authentication included, inside one slot of the store's group commit: concurrent requests
-share one transaction and one fsync, and the event loop never waits on the store.
+An endpoint is a function `Call -> Response` declared with the role it needs. It runs after the
+body has been read with its size limit and the principal has been authenticated and checked
+against the role. Most endpoints are plain functions run in a worker thread. The recording
+endpoints, which agents call for every tool call, are coroutines run on the event loop: the
+principal and the run come from caches, and only the journal write goes to the store, as one slot
+of its group commit (concurrent requests share a transaction and its fsync). That write checks
+again that the key was not revoked meanwhile, so a revocation still takes effect at once.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import inspect
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 from starlette.datastructures import Headers
@@ -28,14 +31,23 @@ from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import Principal, Role
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
-from reversi.errors import BadInput, NotFound
-from reversi.server.auth import Access, check_run, principal_for, require_role
+from reversi.errors import BadInput
+from reversi.server.auth import (
+    Access,
+    Unauthorized,
+    check_run,
+    check_still_valid,
+    is_loopback,
+    principal_for,
+    require_role,
+)
 from reversi.server.bodies import Body, parse_body
 from reversi.server.metrics import Metrics
 from reversi.store.queries import Queries
 
 MAX_BODY_BYTES = 1 << 20
 _RUN_CACHE = 4096
+_PRINCIPAL_CACHE = 1024
 B = TypeVar("B", bound=Body)
 T = TypeVar("T")
 
@@ -50,6 +62,34 @@ class BodyTooLarge(BadInput):
         super().__init__(f"the body is larger than {MAX_BODY_BYTES} bytes")
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Cache(Generic[K, V]):
+    """A bounded, thread-safe map: past `size` entries, the oldest goes."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: K, value: V) -> V:
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return value
+
+    def pop(self, key: K) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+
 @dataclass
 class ServerState:
     """What the endpoints share: the ledger, the metrics, the rollback settings and the job worker."""
@@ -60,49 +100,86 @@ class ServerState:
     reader_cmd: str | None = None
     wake_worker: Callable[[], None] = lambda: None
     limiter: anyio.CapacityLimiter | None = None
-    _runs: OrderedDict[str, RunRecord] = field(default_factory=OrderedDict)
-    _runs_lock: threading.Lock = field(default_factory=threading.Lock)
+    _runs: _Cache[str, RunRecord] = field(default_factory=lambda: _Cache(_RUN_CACHE))
+    _principals: _Cache[tuple[str | None, bool], Principal] = field(default_factory=lambda: _Cache(_PRINCIPAL_CACHE))
 
-    def run_record(self, run_id: str, q: Queries | None = None) -> RunRecord:
-        """A run's record (fixed for its lifetime, so it is kept once read), read with `q` if given.
+    def run_record(self, run_id: str) -> RunRecord:
+        """A run's record (fixed for its lifetime, so it is kept once read).
 
         Raises:
             BadInput: a bad run id.
             NotFound: no such run.
         """
-        with self._runs_lock:
-            record = self._runs.get(run_id)
+        record = self._runs.get(run_id)
         if record is None:
-            record = self.ledger.get_run(run_id).record if q is None else _read_run(q, run_id)
-            with self._runs_lock:
-                self._runs[run_id] = record
-                while len(self._runs) > _RUN_CACHE:
-                    self._runs.popitem(last=False)
+            record = self._runs.put(run_id, self.ledger.get_run(run_id).record)
         return record
 
+    async def arun_record(self, run_id: str) -> RunRecord:
+        """`run_record` without blocking the event loop."""
+        record = self._runs.get(run_id)
+        return record if record is not None else await anyio.to_thread.run_sync(self.run_record, run_id)
 
-def _read_run(q: Queries, run_id: str) -> RunRecord:
-    record = q.get_run(check_run_id(run_id))
-    if record is None:
-        raise NotFound(f"no run {run_id}")
-    return record
+    def principal(self, authorization: str | None, client: str | None) -> Principal:
+        """The principal of a request, read from the store.
+
+        Raises:
+            Unauthorized: see `principal_for`.
+        """
+        with self.ledger.store.read() as q:
+            return principal_for(q, authorization, client)
+
+    async def cached_principal(self, authorization: str | None, client: str | None) -> Principal:
+        """`principal`, kept once read: only for endpoints whose write checks it again (`Call.write`)."""
+        key = (authorization, is_loopback(client))
+        found = self._principals.get(key)
+        if found is None:
+            found = self._principals.put(key, await anyio.to_thread.run_sync(self.principal, authorization, client))
+        return found
+
+    def forget_principal(self, authorization: str | None) -> None:
+        for loopback in (False, True):
+            self._principals.pop((authorization, loopback))
 
 
 @dataclass(frozen=True)
 class Call:
-    """One request, as an endpoint sees it; `q` is the write transaction of an `in_write` endpoint."""
+    """One request, as an endpoint sees it."""
 
     server: ServerState
     principal: Principal
-    path: Mapping[str, Any]
-    query: Mapping[str, str]
-    headers: Headers
+    request: Request
     raw_body: bytes
-    q: Queries | None = None
 
-    def write(self, fn: Callable[[Queries], T]) -> T:
-        """Run a write function: in this request's transaction if it has one, else in a new one."""
-        return fn(self.q) if self.q is not None else self.server.ledger.store.run_write(fn)
+    @property
+    def path(self) -> Mapping[str, Any]:
+        return self.request.path_params
+
+    @property
+    def query(self) -> Mapping[str, str]:
+        return self.request.query_params
+
+    @property
+    def headers(self) -> Headers:
+        return self.request.headers
+
+    async def write(self, fn: Callable[[Queries], T]) -> T:
+        """Run a write function in the group commit, once the principal's key is seen still valid there.
+
+        Raises:
+            Unauthorized: the key was revoked since it was read (or, acting as the loopback admin,
+                the store now holds keys).
+        """
+
+        def checked(q: Queries) -> T:
+            check_still_valid(q, self.principal)
+            return fn(q)
+
+        try:
+            return await self.server.ledger.store.arun_write(checked)
+        except Unauthorized:
+            self.server.forget_principal(self.headers.get("authorization"))
+            raise
 
     @cached_property
     def ledger(self) -> Ledger:
@@ -123,7 +200,13 @@ class Call:
             BadInput, NotFound: a bad or unknown run id.
             Forbidden: `RUN belongs to another principal`.
         """
-        record = self.server.run_record(self.run_id, self.q)
+        record = self.server.run_record(self.run_id)
+        check_run(self.principal, record, access)
+        return Run(self.ledger, record)
+
+    async def arun(self, access: Access) -> Run:
+        """`run` for a coroutine endpoint."""
+        record = await self.server.arun_record(self.run_id)
         check_run(self.principal, record, access)
         return Run(self.ledger, record)
 
@@ -190,36 +273,43 @@ class Endpoint:
 
     method: str
     path: str
-    handler: Callable[[Call], Response]
+    handler: Callable[[Call], Response] | Callable[[Call], Awaitable[Response]]
     role: Role
     summary: str
     ok: Mapping[int, str]  # status -> the name of the response's schema
     body: type[Body] | None = None
     query: tuple[Param, ...] = ()
     ndjson: bool = False
-    in_write: bool = False  # runs inside one write transaction (see the module's docstring)
 
-    def asgi(self, server: ServerState) -> Callable[[Request], Any]:
+    @property
+    def on_loop(self) -> bool:
+        """Whether the handler is a coroutine, run on the event loop (see the module's docstring)."""
+        return inspect.iscoroutinefunction(self.handler)
+
+    def asgi(self, server: ServerState) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             raw = await read_body(request) if self.body is not None else b""
-            if self.in_write:
-                return await server.ledger.store.arun_write(lambda q: self._run(server, request, raw, q))
-            return await anyio.to_thread.run_sync(self._run, server, request, raw, limiter=server.limiter)
+            if not self.on_loop:
+                return await anyio.to_thread.run_sync(self._run, server, request, raw, limiter=server.limiter)
+            client = request.client.host if request.client else None
+            principal = await server.cached_principal(request.headers.get("authorization"), client)
+            response = self.handler(self._call(server, principal, request, raw))
+            assert inspect.isawaitable(response)
+            return await response
 
         return endpoint
 
-    def _run(self, server: ServerState, request: Request, raw: bytes, q: Queries | None = None) -> Response:
+    def _run(self, server: ServerState, request: Request, raw: bytes) -> Response:
         client = request.client.host if request.client else None
-        authorization = request.headers.get("authorization")
-        if q is None:
-            with server.ledger.store.read() as reading:
-                principal = principal_for(reading, authorization, client)
-        else:
-            principal = principal_for(q, authorization, client)
+        principal = server.principal(request.headers.get("authorization"), client)
+        response = self.handler(self._call(server, principal, request, raw))
+        assert isinstance(response, Response)
+        return response
+
+    def _call(self, server: ServerState, principal: Principal, request: Request, raw: bytes) -> Call:
         require_role(principal, self.role)
         request.scope["reversi.principal"] = principal
-        call = Call(server, principal, request.path_params, request.query_params, request.headers, raw, q)
-        return self.handler(call)
+        return Call(server, principal, request, raw)
 
 
 async def read_body(request: Request) -> bytes:

@@ -43,6 +43,7 @@ class Timing:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        self._series: dict[tuple[str, str, str], Any] = {}  # labels() looks its child up each time; this once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,6 +62,8 @@ class Timing:
         finally:
             route: Any = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.metrics.latency.labels(scope["method"], template, str(status[0])).observe(
-                time.perf_counter() - start
-            )
+            labels = (scope["method"], template, str(status[0]))
+            series = self._series.get(labels)
+            if series is None:
+                series = self._series[labels] = self.metrics.latency.labels(*labels)
+            series.observe(time.perf_counter() - start)

@@ -38,28 +38,40 @@ class KeepWrites(Exception):
 
 
 class _Slot(Generic[T]):
-    __slots__ = ("done", "error", "fn", "notify", "result", "wake")
+    __slots__ = ("done", "error", "fn", "future", "result", "wake")
 
-    def __init__(self, fn: Callable[[Queries], T], notify: Callable[[_Slot[T]], None] | None = None) -> None:
+    def __init__(self, fn: Callable[[Queries], T], future: asyncio.Future[None] | None = None) -> None:
         self.fn = fn
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
-        self.notify = notify  # an event loop's waiter; None for a thread, which waits on `wake`
-        self.wake = threading.Event() if notify is None else None
+        self.future = future  # an event loop's waiter; None for a thread, which waits on `wake`
+        self.wake = threading.Event() if future is None else None
 
     def outcome(self) -> T:
         if self.error is not None:
             raise self.error
         return self.result  # type: ignore[return-value]
 
-    def finish(self) -> None:
-        self.done = True
-        if self.notify is not None:
-            self.notify(self)
+
+def _finish(batch: list[_Slot[Any]]) -> None:
+    """Wake the batch's writers: each thread by its event, each event loop once for all its futures."""
+    futures: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for slot in batch:
+        slot.done = True
+        if slot.future is not None:
+            futures.setdefault(slot.future.get_loop(), []).append(slot.future)
         else:
-            assert self.wake is not None
-            self.wake.set()
+            assert slot.wake is not None
+            slot.wake.set()
+    for loop, waiting in futures.items():
+        loop.call_soon_threadsafe(_settle, waiting)
+
+
+def _settle(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():  # a caller that was cancelled has gone; its write landed all the same
+            future.set_result(None)
 
 
 class GroupCommit:
@@ -95,23 +107,14 @@ class GroupCommit:
 
     async def arun(self, fn: Callable[[Queries], T]) -> T:
         """`run` for an event loop: wait for the commit without blocking the loop."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-
-        def settle() -> None:
-            if not future.done():
-                future.set_result(None)
-
-        def notify(_: _Slot[T]) -> None:
-            loop.call_soon_threadsafe(settle)
-
-        slot = _Slot(fn, notify)
+        slot = _Slot(fn, asyncio.get_running_loop().create_future())
         with self._lock:
             self._queue.append(slot)
             if not self._leading:
                 self._leading = True
                 self._hand_to_helper()
-        await asyncio.shield(future)  # a cancelled caller's write still lands, as it would from a thread
+        assert slot.future is not None
+        await slot.future  # cancelling this wait does not cancel the write: it lands, as from a thread
         return slot.outcome()
 
     def _pass_lead(self) -> None:
@@ -156,8 +159,7 @@ class GroupCommit:
             else:
                 self._write_shared(batch)
         finally:
-            for slot in batch:
-                slot.finish()
+            _finish(batch)
 
     def _write_shared(self, batch: list[_Slot[Any]]) -> None:
         try:

@@ -46,3 +46,8 @@ def revoke_key(q: Queries, key_id: str, at: str) -> None:
 
 def any_active_key(q: Queries) -> bool:
     return q.execute("SELECT 1 FROM api_keys WHERE revoked_at IS NULL LIMIT 1").fetchone() is not None
+
+
+def key_is_active(q: Queries, key_id: str) -> bool:
+    row = q.execute("SELECT 1 FROM api_keys WHERE key_id = ? AND revoked_at IS NULL", (key_id,)).fetchone()
+    return row is not None
