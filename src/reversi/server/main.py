@@ -58,7 +58,8 @@ def serve(host: str, port: int, db: str | None, config: str | None, manifests: t
         server = _server_class()(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
         )
-        asyncio.run(_serve(server, host))
+        with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:  # uvloop, as uvicorn.run
+            runner.run(_serve(server, host))
     _say("stopped")
 
 
