@@ -139,6 +139,9 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
         tg.cancel_scope.cancel()
 
 
+_UVLOOP = {"use_uvloop": True}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The `reversi-gateway` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -152,9 +155,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             if options.http is not None and not operator:
                 from reversi.gateway.http import serve_http
 
-                anyio.run(serve_http, options, ledger)
+                anyio.run(serve_http, options, ledger, backend_options=_UVLOOP)
             else:
-                anyio.run(lambda: serve_stdio(options, ledger, operator=operator))
+                anyio.run(lambda: serve_stdio(options, ledger, operator=operator), backend_options=_UVLOOP)
     except ReversiError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         sys.exit(1)

@@ -67,7 +67,7 @@ class Proxy:
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
-            step = await anyio.to_thread.run_sync(self.recorder.begin, run, params.name, arguments)
+            step = await self.recorder.store.arun_write(self.recorder.begin_write(run, params.name, arguments))
         except ReversiError as exc:
             return from_error(exc)
         meta = forward_meta(params.meta)
@@ -115,9 +115,8 @@ class Proxy:
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
     ) -> None:
         try:
-            await anyio.to_thread.run_sync(
-                lambda: self.recorder.outcome(run, step, status, result=result, error=error)
-            )
+            write = self.recorder.outcome_write(run, step, status, result=result, error=error)
+            await self.recorder.store.arun_write(write)
         except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
             log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)
 
