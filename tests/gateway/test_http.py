@@ -10,11 +10,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from tests.gateway.conftest import GATEWAY, WAIT_S, Shop
+from tests.gateway.conftest import GATEWAY, WAIT_S, Shop, until
 
 import reversi
 from reversi.engine.keys import create_key
@@ -126,3 +127,29 @@ async def test_without_keys_loopback_clients_act_as_local(
         capture_output=True, text=True, timeout=WAIT_S, check=False,
     )
     assert refused.returncode == 1 and "refusing to serve 0.0.0.0 with no keys" in refused.stderr
+
+
+async def test_an_http_agent_that_disconnects_mid_call_leaves_a_step_that_is_never_lost(
+    tmp_path: Path, shop: Shop, serve: Callable[..., str]
+) -> None:
+    """Over HTTP the gateway outlives its agent: the call runs on, and its real outcome is journaled."""
+    db = f"sqlite:///{tmp_path}/r.db"
+    base = serve("--upstream", shop.flag(), "--db", db)
+    async with anyio.create_task_group() as tg:
+
+        async def agent_session() -> None:
+            async with connect(f"{base}/mcp", {"Reversi-Run-Id": "run_gone"}) as agent:
+                await agent.call_tool("wait", {"key": "h"})
+
+        tg.start_soon(agent_session)
+        await until(lambda: shop.started("h"), "the upstream to start the call")
+        tg.cancel_scope.cancel()  # the agent hangs up: its HTTP connection closes with the call in flight
+
+    def steps() -> list[dict[str, Any]]:
+        with reversi.open(db) as ledger:
+            return [s.to_dict() for s in ledger.get_run("run_gone").steps()]
+
+    assert [s["status"] for s in steps()] == ["intended"]  # in flight: unresolved, in every plan
+    shop.release("h")
+    settled = await until(lambda: [s for s in steps() if s["status"] != "intended"], "the outcome")
+    assert settled[0]["status"] == "succeeded" and settled[0]["result"] == {"released": "h"}
