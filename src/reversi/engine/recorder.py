@@ -19,6 +19,7 @@ from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import (
     ApprovalKind,
     ApprovalStatus,
+    Event,
     EventType,
     Mode,
     NewEvent,
@@ -148,30 +149,30 @@ class Recorder:
 
     def outcome(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
-    ) -> StepState:
+    ) -> None:
         """Journal what a call did: `succeeded` with its result, `failed` or `uncertain` with an error.
-
-        Returns the step's state with the outcome.
 
         Raises:
             NotFound: no such step.
             Conflict: the step already has an outcome.
         """
-        return self.store.run_write(self.outcome_write(run, step, status, result=result, error=error))
+        event = _outcome_event(run, step, status, result, error)
+        self.store.run_write(lambda q: _journal_outcome(q, run.run_id, step, event))
 
     def outcome_write(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
     ) -> WriteFn[StepState]:
-        """`outcome` as a write function, for a caller that runs it in its own transaction."""
-        data: dict[str, Any]
-        if status is StepStatus.SUCCEEDED:
-            data = {"result": to_json(result)}
-        elif status in (StepStatus.FAILED, StepStatus.UNCERTAIN):
-            data = {"error": "" if error is None else str(error)}
-        else:
-            raise BadInput(f"an outcome is succeeded, failed or uncertain, not {status.value}")
-        event = NewEvent(EventType(status.value), step, _who(run), data)
-        return lambda q: _journal_outcome(q, run.run_id, step, event)
+        """`outcome` as a write function that also returns the step's new state, for a caller that runs
+        it in its own transaction."""
+        event = _outcome_event(run, step, status, result, error)
+
+        def write(q: Queries) -> StepState:
+            events = _journal_outcome(q, run.run_id, step, event)
+            record = q.step_record(run.run_id, step)
+            assert record is not None  # it has events
+            return derive_step(record, events)
+
+        return write
 
     def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
         halt = matching_halt(q.active_halts(lock_run=run.run_id), tool, run.scope)
@@ -190,15 +191,26 @@ def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(depends_on)))
 
 
-def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> StepState:
+def _outcome_event(run: RunRecord, step: int, status: StepStatus, result: Any, error: str | None) -> NewEvent:
+    data: dict[str, Any]
+    if status is StepStatus.SUCCEEDED:
+        data = {"result": to_json(result)}
+    elif status in (StepStatus.FAILED, StepStatus.UNCERTAIN):
+        data = {"error": "" if error is None else str(error)}
+    else:
+        raise BadInput(f"an outcome is succeeded, failed or uncertain, not {status.value}")
+    return NewEvent(EventType(status.value), step, _who(run), data)
+
+
+def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> list[Event]:
+    """Append the outcome; returns the step's events with it."""
     events = q.step_events(run_id, step, lock_run=True)
-    record = q.step_record(run_id, step) if events else None
-    if record is None:
+    if not events:
         raise NotFound(f"no step {step} in {run_id}")
     current = derive_status(events)
     if current is not StepStatus.INTENDED:  # an uncertain step is settled by `resolve`, with a note
         raise Conflict(f"step {step} of {run_id} already has an outcome ({current.value})")
-    return derive_step(record, [*events, *q.append(run_id, [event])])
+    return [*events, *q.append(run_id, [event])]
 
 
 def _unmanifested(run: RunRecord, tool: str, entry: ToolEntry | None) -> Refused | None:
