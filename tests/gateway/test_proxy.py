@@ -14,6 +14,7 @@ from tests.gateway.conftest import Shop, direct, gateway
 import reversi
 
 pytestmark = pytest.mark.anyio
+PROMPT_REF = types.PromptReference(type="ref/prompt", name="greet")
 
 
 def _dump(model: Any) -> Any:
@@ -32,6 +33,7 @@ async def test_calls_are_journaled_and_answered_exactly_as_the_upstream_answers(
         want_resources = _dump(await plain.list_resources())
         want_read = _dump(await plain.read_resource("memo://greeting"))
         want_prompt = _dump(await plain.get_prompt("greet", {"who": "ada"}))
+        want_completion = _dump(await plain.complete(PROMPT_REF, {"name": "who", "value": "a"}))
         with pytest.raises(MCPError) as direct_error:
             await plain.call_tool("rpc_error", {})
     async with gateway("--upstream", shop.flag(), "--db", db_url, "--run-id", "run_proxy") as agent:
@@ -51,6 +53,8 @@ async def test_calls_are_journaled_and_answered_exactly_as_the_upstream_answers(
         assert _dump(await agent.list_resources()) == want_resources
         assert _dump(await agent.read_resource("memo://greeting")) == want_read
         assert _dump(await agent.get_prompt("greet", {"who": "ada"})) == want_prompt
+        assert _dump(await agent.complete(PROMPT_REF, {"name": "who", "value": "a"})) == want_completion
+        assert want_completion["completion"]["values"] == ["ada", "alan"]
     assert (through_gateway.value.code, through_gateway.value.message, through_gateway.value.data) == (
         direct_error.value.code,
         direct_error.value.message,

@@ -134,6 +134,11 @@ async def get_prompt(ctx: ServerRequestContext, params: types.GetPromptRequestPa
     return types.GetPromptResult(messages=[message])
 
 
+async def complete(ctx: ServerRequestContext, params: types.CompleteRequestParams) -> types.CompleteResult:
+    names = [n for n in ("ada", "alan", "grace") if n.startswith(params.argument.value)]
+    return types.CompleteResult(completion=types.Completion(values=names, total=len(names), has_more=False))
+
+
 server = Server(
     NAME,
     version="1.2.3",
@@ -144,6 +149,7 @@ server = Server(
     on_read_resource=read_resource,
     on_list_prompts=list_prompts,
     on_get_prompt=get_prompt,
+    on_completion=complete,
 )
 
 
