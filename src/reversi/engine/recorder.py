@@ -81,6 +81,10 @@ class Recorder:
         """
         return self.store.run_write(self.begin_write(run, tool, args, depends_on))
 
+    async def abegin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> int:
+        """`begin` for an event loop: the write joins the group commit without blocking the loop."""
+        return await self.store.arun_write(self.begin_write(run, tool, args, depends_on))
+
     def begin_write(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> WriteFn[int]:
         """`begin` as a write function, for a caller that runs it in its own transaction.
 
@@ -156,23 +160,34 @@ class Recorder:
             NotFound: no such step.
             Conflict: the step already has an outcome.
         """
-        event = _outcome_event(run, step, status, result, error)
-        self.store.run_write(lambda q: _journal_outcome(q, run.run_id, step, event))
+        self.store.run_write(self._outcome_write(run, step, status, result, error))
+
+    async def aoutcome(
+        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
+    ) -> None:
+        """`outcome` for an event loop: the write joins the group commit without blocking the loop."""
+        await self.store.arun_write(self._outcome_write(run, step, status, result, error))
 
     def outcome_write(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
     ) -> WriteFn[StepState]:
         """`outcome` as a write function that also returns the step's new state, for a caller that runs
         it in its own transaction."""
-        event = _outcome_event(run, step, status, result, error)
+        journal = self._outcome_write(run, step, status, result, error)
 
         def write(q: Queries) -> StepState:
-            events = _journal_outcome(q, run.run_id, step, event)
+            events = journal(q)
             record = q.step_record(run.run_id, step)
             assert record is not None  # it has events
             return derive_step(record, events)
 
         return write
+
+    def _outcome_write(
+        self, run: RunRecord, step: int, status: StepStatus, result: Any, error: str | None
+    ) -> WriteFn[list[Event]]:
+        event = _outcome_event(run, step, status, result, error)
+        return lambda q: _journal_outcome(q, run.run_id, step, event)
 
     def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
         halt = matching_halt(q.active_halts(lock_run=run.run_id), tool, run.scope)

@@ -67,7 +67,7 @@ class Proxy:
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
-            step = await self.recorder.store.arun_write(self.recorder.begin_write(run, params.name, arguments))
+            step = await self.recorder.abegin(run, params.name, arguments)
         except ReversiError as exc:
             return from_error(exc)
         meta = forward_meta(params.meta)
@@ -115,8 +115,7 @@ class Proxy:
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
     ) -> None:
         try:
-            write = self.recorder.outcome_write(run, step, status, result=result, error=error)
-            await self.recorder.store.arun_write(write)
+            await self.recorder.aoutcome(run, step, status, result=result, error=error)
         except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
             log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)
 

@@ -19,6 +19,8 @@ from reversi.store.queries import Queries
 
 _RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
 NO_KEYS_REMOTE = "this server's store holds no API keys: it serves loopback clients only"
+_KEY_REQUIRED = "a valid API key is required: Authorization: Bearer KEY"
+_BAD_KEY = "unknown or revoked API key"
 
 
 class Unauthorized(ReversiError):
@@ -59,8 +61,7 @@ def principal_for(q: Queries, authorization: str | None, client_host: str | None
         if principal is not None:
             return principal
     if any_active_key(q):
-        raise Unauthorized("a valid API key is required: Authorization: Bearer KEY" if key is None
-                           else "unknown or revoked API key")
+        raise Unauthorized(_KEY_REQUIRED if key is None else _BAD_KEY)
     if not is_loopback(client_host):
         raise Unauthorized(NO_KEYS_REMOTE)
     return LOCAL_ADMIN
@@ -71,9 +72,9 @@ def check_still_valid(q: Queries, principal: Principal) -> None:
     admin of a store without keys) if the store holds a key now."""
     if principal.key_id is None:
         if any_active_key(q):
-            raise Unauthorized("a valid API key is required: Authorization: Bearer KEY")
+            raise Unauthorized(_KEY_REQUIRED)
     elif not key_is_active(q, principal.key_id):
-        raise Unauthorized("unknown or revoked API key")
+        raise Unauthorized(_BAD_KEY)
 
 
 def _bearer(authorization: str | None) -> str | None:

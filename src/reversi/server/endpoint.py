@@ -200,13 +200,13 @@ class Call:
             BadInput, NotFound: a bad or unknown run id.
             Forbidden: `RUN belongs to another principal`.
         """
-        record = self.server.run_record(self.run_id)
-        check_run(self.principal, record, access)
-        return Run(self.ledger, record)
+        return self._allowed(self.server.run_record(self.run_id), access)
 
     async def arun(self, access: Access) -> Run:
         """`run` for a coroutine endpoint."""
-        record = await self.server.arun_record(self.run_id)
+        return self._allowed(await self.server.arun_record(self.run_id), access)
+
+    def _allowed(self, record: RunRecord, access: Access) -> Run:
         check_run(self.principal, record, access)
         return Run(self.ledger, record)
 
@@ -293,8 +293,7 @@ class Endpoint:
             raw = await read_body(request) if self.body is not None else b""
             if not on_loop:
                 return await anyio.to_thread.run_sync(self._run, server, request, raw, limiter=server.limiter)
-            client = request.client.host if request.client else None
-            principal = await server.cached_principal(request.headers.get("authorization"), client)
+            principal = await server.cached_principal(request.headers.get("authorization"), _client_host(request))
             response = self.handler(self._call(server, principal, request, raw))
             assert inspect.isawaitable(response)
             return await response
@@ -302,8 +301,7 @@ class Endpoint:
         return endpoint
 
     def _run(self, server: ServerState, request: Request, raw: bytes) -> Response:
-        client = request.client.host if request.client else None
-        principal = server.principal(request.headers.get("authorization"), client)
+        principal = server.principal(request.headers.get("authorization"), _client_host(request))
         response = self.handler(self._call(server, principal, request, raw))
         assert isinstance(response, Response)
         return response
@@ -312,6 +310,10 @@ class Endpoint:
         require_role(principal, self.role)
         request.scope["reversi.principal"] = principal
         return Call(server, principal, request, raw)
+
+
+def _client_host(request: Request) -> str | None:
+    return request.client.host if request.client else None
 
 
 async def read_body(request: Request) -> bytes:
