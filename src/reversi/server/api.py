@@ -81,18 +81,18 @@ def get_run(call: Call) -> Response:
 
 async def record_step(call: Call) -> Response:
     body = call.body(bodies.RecordStep)
-    run = await call.arun(Access.RECORD)
+    run = await call.arecord(Access.RECORD)
     args = {} if body.args is None else body.args
-    step = await call.write(call.server.ledger.recorder.begin_write(run.record, body.tool, args, body.depends_on))
+    step = await call.write(call.server.ledger.recorder.begin_write(run, body.tool, args, body.depends_on))
     call.server.metrics.calls.inc()
     return reply({"step": step, "status": "intended"}, 201)
 
 
 async def record_outcome(call: Call) -> Response:
     body, step = call.body(bodies.Outcome), call.step
-    run = await call.arun(Access.RECORD)
+    run = await call.arecord(Access.RECORD)
     write = call.server.ledger.recorder.outcome_write(
-        run.record, step, StepStatus(body.status), result=body.result, error=body.error
+        run, step, StepStatus(body.status), result=body.result, error=body.error
     )
     return reply((await call.write(write)).to_dict())
 

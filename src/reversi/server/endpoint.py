@@ -200,15 +200,15 @@ class Call:
             BadInput, NotFound: a bad or unknown run id.
             Forbidden: `RUN belongs to another principal`.
         """
-        return self._allowed(self.server.run_record(self.run_id), access)
+        return Run(self.ledger, self._checked(self.server.run_record(self.run_id), access))
 
-    async def arun(self, access: Access) -> Run:
-        """`run` for a coroutine endpoint."""
-        return self._allowed(await self.server.arun_record(self.run_id), access)
+    async def arecord(self, access: Access) -> RunRecord:
+        """The record of the run of the path, checked as `run` does, for a coroutine endpoint."""
+        return self._checked(await self.server.arun_record(self.run_id), access)
 
-    def _allowed(self, record: RunRecord, access: Access) -> Run:
+    def _checked(self, record: RunRecord, access: Access) -> RunRecord:
         check_run(self.principal, record, access)
-        return Run(self.ledger, record)
+        return record
 
     @property
     def step(self) -> int:
