@@ -6,6 +6,7 @@ The API lives under `/v1`; the web console (`reversi.server.console`) is served 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,7 +18,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from reversi.engine.approvals import get_approval
 from reversi.engine.ledger import Ledger
@@ -66,29 +67,44 @@ def _error_handler(ledger: Ledger, metrics: Metrics) -> ErrorHandler:
 
 
 class RecordingRoutes:
-    """Serves the recording endpoints ahead of the router, which has every other route to try first.
+    """Answers the recording endpoints before any middleware or the router sees the request.
 
-    Agents call these two routes for every tool call, so they skip the router's walk and the
-    exception middleware's wrapping; their errors are answered by the same `on_error`.
+    Agents call these two routes for every tool call, so they skip the middleware's wrapping of each
+    message and the router's walk; their errors are answered by the same `on_error`, and their
+    latency is counted as `Timing` counts every other route's.
     """
 
-    def __init__(self, app: ASGIApp, routes: list[Route], on_error: ErrorHandler) -> None:
-        self.app, self.routes, self.on_error = app, routes, on_error
+    def __init__(self, routes: list[Route], on_error: ErrorHandler, metrics: Metrics) -> None:
+        self.routes, self.on_error, self.metrics = routes, on_error, metrics
+
+    async def answer(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Answer the request if it is for a recording route; False if it is not."""
+        if scope["type"] != "http":
+            return False
+        for route in self.routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                start = time.perf_counter()
+                scope.update(child, route=route)
+                request = Request(scope, receive)
+                try:
+                    response = await route.endpoint(request)
+                except Exception as exc:
+                    response = await self.on_error(request, exc)
+                await response(scope, receive, send)
+                self.metrics.observe(scope["method"], route.path, response.status_code, time.perf_counter() - start)
+                return True
+        return False
+
+
+class ReversiApp(Starlette):
+    """The Starlette app, with the recording routes answered ahead of it."""
+
+    recording: RecordingRoutes | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for route in self.routes:
-                match, child = route.matches(scope)
-                if match is Match.FULL:
-                    scope.update(child, route=route)
-                    request = Request(scope, receive)
-                    try:
-                        response = await route.endpoint(request)
-                    except Exception as exc:
-                        response = await self.on_error(request, exc)
-                    await response(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
+        if self.recording is None or not await self.recording.answer(scope, receive, send):
+            await super().__call__(scope, receive, send)
 
 
 def create_app(
@@ -148,14 +164,12 @@ def create_app(
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
     routes += console_routes(state)
-    app = Starlette(
+    app = ReversiApp(
         routes=routes,
-        middleware=[
-            Middleware(Timing, metrics=metrics),
-            Middleware(RecordingRoutes, routes=recording, on_error=on_error),
-        ],
+        middleware=[Middleware(Timing, metrics=metrics)],
         exception_handlers={ReversiError: on_error, HTTPException: on_error, Exception: on_error},
         lifespan=lifespan,
     )
     app.state.reversi = state
+    app.recording = RecordingRoutes(recording, on_error, metrics)
     return app

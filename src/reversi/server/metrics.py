@@ -33,6 +33,16 @@ class Metrics:
             ["method", "route", "status"], buckets=_LATENCY_BUCKETS, registry=self.registry,
         )
 
+        self._series: dict[tuple[str, str, str], Any] = {}  # labels() looks its child up each time; this once
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one request's latency under its method, route template and status."""
+        labels = (method, route, str(status))
+        series = self._series.get(labels)
+        if series is None:
+            series = self._series[labels] = self.latency.labels(*labels)
+        series.observe(seconds)
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -43,7 +53,6 @@ class Timing:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
-        self._series: dict[tuple[str, str, str], Any] = {}  # labels() looks its child up each time; this once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -62,8 +71,4 @@ class Timing:
         finally:
             route: Any = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            labels = (scope["method"], template, str(status[0]))
-            series = self._series.get(labels)
-            if series is None:
-                series = self._series[labels] = self.metrics.latency.labels(*labels)
-            series.observe(time.perf_counter() - start)
+            self.metrics.observe(scope["method"], template, status[0], time.perf_counter() - start)
