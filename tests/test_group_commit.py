@@ -38,6 +38,18 @@ def journal(store: Store) -> list[tuple[str, dict[str, object]]]:
     return [(e.actor, dict(e.data)) for e in events]
 
 
+def refused(q: Queries) -> None:
+    """A refusal: its event lands, and its caller still hears no."""
+    q.append(RUN_ID, [event("refused")])
+    raise KeepWrites(PermissionError("no"))
+
+
+def failed(q: Queries) -> None:
+    """A write that fails: its event is undone."""
+    q.append(RUN_ID, [event("failed")])
+    raise ValueError("undone")
+
+
 def test_concurrent_writers_each_get_their_own_committed_event(store: Store) -> None:
     start = threading.Barrier(16)
 
@@ -96,14 +108,6 @@ def test_a_failing_writer_undoes_only_its_own_writes(store: Store) -> None:
 
 
 def test_keep_writes_commits_and_still_raises_alone_and_in_a_shared_batch(store: Store) -> None:
-    def refused(q: Queries) -> None:
-        q.append(RUN_ID, [event("refused")])
-        raise KeepWrites(PermissionError("no"))
-
-    def failed(q: Queries) -> None:
-        q.append(RUN_ID, [event("failed")])
-        raise ValueError("undone")
-
     with pytest.raises(PermissionError, match="no"):
         store.run_write(refused)
 
@@ -137,3 +141,87 @@ def test_a_coroutine_cancelled_while_waiting_still_gets_its_write_committed(stor
 
     asyncio.run(main())
     assert [actor for actor, _ in journal(store)] == ["slow", "after"]
+
+
+def test_a_write_nobody_could_share_runs_on_the_loop_itself(store: Store) -> None:
+    """With `alone` saying so and no batch in progress, the write skips the helper thread."""
+    where: list[int] = []
+
+    def write(q: Queries) -> None:
+        where.append(threading.get_ident())
+        q.append(RUN_ID, [event("inline")])
+
+    async def main() -> None:
+        await store.arun_write(write, alone=lambda: True)
+        await store.arun_write(write, alone=lambda: False)
+        await store.arun_write(write)
+
+    asyncio.run(main())
+    loop_thread = threading.get_ident()
+    assert where[0] == loop_thread
+    assert where[1] != loop_thread and where[2] != loop_thread
+    assert [actor for actor, _ in journal(store)] == ["inline"] * 3
+
+
+def test_inline_writes_keep_their_errors_and_refusals(store: Store) -> None:
+    async def main() -> None:
+        with pytest.raises(PermissionError, match="no"):
+            await store.arun_write(refused, alone=lambda: True)
+        with pytest.raises(ValueError, match="undone"):
+            await store.arun_write(failed, alone=lambda: True)
+        await store.arun_write(lambda q: q.append(RUN_ID, [event("fine")]), alone=lambda: True)
+
+    asyncio.run(main())
+    assert [actor for actor, _ in journal(store)] == ["refused", "fine"]
+
+
+def test_requests_that_arrive_together_are_not_written_one_by_one_on_the_loop(store: Store) -> None:
+    """`alone` is asked after the loop has run the other ready tasks, so a burst sees itself and
+    goes through the group commit, sharing transactions, instead of blocking the loop in turn."""
+    in_flight = 0
+    where: list[int] = []
+
+    async def request(n: int) -> None:
+        nonlocal in_flight
+        in_flight += 1
+        try:
+            def write(q: Queries) -> None:
+                where.append(threading.get_ident())
+                q.append(RUN_ID, [event(f"r{n}")])
+
+            await store.arun_write(write, alone=lambda: in_flight <= 1)
+        finally:
+            in_flight -= 1
+
+    async def main() -> None:
+        await asyncio.gather(*(request(n) for n in range(8)))
+
+    asyncio.run(main())
+    assert threading.get_ident() not in where
+    assert sorted(actor for actor, _ in journal(store)) == sorted(f"r{n}" for n in range(8))
+
+
+def test_an_inline_write_waits_for_a_batch_in_progress_instead_of_running_beside_it(store: Store) -> None:
+    started, release = threading.Event(), threading.Event()
+    where: list[int] = []
+
+    def slow(q: Queries) -> None:
+        started.set()
+        release.wait(10)
+        q.append(RUN_ID, [event("slow")])
+
+    def write(q: Queries) -> None:
+        where.append(threading.get_ident())
+        q.append(RUN_ID, [event("next")])
+
+    async def main() -> None:
+        first = asyncio.ensure_future(store.arun_write(slow))
+        await asyncio.to_thread(started.wait, 10)
+        second = asyncio.ensure_future(store.arun_write(write, alone=lambda: True))
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(first, second)
+
+    asyncio.run(main())
+    assert where and where[0] != threading.get_ident()  # queued behind the batch, written by the helper
+    assert [actor for actor, _ in journal(store)] == ["slow", "next"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -213,3 +214,28 @@ def test_healthz_and_metrics_need_no_key_and_count_calls_and_refusals(site: Site
     assert 'reversi_refusals_total{reason="duplicate"} 1.0' in text
     assert 'reversi_http_request_duration_seconds_count{method="POST",route="/v1/runs/{run_id}/steps",status="201"}' \
         in text
+
+
+def test_many_agents_recording_at_once_each_get_every_step_journaled(site: Site) -> None:
+    """Concurrent requests share commits (a lone request writes on the loop): nothing is lost or mixed."""
+    shared = open_run(site.client("agent"))
+
+    def agent(n: int) -> tuple[str, list[int]]:
+        with httpx.Client(base_url=site.url, headers={"Authorization": f"Bearer {site.keys['agent']}"}) as client:
+            own = open_run(client)
+            steps = [record(client, own, "stripe.create_charge", {"amount": i}, {"id": f"ch_{n}_{i}"})
+                     for i in range(8)]
+            for i in range(4):
+                record(client, shared, "email.send", {"to": f"{n}-{i}@example.com"})
+            return own, steps
+
+    with ThreadPoolExecutor(12) as pool:
+        runs = list(pool.map(agent, range(12)))
+    for run_id, steps in runs:
+        assert steps == list(range(8))
+        recorded = site.ledger.get_run(run_id).steps()
+        assert [(s.args["amount"], s.status.value) for s in recorded] == [(i, "succeeded") for i in range(8)]
+    together = site.ledger.get_run(shared).steps()
+    assert [s.record.step for s in together] == list(range(48))
+    assert sorted(s.args["to"] for s in together) == sorted(f"{n}-{i}@example.com" for n in range(12) for i in range(4))
+    assert {s.status.value for s in together} == {"succeeded"}

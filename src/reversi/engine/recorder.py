@@ -81,9 +81,18 @@ class Recorder:
         """
         return self.store.run_write(self.begin_write(run, tool, args, depends_on))
 
-    async def abegin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> int:
-        """`begin` for an event loop: the write joins the group commit without blocking the loop."""
-        return await self.store.arun_write(self.begin_write(run, tool, args, depends_on))
+    async def abegin(
+        self,
+        run: RunRecord,
+        tool: str,
+        args: Any,
+        depends_on: Sequence[int] = (),
+        *,
+        alone: Callable[[], bool] | None = None,
+    ) -> int:
+        """`begin` for an event loop: the write joins the group commit without blocking the loop
+        (`alone` as for `Store.arun_write`)."""
+        return await self.store.arun_write(self.begin_write(run, tool, args, depends_on), alone)
 
     def begin_write(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> WriteFn[int]:
         """`begin` as a write function, for a caller that runs it in its own transaction.
@@ -163,10 +172,18 @@ class Recorder:
         self.store.run_write(self._outcome_write(run, step, status, result, error))
 
     async def aoutcome(
-        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
+        self,
+        run: RunRecord,
+        step: int,
+        status: StepStatus,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        alone: Callable[[], bool] | None = None,
     ) -> None:
-        """`outcome` for an event loop: the write joins the group commit without blocking the loop."""
-        await self.store.arun_write(self._outcome_write(run, step, status, result, error))
+        """`outcome` for an event loop: the write joins the group commit without blocking the loop
+        (`alone` as for `Store.arun_write`)."""
+        await self.store.arun_write(self._outcome_write(run, step, status, result, error), alone)
 
     def outcome_write(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None

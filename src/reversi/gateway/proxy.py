@@ -50,6 +50,11 @@ class Proxy:
         self.run_for = run_for
         self.call_timeout = call_timeout
         self._owners: dict[tuple[str, str], Upstream] = {}
+        self._calls = 0  # tools/call being answered
+
+    def _alone(self) -> bool:
+        """Whether one tool call is being answered: its journal writes then need no group commit."""
+        return self._calls <= 1
 
     # -- tools -----------------------------------------------------------------------------------
 
@@ -61,13 +66,22 @@ class Proxy:
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | dict[str, Any]:
+        self._calls += 1
+        try:
+            return await self._call_tool(ctx, params)
+        finally:
+            self._calls -= 1
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | dict[str, Any]:
         route = self.pool.route(params.name)
         if route is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
-            step = await self.recorder.abegin(run, params.name, arguments)
+            step = await self.recorder.abegin(run, params.name, arguments, alone=self._alone)
         except ReversiError as exc:
             return from_error(exc)
         meta = forward_meta(params.meta)
@@ -115,7 +129,7 @@ class Proxy:
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
     ) -> None:
         try:
-            await self.recorder.aoutcome(run, step, status, result=result, error=error)
+            await self.recorder.aoutcome(run, step, status, result=result, error=error, alone=self._alone)
         except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
             log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)
 

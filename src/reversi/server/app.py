@@ -98,11 +98,23 @@ class RecordingRoutes:
 
 
 class ReversiApp(Starlette):
-    """The Starlette app, with the recording routes answered ahead of it."""
+    """The Starlette app, with the recording routes answered ahead of it, counting requests in flight."""
 
     recording: RecordingRoutes | None = None
+    server: ServerState | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        server = self.server
+        if server is None or scope["type"] != "http":
+            await self._answer(scope, receive, send)
+            return
+        server.in_flight += 1
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            server.in_flight -= 1
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.recording is None or not await self.recording.answer(scope, receive, send):
             await super().__call__(scope, receive, send)
 
@@ -171,5 +183,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.reversi = state
+    app.server = state
     app.recording = RecordingRoutes(recording, on_error, metrics)
     return app

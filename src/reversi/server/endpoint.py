@@ -100,6 +100,7 @@ class ServerState:
     reader_cmd: str | None = None
     wake_worker: Callable[[], None] = lambda: None
     limiter: anyio.CapacityLimiter | None = None
+    in_flight: int = 0  # HTTP requests being answered (counted by the app)
     _runs: _Cache[str, RunRecord] = field(default_factory=lambda: _Cache(_RUN_CACHE))
     _principals: _Cache[tuple[str | None, bool], Principal] = field(default_factory=lambda: _Cache(_PRINCIPAL_CACHE))
 
@@ -114,6 +115,10 @@ class ServerState:
         if record is None:
             record = self._runs.put(run_id, self.ledger.get_run(run_id).record)
         return record
+
+    def alone(self) -> bool:
+        """Whether the request asking is the only one being answered."""
+        return self.in_flight <= 1
 
     async def arun_record(self, run_id: str) -> RunRecord:
         """`run_record` without blocking the event loop."""
@@ -176,7 +181,7 @@ class Call:
             return fn(q)
 
         try:
-            return await self.server.ledger.store.arun_write(checked)
+            return await self.server.ledger.store.arun_write(checked, alone=self.server.alone)
         except Unauthorized:
             self.server.forget_principal(self.headers.get("authorization"))
             raise

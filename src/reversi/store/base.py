@@ -85,14 +85,16 @@ class Store(abc.ABC):
                 continue  # the database broke a lock cycle by undoing `fn`: run it again
         return self._group_commit.run(fn)
 
-    async def arun_write(self, fn: Callable[[Queries], T]) -> T:
-        """`run_write` for an event loop: `fn` runs on a writer thread; the loop is never blocked."""
+    async def arun_write(self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None) -> T:
+        """`run_write` for an event loop: `fn` runs on a writer thread, and the loop is not blocked;
+        except that with `alone`, a write that nobody could share runs on the loop itself (see
+        `GroupCommit.arun`)."""
         for _ in range(_RETRIES):
             try:
-                return await self._group_commit.arun(fn)
+                return await self._group_commit.arun(fn, alone)
             except self._retryable_errors():
                 continue
-        return await self._group_commit.arun(fn)
+        return await self._group_commit.arun(fn, alone)
 
     def _retryable_errors(self) -> tuple[type[Exception], ...]:
         return (WriteConflict, *self._retryable)

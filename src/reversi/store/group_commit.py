@@ -105,8 +105,24 @@ class GroupCommit:
             self._pass_lead()
         return slot.outcome()
 
-    async def arun(self, fn: Callable[[Queries], T]) -> T:
-        """`run` for an event loop: wait for the commit without blocking the loop."""
+    async def arun(self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None) -> T:
+        """`run` for an event loop: wait for the commit without blocking the loop.
+
+        `alone` is for a caller that can tell when nothing else on its loop is about to write (a server
+        answering a single request). If it still says so once the loop has run the tasks that were
+        ready, and no batch is being written, `fn` runs right here, blocking the loop for one
+        transaction: with nobody to share the commit with, handing the write to the helper thread and
+        back costs more than the write itself.
+        """
+        if alone is not None:
+            await asyncio.sleep(0)  # requests that arrived together get to queue their writes first
+            if alone() and self._lead_if_idle():
+                mine = _Slot(fn)
+                try:
+                    self._write([mine])
+                finally:
+                    self._pass_lead()
+                return mine.outcome()
         slot = _Slot(fn, asyncio.get_running_loop().create_future())
         with self._lock:
             self._queue.append(slot)
@@ -116,6 +132,13 @@ class GroupCommit:
         assert slot.future is not None
         await slot.future  # cancelling this wait does not cancel the write: it lands, as from a thread
         return slot.outcome()
+
+    def _lead_if_idle(self) -> bool:
+        with self._lock:
+            if self._leading or self._queue:
+                return False
+            self._leading = True
+            return True
 
     def _pass_lead(self) -> None:
         """After a thread's batch: give the lead to whoever queued up behind it, or drop it."""
