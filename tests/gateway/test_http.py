@@ -78,7 +78,7 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         assert (await http.post(operator_url, json=body, headers=_bearer(bot))).status_code == 403
         bad = await http.post(mcp_url, json=body, headers=_bearer(bot, **{"Reversi-Run-Id": "nope"}))
         assert bad.status_code == 400 and "bad run id" in bad.json()["error"]["message"]
-        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 8
+        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 9
 
     async with connect(mcp_url, _bearer(bot, **{"Reversi-Run-Id": "run_web"})) as agent:
         assert agent.protocol_version >= "2026"
@@ -153,3 +153,18 @@ async def test_an_http_agent_that_disconnects_mid_call_leaves_a_step_that_is_nev
     shop.release("h")
     settled = await until(lambda: [s for s in steps() if s["status"] != "intended"], "the outcome")
     assert settled[0]["status"] == "succeeded" and settled[0]["result"] == {"released": "h"}
+
+
+async def test_asking_for_progress_over_http_gets_the_answer_without_it(
+    tmp_path: Path, shop: Shop, serve: Callable[..., str]
+) -> None:
+    base = serve("--upstream", shop.flag(), "--db", f"sqlite:///{tmp_path}/r.db")
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with connect(f"{base}/mcp", {"Reversi-Run-Id": "run_http_progress"}) as agent:
+        answered = await agent.call_tool("slow", {"parts": 2}, progress_callback=on_progress)
+    assert answered.structured_content == {"parts": 2}
+    assert seen == []  # /mcp answers each request with one JSON body: no stream to carry notifications on

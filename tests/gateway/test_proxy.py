@@ -116,3 +116,27 @@ async def test_older_handshake_clients_are_served_too(tmp_path: Path, shop: Shop
         assert (await agent.call_tool("create_order", {"order_id": "o"})).structured_content["id"] == "ord_o"  # type: ignore[index]
         assert types.Tool.model_validate(_dump((await agent.list_tools()).tools[0])).name == "create_order"
     assert _steps(db, "run_old")[0]["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_upstreams_progress_reaches_the_agent_that_asked_for_it(db_url: str, shop: Shop, mode: str) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    want = [(1.0, 3.0, "part 1 of 3"), (2.0, 3.0, "part 2 of 3"), (3.0, 3.0, "part 3 of 3")]
+    async with direct(shop) as plain:
+        await plain.call_tool("slow", {"parts": 3}, progress_callback=on_progress)
+    assert seen == want  # what the upstream sends on its own
+    seen.clear()
+    async with gateway("--upstream", shop.flag(), "--db", db_url, "--run-id", "run_progress", mode=mode) as agent:
+        answered = await agent.call_tool("slow", {"parts": 3}, progress_callback=on_progress)
+        assert seen == want
+        assert answered.structured_content == {"parts": 3}
+        await agent.call_tool("slow", {"parts": 2})  # no token asked: nothing relayed, nothing fails
+        assert len(seen) == 3
+    assert [(s["tool"], s["status"]) for s in _steps(db_url, "run_progress")] == [("slow", "succeeded")] * 2
+    # the gateway asks the upstream for progress only when its agent asked for it
+    through = shop.calls("slow")[1:]
+    assert ["progress_token" in c["meta"] for c in through] == [True, False]  # as the SDK names it

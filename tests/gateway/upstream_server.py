@@ -53,6 +53,7 @@ TOOLS = [
     types.Tool(name="rpc_error", input_schema=_OBJ),
     types.Tool(name="wait", input_schema={"type": "object", "properties": {"key": {"type": "string"}}}),
     types.Tool(name="env", input_schema={"type": "object", "properties": {"name": {"type": "string"}}}),
+    types.Tool(name="slow", input_schema={"type": "object", "properties": {"parts": {"type": "integer"}}}),
 ]
 
 
@@ -98,21 +99,45 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         return _structured(orders[args["order_id"]])
     if params.name == "get_order":
         return _structured(orders.get(args.get("order_id", ""), {"status": "missing"}))
-    if params.name == "echo":
-        return _text(args.get("text", ""))
-    if params.name == "fail":
-        return _text("boom", error=True)
-    if params.name == "rpc_error":
-        raise MCPError(code=-32042, message="teapot", data={"why": "short and stout"})
-    if params.name == "wait":
-        key = args["key"]
-        (STATE / f"started-{key}").write_text(str(os.getpid()))
-        while not (STATE / f"release-{key}").exists():
-            await anyio.sleep(0.01)
-        return _structured({"released": key})
-    if params.name == "env":
-        return _structured({"value": os.environ.get(args["name"]), "cwd": os.getcwd()})
+    other = _OTHER_TOOLS.get(params.name)
+    if other is not None:
+        return await other(ctx, args)
     raise MCPError(code=-32602, message=f"Unknown tool: {params.name}")
+
+
+async def _echo(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
+    return _text(args.get("text", ""))
+
+
+async def _fail(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
+    return _text("boom", error=True)
+
+
+async def _rpc_error(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
+    raise MCPError(code=-32042, message="teapot", data={"why": "short and stout"})
+
+
+async def _wait(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
+    key = args["key"]
+    (STATE / f"started-{key}").write_text(str(os.getpid()))
+    while not (STATE / f"release-{key}").exists():
+        await anyio.sleep(0.01)
+    return _structured({"released": key})
+
+
+async def _env(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
+    return _structured({"value": os.environ.get(args["name"]), "cwd": os.getcwd()})
+
+
+async def _slow(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
+    """Reports progress (when the caller asked for it) before answering."""
+    parts = int(args.get("parts", 3))
+    for done in range(1, parts + 1):
+        await ctx.session.report_progress(done, parts, f"part {done} of {parts}")
+    return _structured({"parts": parts})
+
+
+_OTHER_TOOLS = {"echo": _echo, "fail": _fail, "rpc_error": _rpc_error, "wait": _wait, "env": _env, "slow": _slow}
 
 
 async def list_resources(ctx: ServerRequestContext, params: Any) -> types.ListResourcesResult:

@@ -14,6 +14,7 @@ from typing import Any, cast
 import anyio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
@@ -28,7 +29,7 @@ log = logging.getLogger("reversi.gateway")
 RunFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[RunRecord]]
 """Which run a request's calls belong to (raises a ReversiError when it may not have one)."""
 
-_DROPPED_META = ("progressToken", "progress_token")
+_PROGRESS_TOKEN = ("progressToken", "progress_token")  # on the wire; as the SDK's model names it
 
 
 def forward_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | None:
@@ -36,9 +37,20 @@ def forward_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | No
     kept = {
         k: v
         for k, v in (meta or {}).items()
-        if not k.startswith("io.modelcontextprotocol/") and k not in _DROPPED_META
+        if not k.startswith("io.modelcontextprotocol/") and k not in _PROGRESS_TOKEN
     }
     return cast(types.RequestParamsMeta, kept) if kept else None
+
+
+def _progress_relay(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any] | None) -> ProgressFnT | None:
+    """When the agent asked for progress, a callback that reports the upstream's to it under its own token."""
+    if not meta or all(meta.get(key) is None for key in _PROGRESS_TOKEN):
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    return relay
 
 
 class Proxy:
@@ -89,7 +101,7 @@ class Proxy:
             params=types.CallToolRequestParams(name=route.tool, arguments=params.arguments, _meta=meta)
         )
         try:
-            raw = await route.upstream.request(request, self.call_timeout)
+            raw = await route.upstream.request(request, self.call_timeout, _progress_relay(ctx, params.meta))
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 return await self._settle_failure(run, step, route.upstream, exc)

@@ -20,6 +20,7 @@ import anyio
 from mcp import Client, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from pydantic import TypeAdapter, ValidationError
@@ -183,8 +184,9 @@ class Upstream:
             )
         return client, self._closed
 
-    async def request(self, request: Any, timeout: float) -> dict[str, Any]:
-        """Send one request and return the upstream's raw result, as it came.
+    async def request(self, request: Any, timeout: float, on_progress: ProgressFnT | None = None) -> dict[str, Any]:
+        """Send one request and return the upstream's raw result, as it came; with `on_progress`, ask
+        the upstream for progress notifications and hand each one to it.
 
         Raises:
             UpstreamUnavailable: not connected (after waiting up to `timeout` for it); nothing was sent.
@@ -195,7 +197,8 @@ class Upstream:
         client, closed = await self._connected(timeout)
         with anyio.fail_after(timeout):
             try:
-                return cast(dict[str, Any], await client.session.send_request(request, RAW))
+                result = await client.session.send_request(request, RAW, progress_callback=on_progress)
+                return cast(dict[str, Any], result)
             except MCPError as exc:
                 if closed.is_set() or (exc.code == CONNECTION_CLOSED and exc.data is None):
                     raise UpstreamLost(f"upstream {self.name} went away during the call") from exc
