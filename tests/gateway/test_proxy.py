@@ -140,3 +140,15 @@ async def test_an_upstreams_progress_reaches_the_agent_that_asked_for_it(db_url:
     # the gateway asks the upstream for progress only when its agent asked for it
     through = shop.calls("slow")[1:]
     assert ["progress_token" in c["meta"] for c in through] == [True, False]  # as the SDK names it
+
+
+async def test_tools_an_upstream_adds_while_running_are_listed_and_callable(tmp_path: Path, shops: Any) -> None:
+    a, b = shops("a"), shops("b")
+    async with gateway("--upstream", a.flag(), "--upstream", b.flag(), "--db", f"sqlite:///{tmp_path}/r.db") as agent:
+        assert "b.restock" not in [t.name for t in (await agent.list_tools()).tools]
+        (b.state / "extra-tools").write_text("restock\n")
+        assert "b.restock" in [t.name for t in (await agent.list_tools()).tools]
+        answered = await agent.call_tool("b.restock", {})
+        assert not answered.is_error and answered.content[0].text == "restock ran"  # type: ignore[union-attr]
+        (b.state / "extra-tools").write_text("")
+        assert "b.restock" not in [t.name for t in (await agent.list_tools()).tools]

@@ -6,6 +6,7 @@ Its effects live in STATE_DIR so a test can see them: `orders.json` (the shop), 
 tools/call it received, with its arguments and `_meta`), `started-KEY` (written by `wait` with the
 server's pid, so a test knows the call is in flight) and `release-KEY` (created by a test to let
 `wait` answer). `fail-cancel` holds how many `cancel_order` calls fail before one succeeds.
+`extra-tools` (one name a line, written by a test) adds tools while it runs; each answers its name.
 """
 
 from __future__ import annotations
@@ -75,7 +76,12 @@ def _structured(value: dict[str, Any]) -> types.CallToolResult:
 
 
 async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=TOOLS)
+    return types.ListToolsResult(tools=TOOLS + [types.Tool(name=name, input_schema=_OBJ) for name in _extra_tools()])
+
+
+def _extra_tools() -> list[str]:
+    path = STATE / "extra-tools"
+    return path.read_text().split() if path.exists() else []
 
 
 async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -102,6 +108,8 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
     other = _OTHER_TOOLS.get(params.name)
     if other is not None:
         return await other(ctx, args)
+    if params.name in _extra_tools():
+        return _text(f"{params.name} ran")
     raise MCPError(code=-32602, message=f"Unknown tool: {params.name}")
 
 

@@ -73,6 +73,7 @@ class Proxy:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        await self.pool.refresh_tools(self.call_timeout)  # upstreams may add or drop tools while they run
         return types.ListToolsResult(tools=self.pool.tools())
 
     async def call_tool(

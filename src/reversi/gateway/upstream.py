@@ -147,16 +147,7 @@ class Upstream:
             self._ready = anyio.Event()  # callers wait on the next one
 
     async def _adopt(self, client: Client, closed: anyio.Event) -> None:
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        if client.server_capabilities.tools is not None:
-            while True:
-                page = await client.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-        self.tools = tools
+        self.tools = await _list_tools(client)
         self.server_info = client.server_info
         self.capabilities = client.server_capabilities
         self.instructions = client.instructions
@@ -164,6 +155,19 @@ class Upstream:
         self._client, self._closed = client, closed
         self._ready.set()
         self._tried.set()
+
+    async def refresh_tools(self, timeout: float) -> None:
+        """Read the upstream's tool list again (a server may change it while it runs). When the
+        upstream cannot answer, its last known list stays."""
+        client = self._client
+        if client is None or self._closed.is_set():
+            return
+        try:
+            with anyio.fail_after(timeout):
+                self.tools = await _list_tools(client)
+        except (MCPError, ValidationError, TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError,
+                OSError) as exc:
+            log.warning("upstream %s: could not list its tools again: %s", self.name, _describe(exc))
 
     async def started(self) -> None:
         """Wait until the first connection attempt has succeeded or failed."""
@@ -209,6 +213,20 @@ class Upstream:
                 raise UpstreamLost(f"upstream {self.name}: transport error: {_describe(exc)}") from exc
 
 
+async def _list_tools(client: Client) -> list[types.Tool]:
+    """Every page of the upstream's tools (none when it offers no tools)."""
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    if client.server_capabilities.tools is None:
+        return tools
+    while True:
+        page = await client.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _describe(exc.exceptions[0])
@@ -234,6 +252,12 @@ class UpstreamPool:
             task_group.start_soon(upstream.supervise)
         for upstream in self.upstreams:
             await upstream.started()
+
+    async def refresh_tools(self, timeout: float) -> None:
+        """Every upstream's tool list read again, all at once."""
+        async with anyio.create_task_group() as tg:
+            for upstream in self.upstreams:
+                tg.start_soon(upstream.refresh_tools, timeout)
 
     def tools(self) -> list[types.Tool]:
         if not self.prefixed:
