@@ -4,8 +4,11 @@ or mixing up their writes."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -13,18 +16,27 @@ from reversi.core.models import EventType, Mode, NewEvent, RunRecord, Scope
 from reversi.store.base import Store, open_store
 from reversi.store.group_commit import KeepWrites
 from reversi.store.queries import Queries
+from reversi.store.sqlite import SQLiteStore
 
 RUN_ID = "run_group"
 
 
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    store = open_store(db_url)
+@contextmanager
+def store_with_a_run(url: str) -> Iterator[Store]:
+    store = open_store(url)
     run = RunRecord(RUN_ID, "local", Mode.OBSERVE, Scope(), {}, "2026-01-01T00:00:00.000000Z")
     with store.write() as q:
         q.insert_run(run)
-    yield store
-    store.close()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    with store_with_a_run(db_url) as store:
+        yield store
 
 
 def event(actor: str, **data: object) -> NewEvent:
@@ -144,7 +156,8 @@ def test_a_coroutine_cancelled_while_waiting_still_gets_its_write_committed(stor
 
 
 def test_a_write_nobody_could_share_runs_on_the_loop_itself(store: Store) -> None:
-    """With `alone` saying so and no batch in progress, the write skips the helper thread."""
+    """With `alone` saying so and no batch in progress, the write skips the helper thread, on SQLite;
+    PostgreSQL writes are round trips over the network, which a loop must not wait for."""
     where: list[int] = []
 
     def write(q: Queries) -> None:
@@ -158,7 +171,7 @@ def test_a_write_nobody_could_share_runs_on_the_loop_itself(store: Store) -> Non
 
     asyncio.run(main())
     loop_thread = threading.get_ident()
-    assert where[0] == loop_thread
+    assert (where[0] == loop_thread) is isinstance(store, SQLiteStore)
     assert where[1] != loop_thread and where[2] != loop_thread
     assert [actor for actor, _ in journal(store)] == ["inline"] * 3
 
@@ -225,3 +238,34 @@ def test_an_inline_write_waits_for_a_batch_in_progress_instead_of_running_beside
     asyncio.run(main())
     assert where and where[0] != threading.get_ident()  # queued behind the batch, written by the helper
     assert [actor for actor, _ in journal(store)] == ["slow", "next"]
+
+
+def test_a_lone_write_never_waits_on_the_loop_for_another_process_writing(tmp_path: Path) -> None:
+    """Another process holds SQLite's write lock: the loop hands the write over and keeps serving.
+    (SQLite only: it is the one store whose writes may run on the loop.)"""
+    where: list[int] = []
+
+    def write(q: Queries) -> None:
+        where.append(threading.get_ident())
+        q.append(RUN_ID, [event("waited")])
+
+    with store_with_a_run(f"sqlite:///{tmp_path}/reversi.db") as store:
+        assert isinstance(store, SQLiteStore)
+        other = sqlite3.connect(store.path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # as another process would: the file's write lock, held
+
+        async def main() -> int:
+            ticks = 0
+            task = asyncio.ensure_future(store.arun_write(write, alone=lambda: True))
+            while ticks < 20:  # the loop keeps running while the write waits for the lock
+                await asyncio.sleep(0.01)
+                ticks += 1
+            assert not task.done()
+            other.execute("COMMIT")
+            await task
+            return ticks
+
+        assert asyncio.run(main()) == 20
+        other.close()
+        assert where and where[0] != threading.get_ident()
+        assert [actor for actor, _ in journal(store)] == ["waited"]

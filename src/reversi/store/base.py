@@ -87,8 +87,8 @@ class Store(abc.ABC):
 
     async def arun_write(self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None) -> T:
         """`run_write` for an event loop: `fn` runs on a writer thread, and the loop is not blocked;
-        except that with `alone`, a write that nobody could share runs on the loop itself (see
-        `GroupCommit.arun`)."""
+        except that with `alone`, a write that nobody could share, on a store that can start it
+        without waiting (SQLite), runs on the loop itself (see `GroupCommit.arun`)."""
         for _ in range(_RETRIES):
             try:
                 return await self._group_commit.arun(fn, alone)

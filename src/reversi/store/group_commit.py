@@ -37,16 +37,22 @@ class KeepWrites(Exception):
         self.error = error
 
 
+class WouldWait(Exception):
+    """A write transaction could not be opened without waiting for another writer."""
+
+
 class _Slot(Generic[T]):
     __slots__ = ("done", "error", "fn", "future", "result", "wake")
 
-    def __init__(self, fn: Callable[[Queries], T], future: asyncio.Future[None] | None = None) -> None:
+    def __init__(
+        self, fn: Callable[[Queries], T], future: asyncio.Future[None] | None = None, *, waits: bool = True
+    ) -> None:
         self.fn = fn
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
         self.future = future  # an event loop's waiter; None for a thread, which waits on `wake`
-        self.wake = threading.Event() if future is None else None
+        self.wake = threading.Event() if future is None and waits else None
 
     def outcome(self) -> T:
         if self.error is not None:
@@ -75,10 +81,19 @@ def _settle(futures: list[asyncio.Future[None]]) -> None:
 
 
 class GroupCommit:
-    """Batches write functions into shared transactions opened by `begin`."""
+    """Batches write functions into shared transactions opened by `begin`.
 
-    def __init__(self, begin: Callable[[], AbstractContextManager[Queries]]) -> None:
+    `begin_now`, where the store has one, opens a write transaction only if it can at once (else it
+    raises WouldWait): only then may an event loop write on its own thread, as it never waits there.
+    """
+
+    def __init__(
+        self,
+        begin: Callable[[], AbstractContextManager[Queries]],
+        begin_now: Callable[[], AbstractContextManager[Queries]] | None = None,
+    ) -> None:
         self._begin = begin
+        self._begin_now = begin_now
         self._lock = threading.Lock()
         self._queue: list[_Slot[Any]] = []
         self._leading = False
@@ -110,19 +125,21 @@ class GroupCommit:
 
         `alone` is for a caller that can tell when nothing else on its loop is about to write (a server
         answering a single request). If it still says so once the loop has run the tasks that were
-        ready, and no batch is being written, `fn` runs right here, blocking the loop for one
-        transaction: with nobody to share the commit with, handing the write to the helper thread and
-        back costs more than the write itself.
+        ready, no batch is being written and the store can open a transaction without waiting
+        (`begin_now`), `fn` runs right here, on the loop, for one transaction: with nobody to share
+        the commit with, handing the write to the helper thread and back costs more than the write.
         """
-        if alone is not None:
+        if alone is not None and self._begin_now is not None:
             await asyncio.sleep(0)  # requests that arrived together get to queue their writes first
             if alone() and self._lead_if_idle():
-                mine = _Slot(fn)
+                mine = _Slot(fn, waits=False)  # written here and now: nobody to wake
                 try:
-                    self._write([mine])
+                    self._write_alone(mine, self._begin_now)
+                    return mine.outcome()
+                except WouldWait:
+                    pass  # another thread or process is writing: queue, so the loop does not wait
                 finally:
                     self._pass_lead()
-                return mine.outcome()
         slot = _Slot(fn, asyncio.get_running_loop().create_future())
         with self._lock:
             self._queue.append(slot)
@@ -204,12 +221,16 @@ class GroupCommit:
             if not isinstance(exc, Exception):
                 raise
 
-    def _write_alone(self, slot: _Slot[Any]) -> None:
+    def _write_alone(
+        self, slot: _Slot[Any], begin: Callable[[], AbstractContextManager[Queries]] | None = None
+    ) -> None:
         try:
-            with self._begin() as q:
+            with (begin or self._begin)() as q:
                 try:
                     slot.result = slot.fn(q)
                 except KeepWrites as kept:
                     slot.error = kept.error
+        except WouldWait:
+            raise
         except Exception as exc:
             slot.error, slot.result = exc, None

@@ -14,7 +14,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_rand
 
 from reversi.errors import StoreUnavailable
 from reversi.store.base import RunLock, Store, migrations, statements
-from reversi.store.group_commit import GroupCommit
+from reversi.store.group_commit import GroupCommit, WouldWait
 from reversi.store.queries import Cursor, Queries
 
 BUSY_TIMEOUT_MS = 10_000
@@ -73,7 +73,7 @@ class SQLiteStore(Store):
             raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
         self._mutex = threading.RLock()
         self._dialect = _SQLiteDialect()
-        self._group_commit = GroupCommit(self.write)
+        self._group_commit = GroupCommit(self.write, self._write_now)
         self._migrate()
 
     def _migrate(self) -> None:
@@ -88,11 +88,18 @@ class SQLiteStore(Store):
                 cur.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
 
     @contextmanager
-    def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:
-        with self._mutex:
+    def _transaction(self, begin: str, *, wait: bool = True) -> Iterator[sqlite3.Cursor]:
+        """A transaction opened by `begin`; without `wait`, WouldWait instead of waiting for the
+        connection (another thread) or the file's write lock (another process)."""
+        if not self._mutex.acquire(blocking=wait):
+            raise WouldWait()
+        try:
             cur = self._conn.cursor()
             try:
-                cur.execute(begin)
+                if wait:
+                    cur.execute(begin)
+                else:
+                    self._begin_without_waiting(cur, begin)
             except sqlite3.OperationalError as exc:
                 raise StoreUnavailable(f"the store at {self.path} is locked: {exc}") from exc
             try:
@@ -105,6 +112,20 @@ class SQLiteStore(Store):
             except sqlite3.OperationalError as exc:
                 self._conn.rollback()
                 raise StoreUnavailable(f"cannot commit to the store at {self.path}: {exc}") from exc
+        finally:
+            self._mutex.release()
+
+    @staticmethod
+    def _begin_without_waiting(cur: sqlite3.Cursor, begin: str) -> None:
+        cur.execute("PRAGMA busy_timeout = 0")
+        try:
+            cur.execute(begin)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                raise WouldWait() from exc
+            raise
+        finally:
+            cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
@@ -114,6 +135,12 @@ class SQLiteStore(Store):
     @contextmanager
     def write(self) -> Iterator[Queries]:
         with self._transaction("BEGIN IMMEDIATE") as cur:
+            yield Queries(cur, self._dialect)
+
+    @contextmanager
+    def _write_now(self) -> Iterator[Queries]:
+        """`write`, or WouldWait at once if another thread or process is using the store."""
+        with self._transaction("BEGIN IMMEDIATE", wait=False) as cur:
             yield Queries(cur, self._dialect)
 
     def lock_dir(self) -> Path:
