@@ -165,8 +165,7 @@ class Upstream:
         try:
             with anyio.fail_after(timeout):
                 self.tools = await _list_tools(client)
-        except (MCPError, ValidationError, TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError,
-                OSError) as exc:
+        except Exception as exc:  # whatever went wrong, the listing goes on with the last known tools
             log.warning("upstream %s: could not list its tools again: %s", self.name, _describe(exc))
 
     async def started(self) -> None:

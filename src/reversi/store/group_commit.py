@@ -8,8 +8,10 @@ commits. With a single writer this is one transaction per call, as before.
 
 Writers wait in one of two ways. A thread (`run`) blocks on its own event; if writes queued up
 behind its batch, it hands the lead to the next waiting thread before it returns. An event loop
-(`arun`) waits on a future; its writes are led by a helper thread, so the loop never blocks on the
-store. Each writer is woken once, when its own write is done (no thundering herd).
+(`arun`) waits on a future; its writes are led by a helper thread, so the loop never waits on the
+store. Each writer is woken once, when its own write is done (no thundering herd). The one
+exception: a loop whose caller says it is alone, finding nobody writing, writes on its own thread,
+provided the store can open the transaction without waiting (see `arun`).
 """
 
 from __future__ import annotations
