@@ -433,3 +433,25 @@ def test_a_call_that_raises_is_journaled_failed_or_uncertain_and_reraised(ledger
     steps = run.steps()
     assert [s.status.value for s in steps] == ["failed", "uncertain", "uncertain"]
     assert [s.error for s in steps] == ["card declined", "TimeoutError", "peer went away"]
+
+
+def test_text_that_is_not_valid_unicode_is_refused_as_input_and_kept_as_a_record(ledger: reversi.Ledger) -> None:
+    """A lone surrogate has no UTF-8 form. In what a caller hands in it is bad input (nothing is
+    written); in what a call answered, which must be journaled, it becomes U+FFFD."""
+    run = ledger.start_run()
+    with pytest.raises(BadInput, match="not valid Unicode"):
+        run.call("github.create_repo", {"name": "\ud800"}, Tool())
+    with pytest.raises(BadInput, match="not valid Unicode"):
+        run.call("github.\udfff", {}, Tool())
+    assert list(run.steps()) == []
+
+    def odd(**_: Any) -> Any:
+        raise ValueError("bad byte \udcff")
+
+    run.call("github.create_repo", {"name": "a"}, Tool({"id": "r\ud83d", "ok": "😀"}))
+    with pytest.raises(ValueError):
+        run.call("github.create_repo", {"name": "b"}, odd)
+    steps = run.steps()
+    assert [s.status.value for s in steps] == ["succeeded", "failed"]
+    assert steps[0].result == {"id": "r\ufffd", "ok": "😀"}
+    assert steps[1].error == "bad byte \ufffd"

@@ -31,6 +31,9 @@ def run_id(site: Site) -> str:
         (b'{"tool": "a", "args": NaN}', "arguments must be JSON values"),
         (b"[" * 100_000, "the body is not JSON"),
         (b"\xff\xfe", "the body is not JSON"),
+        (b'{"tool": "a", "args": {"k": "\\ud800"}}', "the body is not valid Unicode text: it holds a lone surrogate"),
+        (b'{"tool": "\\udfff"}', "the body is not valid Unicode text"),
+        (b'{"tool": "a", "args": {"k": "\xed\xa0\x80"}}', "the body is not JSON"),  # a surrogate, UTF-8 encoded
     ],
 )
 def test_a_bad_step_body_is_a_400_naming_the_field(site: Site, run_id: str, content: bytes, message: str) -> None:
@@ -55,6 +58,10 @@ def test_other_bodies_name_their_fields_too(site: Site, run_id: str) -> None:
         (admin.post("/v1/halt", json={"scope": {}}), "field `reason`: Field required"),
         (admin.post("/v1/keys", json={"name": "x", "role": "root"}), "field `role`"),
         (admin.post("/v1/keys", json={"name": "no spaces", "role": "agent"}), "bad key name"),
+        (agent.post(f"/v1/runs/{run_id}/steps/0/outcome", content=b'{"status": "failed", "error": "\\ud83d"}',
+                    headers={"Content-Type": "application/json"}), "the body is not valid Unicode text"),
+        (admin.post("/v1/halt", content=b'{"reason": "\\udc00"}', headers={"Content-Type": "application/json"}),
+         "the body is not valid Unicode text"),
     ]
     for answer, message in cases:
         assert answer.status_code == 400, answer.text
@@ -91,3 +98,11 @@ def test_a_body_over_one_mebibyte_is_refused_with_413(site: Site, run_id: str) -
     assert streamed.status_code == 413
     assert len(site.ledger.get_run(run_id).steps()) == 1
     assert agent.get("/healthz").status_code == 200
+
+
+def test_an_escaped_surrogate_pair_is_just_a_character(site: Site, run_id: str) -> None:
+    body = b'{"tool": "a", "args": {"k": "\\ud83d\\ude00"}}'
+    answer = site.client("agent").post(f"/v1/runs/{run_id}/steps", content=body,
+                                       headers={"Content-Type": "application/json"})
+    assert answer.status_code == 201, answer.text
+    assert site.ledger.get_run(run_id).steps()[1].args == {"k": "😀"}

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from reversi.errors import BadInput
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def canonical(value: Any) -> str:
@@ -29,8 +32,22 @@ def _fallback(value: Any) -> Any:
 
 
 def to_json(value: Any) -> Any:
-    """A result as JSON: plain values as they are, models and objects by their fields, else their text."""
-    return json.loads(json.dumps(value, default=_fallback))
+    """A result as JSON: plain values as they are, models and objects by their fields, else their text.
+
+    What a call returned is kept even where its text is not valid Unicode: each lone surrogate
+    (which has no UTF-8 form, so could not be stored) becomes U+FFFD.
+    """
+    return json.loads(valid_text(json.dumps(value, default=_fallback, ensure_ascii=False)))
+
+
+def valid_text(text: str) -> str:
+    """`text` with each lone surrogate (no UTF-8 form, so it could not be stored) replaced by U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a JSON value holds text that is not valid Unicode (a lone surrogate, as `"\\ud800"` decodes to)."""
+    return _LONE_SURROGATE.search(json.dumps(value, ensure_ascii=False)) is not None
 
 
 def checked_arguments(args: Any, what: str = "arguments") -> Any:

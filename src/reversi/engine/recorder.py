@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reversi.core.halts import halt_message, matching_halt
-from reversi.core.json_values import checked_arguments, digest, to_json
+from reversi.core.json_values import checked_arguments, digest, to_json, valid_text
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import (
     ApprovalKind,
@@ -228,7 +228,7 @@ def _outcome_event(run: RunRecord, step: int, status: StepStatus, result: Any, e
     if status is StepStatus.SUCCEEDED:
         data = {"result": to_json(result)}
     elif status in (StepStatus.FAILED, StepStatus.UNCERTAIN):
-        data = {"error": "" if error is None else str(error)}
+        data = {"error": "" if error is None else valid_text(str(error))}
     else:
         raise BadInput(f"an outcome is succeeded, failed or uncertain, not {status.value}")
     return NewEvent(EventType(status.value), step, _who(run), data)

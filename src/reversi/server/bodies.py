@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reversi.core.json_values import has_lone_surrogate
 from reversi.errors import BadInput
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -98,9 +99,13 @@ def parse_body(raw: bytes, model: type[B]) -> B:
     """
     if raw.strip():
         try:
-            data = json.loads(raw)
+            text = raw.decode("utf-8-sig")  # JSON over HTTP is UTF-8 (RFC 8259); a BOM is tolerated
+            data = json.loads(text)
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise BadInput(f"the body is not JSON: {exc}") from None
+        if "\\u" in text and has_lone_surrogate(data):
+            raise BadInput("the body is not valid Unicode text: it holds a lone surrogate (a \\ud800-\\udfff escape "
+                           "without its pair)")
     else:
         data = {}
     if not isinstance(data, dict):

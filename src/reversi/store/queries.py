@@ -32,6 +32,7 @@ from reversi.core.models import (
     derive_step,
     utc_now,
 )
+from reversi.errors import BadInput
 
 
 def dumps(value: Any) -> str:
@@ -103,7 +104,11 @@ class Queries:
         self._dialect = dialect
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        self._cur.execute(self._dialect.sql(sql), params)
+        try:
+            self._cur.execute(self._dialect.sql(sql), params)
+        except UnicodeEncodeError as exc:  # a lone surrogate (from a "\ud800" escape) has no UTF-8 form
+            raise BadInput(f"text that is not valid Unicode cannot be stored: {exc.reason} "
+                           f"({exc.object[exc.start:exc.end]!r})") from None
         return self._cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
