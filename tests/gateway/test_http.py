@@ -11,14 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from starlette.responses import PlainTextResponse
 from tests.gateway.conftest import GATEWAY, WAIT_S, Shop, until
 
 import reversi
 from reversi.engine.keys import create_key
+from reversi.gateway.http import _Guard
 
 pytestmark = pytest.mark.anyio
 
@@ -68,6 +71,7 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         bot = create_key(ledger.store, "bot", "agent")[1]
         eve = create_key(ledger.store, "eve", "agent")[1]
         ops = create_key(ledger.store, "ops", "operator")[1]
+        elsewhere = create_key(ledger.store, "elsewhere", "operator", "other-tenant")[1]
     base = serve("--upstream", f"web={upstream_url}", "--db", db)
     mcp_url, operator_url = f"{base}/mcp", f"{base}/operator/mcp"
 
@@ -106,6 +110,11 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         assert [a["kind"] for a in plan["actions"]] == ["unmanifested", "unmanifested"]  # type: ignore[index]
         halted = await operator.call_tool("reversi.halt", {"reason": "no"})
         assert halted.is_error and "admin key" in halted.content[0].text  # type: ignore[union-attr]
+    async with connect(operator_url, _bearer(elsewhere)) as confined:  # an operator of another tenant
+        assert (await confined.call_tool("reversi.list_runs", {})).structured_content == {"runs": []}
+        for tool in ("reversi.plan_rollback", "reversi.execute_rollback"):
+            refused = await confined.call_tool(tool, {"run_id": "run_web"})
+            assert refused.is_error and refused.content[0].text == "run_web belongs to another principal"  # type: ignore[union-attr]
     assert [c["tool"] for c in shop.calls()] == ["create_order", "echo", "echo", "echo"]
 
 
@@ -168,3 +177,18 @@ async def test_asking_for_progress_over_http_gets_the_answer_without_it(
         answered = await agent.call_tool("slow", {"parts": 2}, progress_callback=on_progress)
     assert answered.structured_content == {"parts": 2}
     assert seen == []  # /mcp answers each request with one JSON body: no stream to carry notifications on
+
+
+async def test_a_remote_client_is_401_once_the_store_holds_no_keys(tmp_path: Path) -> None:
+    """As the server answers it: a store without keys serves loopback clients only (the gateway
+    refuses to bind elsewhere without keys, but keys can be revoked while it runs)."""
+    with reversi.open(f"sqlite:///{tmp_path}/r.db") as ledger:
+        guard = _Guard(ledger, operator=False)
+        guard.app = PlainTextResponse("served")
+        for client, status in ((("10.1.2.3", 5000), 401), (("127.0.0.1", 5000), 200)):
+            transport = httpx.ASGITransport(app=guard, client=client)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+                answer = await http.post("/mcp", json={})
+            assert answer.status_code == status, answer.text
+            if status == 401:
+                assert answer.json()["error"]["message"].endswith("it serves loopback clients only")

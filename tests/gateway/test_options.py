@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from tests.gateway.conftest import UPSTREAM, Shop, gateway
+from tests.gateway.conftest import GATEWAY, UPSTREAM, WAIT_S, Shop, gateway
 
 import reversi
 from reversi.errors import ConfigError
@@ -58,3 +59,14 @@ async def test_the_gateway_takes_its_upstreams_and_store_from_a_config_file(tmp_
         assert (await agent.call_tool("echo", {"text": "configured"})).content[0].text == "configured"  # type: ignore[union-attr]
     with reversi.open(f"sqlite:///{tmp_path}/c.db") as ledger:
         assert [s.tool for s in ledger.get_run("run_conf").steps()] == ["echo"]
+
+
+@pytest.mark.parametrize("flag", [["--http", "127.0.0.1:0"], ["--run-id", "run_x"]])
+def test_the_operator_refuses_flags_it_would_ignore(tmp_path: Path, shop: Shop, flag: list[str]) -> None:
+    done = subprocess.run(
+        [str(GATEWAY), "operator", "--upstream", shop.flag(), "--db", f"sqlite:///{tmp_path}/r.db", *flag],
+        capture_output=True, text=True, timeout=WAIT_S, check=False, stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "`reversi-gateway operator` serves one operator on stdio" in done.stderr
+    assert "Traceback" not in done.stderr

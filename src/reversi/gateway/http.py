@@ -68,7 +68,7 @@ class _Guard:
         store = self.ledger.store
         if not store_has_keys(store):
             if client is None or not _is_loopback(str(client[0])):
-                raise Forbidden("no keys in the store: only loopback clients are served")
+                raise _Unauthorized("this gateway's store holds no API keys: it serves loopback clients only")
             return LOCAL_ADMIN
         scheme, _, key = headers.get("authorization", "").partition(" ")
         principal = authenticate(store, key) if scheme.lower() == "bearer" and key else None

@@ -151,6 +151,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{PROG}: %(message)s")
     try:
         options = parse_options(args)
+        if operator and (options.http is not None or options.run_id is not None):
+            raise ConfigError(
+                "`reversi-gateway operator` serves one operator on stdio and journals no run: drop --http and"
+                " --run-id (over HTTP the operator tools are at /operator/mcp of `reversi-gateway --http`)"
+            )
         with open_ledger(options) as ledger:
             if options.http is not None and not operator:
                 from reversi.gateway.http import serve_http

@@ -139,7 +139,7 @@ class Operator:
     def _run(self, principal: Principal, args: dict[str, Any]) -> Run:
         run = self.ledger.acting_as(principal.name).get_run(_arg(args, "run_id", str))
         if principal.tenant is not None and run.tenant != principal.tenant:
-            raise NotFound(f"no run {run.id}")  # another tenant's runs are not there for this key
+            raise Forbidden(f"{run.id} belongs to another principal")  # as the HTTP API says it
         return run
 
     async def _plan(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
