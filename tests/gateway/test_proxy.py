@@ -28,6 +28,8 @@ def _steps(db: str, run_id: str) -> list[dict[str, Any]]:
 
 async def test_calls_are_journaled_and_answered_exactly_as_the_upstream_answers(db_url: str, shop: Shop) -> None:
     async with direct(shop) as plain:
+        want_info = _dump(plain.server_info)
+        want_capabilities = _dump(plain.server_capabilities)
         want_tools = _dump(await plain.list_tools())["tools"]
         want_order = _dump(await plain.call_tool("create_order", {"order_id": "d1", "amount": 5}))
         want_resources = _dump(await plain.list_resources())
@@ -38,6 +40,8 @@ async def test_calls_are_journaled_and_answered_exactly_as_the_upstream_answers(
             await plain.call_tool("rpc_error", {})
     async with gateway("--upstream", shop.flag(), "--db", db_url, "--run-id", "run_proxy") as agent:
         assert agent.server_info is not None and agent.server_info.name == "shop"
+        assert _dump(agent.server_info) == want_info
+        assert _dump(agent.server_capabilities) == want_capabilities
         assert _dump(await agent.list_tools())["tools"] == want_tools
         assert _dump(await agent.call_tool("create_order", {"order_id": "g1", "amount": 5})) == {
             **want_order,

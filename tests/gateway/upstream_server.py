@@ -175,6 +175,10 @@ async def complete(ctx: ServerRequestContext, params: types.CompleteRequestParam
 server = Server(
     NAME,
     version="1.2.3",
+    title="The Shop",
+    description="Orders, for tests.",
+    website_url="https://shop.example.com",
+    icons=[types.Icon(src="https://shop.example.com/icon.png", mime_type="image/png")],
     instructions="A shop for tests.",
     on_list_tools=list_tools,
     on_call_tool=call_tool,
