@@ -29,6 +29,7 @@ log = logging.getLogger("reversi.gateway")
 RunFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[RunRecord]]
 """Which run a request's calls belong to (raises a ReversiError when it may not have one)."""
 
+_IDENTITY = ("name", "version", "title", "description", "website_url", "icons")  # of the server info
 _PROGRESS_TOKEN = ("progressToken", "progress_token")  # on the wire; as the SDK's model names it
 
 
@@ -209,14 +210,12 @@ class Proxy:
         """The low-level server: the first upstream's identity, and only the capabilities some upstream has."""
         first = self.pool.upstreams[0]
         info = first.server_info if len(self.pool.upstreams) == 1 else None
+        identity: dict[str, Any] = {"name": "reversi-gateway"}
+        if info is not None:  # one upstream: the agent sees it as it is
+            identity = {k: v for k, v in info if k in _IDENTITY}
+            identity["instructions"] = first.instructions
         server: Server[Any] = Server(
-            info.name if info else "reversi-gateway",
-            version=(info.version if info else None) or "",
-            title=info.title if info else None,
-            description=info.description if info else None,
-            website_url=info.website_url if info else None,
-            icons=info.icons if info else None,
-            instructions=first.instructions if len(self.pool.upstreams) == 1 else None,
+            **identity,
             get_tool_input_schema=self.pool.input_schema,
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,  # type: ignore[arg-type]  # upstream results pass through raw
