@@ -16,6 +16,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from prometheus_client.parser import text_string_to_metric_families
 from starlette.responses import PlainTextResponse
 from tests.gateway.conftest import GATEWAY, WAIT_S, Shop, until
 
@@ -192,3 +193,32 @@ async def test_a_remote_client_is_401_once_the_store_holds_no_keys(tmp_path: Pat
             assert answer.status_code == status, answer.text
             if status == 401:
                 assert answer.json()["error"]["message"].endswith("it serves loopback clients only")
+
+
+async def test_metrics_count_calls_by_outcome_refusals_by_reason_and_upstream_health(
+    tmp_path: Path, shop: Shop, serve: Callable[..., str]
+) -> None:
+    base = serve("--upstream", shop.flag(), "--db", f"sqlite:///{tmp_path}/r.db")
+    async with connect(f"{base}/mcp", {"Reversi-Run-Id": "run_metrics"}) as agent:
+        await agent.call_tool("echo", {"text": "one"})
+        await agent.call_tool("echo", {"text": "two"})
+        await agent.call_tool("fail", {})
+        async with connect(f"{base}/operator/mcp", {}) as operator:
+            await operator.call_tool("reversi.halt", {"reason": "drill"})
+            assert (await agent.call_tool("echo", {"text": "stopped"})).is_error
+            await operator.call_tool("reversi.resume", {})
+    async with httpx.AsyncClient(timeout=WAIT_S) as http:
+        answer = await http.get(f"{base}/metrics")  # no key needed, as for /healthz
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(answer.text)
+        for s in family.samples
+    }
+    assert samples[("reversi_gateway_calls_total", (("outcome", "succeeded"),))] == 2
+    assert samples[("reversi_gateway_calls_total", (("outcome", "failed"),))] == 1
+    assert samples[("reversi_refusals_total", (("reason", "halted"),))] == 1
+    assert samples[("reversi_gateway_tool_call_duration_seconds_count", (("upstream", "shop"),))] == 4
+    assert samples[("reversi_gateway_upstream_up", (("upstream", "shop"),))] == 1
+    assert samples[("reversi_gateway_upstream_tools", (("upstream", "shop"),))] == 9
+    assert samples[("reversi_gateway_upstream_restarts_total", (("upstream", "shop"),))] == 0

@@ -23,7 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -31,6 +31,7 @@ from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import LOCAL_ADMIN, Principal, authenticate, store_has_keys
 from reversi.engine.ledger import Ledger
 from reversi.errors import ConfigError, Forbidden, ReversiError
+from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
 from reversi.gateway.proxy import Proxy
@@ -165,7 +166,8 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
     """The Starlette app; the upstreams in `pool` must already be started."""
     assert options.http is not None
     host = options.http[0]
-    proxy = Proxy(pool, ledger.recorder, RunBinder(ledger, options.mode).run_for, options.call_timeout)
+    metrics = GatewayMetrics(pool)
+    proxy = Proxy(pool, ledger.recorder, RunBinder(ledger, options.mode).run_for, options.call_timeout, metrics)
     operator = Operator(ledger, pool, _principal_for, options.call_timeout)
     managers = [
         StreamableHTTPSessionManager(
@@ -191,6 +193,9 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
             }
         )
 
+    async def metrics_page(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=metrics.content_type)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
@@ -203,6 +208,7 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
             Route("/mcp", endpoint=agent_guard),
             Route("/operator/mcp", endpoint=operator_guard),
             Route("/healthz", endpoint=healthz),
+            Route("/metrics", endpoint=metrics_page),
         ],
         lifespan=lifespan,
     )

@@ -8,6 +8,7 @@ Resources, prompts and completions pass through unjournaled: they have no side e
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -20,7 +21,8 @@ from mcp_types import INVALID_PARAMS
 
 from reversi.core.models import RunRecord, StepStatus
 from reversi.engine.recorder import Recorder
-from reversi.errors import ReversiError
+from reversi.errors import Refused, ReversiError
+from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, result_value, tool_error
 from reversi.gateway.upstream import Upstream, UpstreamLost, UpstreamPool, UpstreamUnavailable
 
@@ -57,11 +59,19 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any]
 class Proxy:
     """Journals and forwards tool calls for the runs `run_for` assigns."""
 
-    def __init__(self, pool: UpstreamPool, recorder: Recorder, run_for: RunFor, call_timeout: float) -> None:
+    def __init__(
+        self,
+        pool: UpstreamPool,
+        recorder: Recorder,
+        run_for: RunFor,
+        call_timeout: float,
+        metrics: GatewayMetrics | None = None,
+    ) -> None:
         self.pool = pool
         self.recorder = recorder
         self.run_for = run_for
         self.call_timeout = call_timeout
+        self.metrics = metrics or GatewayMetrics(pool)
         self._owners: dict[tuple[str, str], Upstream] = {}
         self._calls = 0  # tools/call being answered
 
@@ -81,10 +91,13 @@ class Proxy:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | dict[str, Any]:
         self._calls += 1
+        start = time.perf_counter()
         try:
             return await self._call_tool(ctx, params)
         finally:
             self._calls -= 1
+            route = self.pool.route(params.name)
+            self.metrics.answered(route.upstream.name if route else "unknown", time.perf_counter() - start)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -97,6 +110,8 @@ class Proxy:
             run = await self.run_for(ctx)
             step = await self.recorder.abegin(run, params.name, arguments, alone=self._alone)
         except ReversiError as exc:
+            if isinstance(exc, Refused):
+                self.metrics.refusal(exc.code)
             return from_error(exc)
         meta = forward_meta(params.meta)
         request = types.CallToolRequest(
@@ -144,6 +159,7 @@ class Proxy:
     ) -> None:
         try:
             await self.recorder.aoutcome(run, step, status, result=result, error=error, alone=self._alone)
+            self.metrics.outcome(status.value)
         except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
             log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)
 

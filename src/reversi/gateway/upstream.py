@@ -119,6 +119,10 @@ class Upstream:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def connected(self) -> bool:
+        return self._client is not None and not self._closed.is_set()
+
     async def supervise(self) -> None:
         """Connect, serve until the connection ends, and connect again (backing off while it fails)."""
         backoff = 0.1

@@ -1,0 +1,82 @@
+"""Prometheus metrics of the gateway: tool calls by outcome, refusals by reason, call latency, upstreams.
+
+Served at `/metrics` when the gateway runs over HTTP; counted on stdio too (nobody reads them there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from reversi.gateway.upstream import UpstreamPool
+
+_CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class GatewayMetrics:
+    """One registry per gateway, so several in one process (tests) keep their counts apart."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, pool: UpstreamPool) -> None:
+        self.registry = CollectorRegistry()
+        self._calls = Counter(
+            "reversi_gateway_calls",
+            "Tool calls journaled, by outcome (succeeded, failed, uncertain).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self._refusals = Counter(
+            "reversi_refusals", "Calls refused before they ran, by reason code.", ["reason"], registry=self.registry
+        )
+        self._latency = Histogram(
+            "reversi_gateway_tool_call_duration_seconds",
+            "Time to answer a tools/call, journal writes included, by upstream.",
+            ["upstream"],
+            buckets=_CALL_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_Upstreams(pool))
+        self._series: dict[tuple[int, str], Any] = {}  # labels() looks its child up each time; this once
+
+    def _child(self, metric: Any, label: str) -> Any:
+        key = (id(metric), label)
+        child = self._series.get(key)
+        if child is None:
+            child = self._series[key] = metric.labels(label)
+        return child
+
+    def outcome(self, status: str) -> None:
+        self._child(self._calls, status).inc()
+
+    def refusal(self, reason: str) -> None:
+        self._child(self._refusals, reason).inc()
+
+    def answered(self, upstream: str, seconds: float) -> None:
+        self._child(self._latency, upstream).observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _Upstreams(Collector):
+    """Each upstream's state, read when scraped."""
+
+    def __init__(self, pool: UpstreamPool) -> None:
+        self._pool = pool
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("reversi_gateway_upstream_up", "1 while the upstream is connected.", labels=["upstream"])
+        tools = GaugeMetricFamily("reversi_gateway_upstream_tools", "Tools the upstream offers.", labels=["upstream"])
+        restarts = CounterMetricFamily(
+            "reversi_gateway_upstream_restarts", "Times the upstream was started again.", labels=["upstream"]
+        )
+        for upstream in self._pool.upstreams:
+            up.add_metric([upstream.name], 1.0 if upstream.connected else 0.0)
+            tools.add_metric([upstream.name], float(len(upstream.tools)))
+            restarts.add_metric([upstream.name], float(upstream.restarts))
+        yield from (up, tools, restarts)
