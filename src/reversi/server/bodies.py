@@ -32,7 +32,7 @@ class OpenRun(Body):
 
 class RecordStep(Body):
     tool: NonEmpty
-    args: Any = Field(default_factory=dict)
+    args: dict[str, Any] | None = Field(default_factory=dict)  # a call's arguments are named, as in MCP
     depends_on: list[StepNumber] = Field(default_factory=list)
 
 
