@@ -82,6 +82,9 @@ def test_bad_ids_step_numbers_cursors_and_limits_are_400(site: Site, run_id: str
         answer = agent.get("/v1/runs", params=params)
         assert answer.status_code == 400, (params, answer.text)
     assert agent.get(f"/v1/runs/{run_id}/events", params={"cursor": "InRleHQi"}).status_code == 400
+    since = agent.get("/v1/runs", params={"since": "last tuesday"})
+    assert since.status_code == 400
+    assert since.json()["error"]["message"].startswith("since 'last tuesday': expected a duration like 30m")
 
 
 def chunks(size: int) -> Iterator[bytes]:

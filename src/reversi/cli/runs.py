@@ -14,7 +14,7 @@ def _since(value: str | None) -> str | None:
         return None
     from reversi.core.times import parse_since
 
-    return parse_since(value)
+    return parse_since(value, what="--since")
 
 
 @click.command()

@@ -16,11 +16,11 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def parse_since(text: str, now: datetime | None = None) -> str:
+def parse_since(text: str, now: datetime | None = None, *, what: str = "since") -> str:
     """A moment as the ledger writes it, from a duration ago (`30m`, `2h`, `7d`) or an RFC 3339 date or time.
 
     Raises:
-        BadInput: neither form.
+        BadInput: neither form (the message names the value as `what`: a flag, a query parameter).
     """
     match = _DURATION.fullmatch(text.strip())
     if match:
@@ -29,7 +29,7 @@ def parse_since(text: str, now: datetime | None = None) -> str:
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise BadInput(f"--since {text!r}: expected a duration like 30m, 2h, 7d or a date like 2026-12-01") from None
+        raise BadInput(f"{what} {text!r}: expected a duration like 30m, 2h, 7d or a date like 2026-12-01") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return format_time(moment)
