@@ -1,8 +1,12 @@
 """Gateway overhead: sequential tools/call from the official MCP client to an upstream directly, and the
 same calls through `reversi-gateway` (stdio, journaling each call durably in a SQLite file).
 
-Both sides talk to the same small upstream (its own process each), in the same run; batches of the
-two alternate so drift hits both alike. Target: gateway median <= 1.8 x direct; p99 reported.
+A third side is a bare proxy with no journal, built the way the gateway is (the SDK's low-level
+server on the gateway's stdio transport, the SDK's client to the upstream): what the second MCP hop
+costs on its own, so the gateway's ratio splits into the hop and the journal.
+
+Every side talks to the same small upstream (its own process each), in the same run; batches of the
+sides alternate so drift hits them alike. Target: gateway median <= 1.8 x direct; p99 reported.
 
     python bench/bench_gateway.py [--quick] [--calls N]
 """
@@ -68,6 +72,39 @@ def serve_upstream() -> None:
     anyio.run(main)
 
 
+def serve_bare_proxy() -> None:
+    """The second hop alone: list the upstream's tools, forward each tools/call as it is, journal nothing."""
+    from mcp import Client, StdioServerParameters, types
+    from mcp.server import Server
+    from pydantic import TypeAdapter
+
+    from reversi.gateway.stdio import agent_stdio
+
+    raw: Any = TypeAdapter(dict[str, Any])
+    upstream_params = StdioServerParameters(command=sys.executable, args=[str(Path(__file__).resolve()),
+                                                                          "--serve-upstream"])
+
+    async def main() -> None:
+        async with Client(upstream_params, cache=None) as upstream:
+            tools = (await upstream.list_tools()).tools
+            schemas = {tool.name: tool.input_schema for tool in tools}
+
+            async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+                return types.ListToolsResult(tools=tools)
+
+            async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+                forward = types.CallToolRequestParams(name=params.name, arguments=params.arguments)
+                return await upstream.session.send_request(types.CallToolRequest(params=forward), raw)
+
+            server = Server("bare-proxy", on_list_tools=list_tools, on_call_tool=call_tool,
+                            get_tool_input_schema=schemas.get)
+            server.middleware = []
+            async with agent_stdio() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main, backend_options={"use_uvloop": True})
+
+
 async def _timed(call: Callable[[int], Awaitable[Any]], start: int, count: int) -> list[float]:
     samples = []
     clock = time.perf_counter
@@ -78,7 +115,10 @@ async def _timed(call: Callable[[int], Awaitable[Any]], start: int, count: int) 
     return samples
 
 
-async def measure(calls: int, batch: int, warmup: int, directory: Path) -> tuple[list[float], list[float]]:
+SIDES = ("direct", "bare proxy", "gateway")
+
+
+async def measure(calls: int, batch: int, warmup: int, directory: Path) -> dict[str, list[float]]:
     from mcp import Client, StdioServerParameters
 
     upstream = [sys.executable, str(Path(__file__).resolve()), "--serve-upstream"]
@@ -92,9 +132,11 @@ async def measure(calls: int, batch: int, warmup: int, directory: Path) -> tuple
         "-m", str(manifest),
     ]
     direct_params = StdioServerParameters(command=upstream[0], args=upstream[1:], env=env)
+    bare_params = StdioServerParameters(command=upstream[0], args=[upstream[1], "--serve-bare-proxy"], env=env)
     gateway_params = StdioServerParameters(command=sys.executable, args=gateway_args, env=env, cwd=str(directory))
     async with (
         Client(direct_params, cache=None) as direct,
+        Client(bare_params, cache=None) as bare,
         Client(gateway_params, cache=None) as gateway,
     ):
         def caller(client: Client) -> Callable[[int], Awaitable[Any]]:
@@ -105,21 +147,22 @@ async def measure(calls: int, batch: int, warmup: int, directory: Path) -> tuple
 
             return call
 
-        sides = {"direct": caller(direct), "gateway": caller(gateway)}
+        sides = {"direct": caller(direct), "bare proxy": caller(bare), "gateway": caller(gateway)}
         for call in sides.values():
             await _timed(call, 0, warmup)
-        samples: dict[str, list[float]] = {"direct": [], "gateway": []}
+        samples: dict[str, list[float]] = {side: [] for side in SIDES}
         for r in range(calls // batch):
-            for side in ("direct", "gateway") if r % 2 == 0 else ("gateway", "direct"):
+            for side in SIDES if r % 2 == 0 else SIDES[::-1]:
                 samples[side] += await _timed(sides[side], warmup + r * batch, batch)
     note(f"gateway: {calls} calls each side in alternating batches of {batch} (after {warmup} warm-up calls)")
-    return samples["direct"], samples["gateway"]
+    return samples
 
 
 def bench(quick: bool = False, calls: int | None = None) -> list[Result]:
     count = calls or (200 if quick else 1000)
     with temp_dir("gateway") as directory:
-        direct, gateway = anyio.run(measure, count, 100 if count >= 100 else count, 20 if quick else 50, directory)
+        samples = anyio.run(measure, count, 100 if count >= 100 else count, 20 if quick else 50, directory)
+    direct, bare, gateway = (samples[side] for side in SIDES)
     ratio = median(gateway) / median(direct)
     return [
         Result(
@@ -139,6 +182,9 @@ def bench(quick: bool = False, calls: int | None = None) -> list[Result]:
             percentile(gateway, 0.99) / percentile(direct, 0.99),
         ),
         Result("gateway", "overhead per call (median difference)", ms(median(gateway) - median(direct))),
+        Result("gateway", "bare proxy, no journal: the second hop alone", ms(median(bare)), ms(median(direct)),
+               median(bare) / median(direct)),
+        Result("gateway", "what the journal adds (gateway - bare proxy)", ms(median(gateway) - median(bare))),
     ]
 
 
@@ -147,9 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer calls, for a smoke test")
     parser.add_argument("--calls", type=int, help="calls per side (default 1000)")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-bare-proxy", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_upstream:
         serve_upstream()
+        return 0
+    if args.serve_bare_proxy:
+        serve_bare_proxy()
         return 0
     print_table(bench(args.quick, args.calls))
     return 0
