@@ -144,6 +144,15 @@ def test_the_kill_switch_turns_on_reports_and_turns_off(here: Path) -> None:
     assert "kill switch off" in reversi_cli("kill-switch", "status", cwd=here, env=env).stdout
 
 
+def test_a_kill_file_that_cannot_be_used_is_a_one_line_error(here: Path) -> None:
+    (here / "a-directory").mkdir()
+    env = {"REVERSI_KILL_FILE": str(here / "a-directory")}
+    for args in (["on", "x"], ["off"], ["status"]):
+        p = reversi_cli("kill-switch", *args, cwd=here, env=env)
+        assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+        assert p.stderr.startswith(f"reversi: error: kill file {here / 'a-directory'}: "), p.stderr
+
+
 def test_halts_list_as_json_and_lift_one_by_id(here: Path) -> None:
     added = json.loads(reversi_cli("halt", "add", "freeze", "--tenant", "acme", "--by", "dana", "--json",
                                    cwd=here).stdout)

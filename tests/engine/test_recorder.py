@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -455,3 +456,47 @@ def test_text_that_is_not_valid_unicode_is_refused_as_input_and_kept_as_a_record
     assert [s.status.value for s in steps] == ["succeeded", "failed"]
     assert steps[0].result == {"id": "r\ufffd", "ok": "😀"}
     assert steps[1].error == "bad byte \ufffd"
+
+
+def test_any_callable_may_be_async_even_from_sync_code(ledger: reversi.Ledger) -> None:
+    """run.call awaits an async fn (in a thread of its own when a loop already runs here), and
+    reconcile an async probe: a coroutine is never journaled as if it were the result."""
+    run = ledger.start_run()
+
+    async def charge(amount: int) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"id": f"ch_{amount}"}
+
+    assert run.call("stripe.create_charge", {"amount": 1}, charge) == {"id": "ch_1"}
+
+    async def from_a_coroutine() -> Any:  # sync API called inside a running loop
+        return run.call("stripe.create_charge", {"amount": 2}, charge)
+
+    assert asyncio.run(from_a_coroutine()) == {"id": "ch_2"}
+    assert asyncio.run(run.acall("stripe.create_charge", {"amount": 3}, charge)) == {"id": "ch_3"}
+    with pytest.raises(TimeoutError), run.step("stripe.create_charge", {"amount": 4}):
+        raise TimeoutError
+
+    async def probe(state: Any) -> reversi.Outcome:
+        return reversi.Outcome(status="succeeded", result={"id": "ch_4"}, note="found it")
+
+    assert run.reconcile(probe) == [3]
+    assert [(s.status.value, s.result) for s in run.steps()] == [
+        ("succeeded", {"id": "ch_1"}),
+        ("succeeded", {"id": "ch_2"}),
+        ("succeeded", {"id": "ch_3"}),
+        ("succeeded", {"id": "ch_4"}),
+    ]
+
+
+def test_an_exception_after_the_outcome_was_reported_is_the_callers_own(ledger: reversi.Ledger) -> None:
+    run = ledger.start_run()
+
+    def report_then_fail() -> None:
+        with run.step("stripe.create_charge", {"amount": 1}) as step:
+            step.succeeded({"id": "ch_1"})
+            raise RuntimeError("a later bug")
+
+    with pytest.raises(RuntimeError, match="a later bug"):
+        report_then_fail()
+    assert [(s.status.value, s.result) for s in run.steps()] == [("succeeded", {"id": "ch_1"})]

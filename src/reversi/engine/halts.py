@@ -54,27 +54,51 @@ def _kill_path(kill_file: str | None) -> Path:
     return Path(kill_file)
 
 
+def _unusable(path: Path, exc: OSError) -> ConfigError:
+    return ConfigError(f"kill file {path}: {exc.strerror or exc}")
+
+
 def kill_switch_on(kill_file: str | None, reason: str) -> Path:
+    """Create the kill file with `reason`.
+
+    Raises:
+        ConfigError: no kill file configured, or it cannot be written there.
+    """
     path = _kill_path(kill_file)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(reason.strip() + "\n" if reason.strip() else "")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(reason.strip() + "\n" if reason.strip() else "")
+    except OSError as exc:
+        raise _unusable(path, exc) from None
     return path
 
 
 def kill_switch_off(kill_file: str | None) -> bool:
-    """Remove the kill file; True when it was there."""
+    """Remove the kill file; True when it was there.
+
+    Raises:
+        ConfigError: no kill file configured, or it cannot be removed.
+    """
     path = _kill_path(kill_file)
     try:
         path.unlink()
     except FileNotFoundError:
         return False
+    except OSError as exc:
+        raise _unusable(path, exc) from None
     return True
 
 
 def kill_switch_status(kill_file: str | None) -> tuple[Path, str | None]:
-    """The kill file's path and its reason (`""` when empty), or None when it is off."""
+    """The kill file's path and its reason (`""` when empty), or None when it is off.
+
+    Raises:
+        ConfigError: no kill file configured, or it cannot be read.
+    """
     path = _kill_path(kill_file)
     try:
         return path, path.read_text().strip()
     except FileNotFoundError:
         return path, None
+    except OSError as exc:
+        raise _unusable(path, exc) from None

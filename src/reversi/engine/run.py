@@ -47,6 +47,17 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
+def awaited(value: Any) -> Any:
+    """`value`, or what it resolves to when a callable handed to sync code was async."""
+    if not inspect.isawaitable(value):
+        return value
+
+    async def wait() -> Any:
+        return await value
+
+    return run_coroutine(wait())
+
+
 def _uncertain(exc: BaseException) -> bool:
     """A timeout or a broken connection may have let the call take effect; so may an interruption
     (KeyboardInterrupt, task cancellation) that cut the call off in flight."""
@@ -68,18 +79,26 @@ class StepHandle:
     def __init__(self, run: Run, index: int) -> None:
         self.run = run
         self.index = index
+        self.reported = False  # whether this handle has journaled the step's outcome
 
     def succeeded(self, result: Any = None) -> None:
-        self.run._ledger.recorder.outcome(self.run.record, self.index, StepStatus.SUCCEEDED, result=result)
+        self._report(StepStatus.SUCCEEDED, result=result)
 
     def failed(self, error: object = None) -> None:
-        self.run._ledger.recorder.outcome(self.run.record, self.index, StepStatus.FAILED, error=_text(error))
+        self._report(StepStatus.FAILED, error=_text(error))
 
     def uncertain(self, error: object = None) -> None:
-        self.run._ledger.recorder.outcome(self.run.record, self.index, StepStatus.UNCERTAIN, error=_text(error))
+        self._report(StepStatus.UNCERTAIN, error=_text(error))
+
+    def _report(self, status: StepStatus, *, result: Any = None, error: str | None = None) -> None:
+        self.run._ledger.recorder.outcome(self.run.record, self.index, status, result=result, error=error)
+        self.reported = True
 
     def _from_exception(self, exc: BaseException) -> None:
-        (self.uncertain if _uncertain(exc) else self.failed)(exc)
+        """Journal what an exception says of the call, unless its outcome was reported already (the
+        exception came after, and is the caller's own business)."""
+        if not self.reported:
+            (self.uncertain if _uncertain(exc) else self.failed)(exc)
 
 
 def _text(error: object) -> str | None:
@@ -133,7 +152,7 @@ class Run:
     def call(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
         """Journal, call `fn(**args)`, journal its result; returns what `fn` returned."""
         with self.step(tool, args, depends_on) as handle:
-            result = fn(**(args or {}))
+            result = awaited(fn(**(args or {})))
             handle.succeeded(result)
         return result
 
@@ -273,7 +292,7 @@ class Run:
         for state in self.steps():
             if not state.status.unresolved:
                 continue
-            outcome = probe(state)
+            outcome = awaited(probe(state))
             if outcome is None:
                 continue
             self.resolve(state.index, outcome.status, outcome.result, outcome.note or "settled by a probe", actor)

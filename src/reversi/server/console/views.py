@@ -10,12 +10,11 @@ from typing import Any
 from reversi.core.models import Approval, ApprovalStatus, Event, EventType, RunRecord, StepState
 from reversi.core.plan import Plan
 from reversi.engine import jobs
-from reversi.engine.halts import kill_switch_status
 from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger
 from reversi.engine.paging import RunQuery, list_runs_page
 from reversi.engine.run import Run
-from reversi.errors import ConfigError, NotFound
+from reversi.errors import NotFound
 
 PAGE_SIZE = 25
 _OUTCOMES = {EventType.SUCCEEDED, EventType.FAILED, EventType.UNCERTAIN, EventType.RESOLVED}
@@ -57,11 +56,9 @@ def pretty(value: Any) -> str:
 
 
 def kill_switch(ledger: Ledger) -> str | None:
-    """The kill switch's reason when it is on ("" for an empty file), else None."""
-    try:
-        return kill_switch_status(ledger.settings.kill_switch_file)[1]
-    except ConfigError:
-        return None
+    """The kill switch's reason when it is on ("" for an empty file), else None: as the recorder sees
+    it, so a kill file that cannot be read shows as on (calls are refused then)."""
+    return ledger.recorder.kill_reason()
 
 
 @dataclass
