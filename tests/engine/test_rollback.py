@@ -368,18 +368,39 @@ def test_a_compensation_approval_is_requested_once_and_reused_by_reruns(ledger: 
 def test_the_compensation_approval_requirement_is_frozen_when_the_step_runs(
     db_url: str, manifest: Path, tmp_path: Path
 ) -> None:
-    with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
-        run = ledger.start_run()
-        transfer(run)
+    """Editing the manifest later changes nothing for a past step, either way (the reference page)."""
     lifted = tmp_path / "lifted.yaml"
     lifted.write_text(manifest.read_text().replace("requires_approval: true", "requires_approval: false"))
+    with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+        required = ledger.start_run()
+        transfer(required)
+    with reversi.open(db_url, manifests=[str(lifted)]) as ledger:
+        not_required = ledger.start_run()
+        transfer(not_required)
 
-    with reversi.open(db_url, manifests=[str(lifted)]) as edited:
-        again = edited.get_run(run.id)
+    with reversi.open(db_url, manifests=[str(lifted)]) as edited:  # the requirement lifted since
+        again = edited.get_run(required.id)
         assert again.plan().actions[0].to_dict()["needs_approval"] is True
         undo = Undo()
         report = again.rollback(compensate=undo)
         assert [a.step for a in report.awaiting_approval] == [0] and undo.calls == []
+    with reversi.open(db_url, manifests=[str(manifest)]) as edited:  # the requirement added since
+        again = edited.get_run(not_required.id)
+        assert again.plan().actions[0].to_dict()["needs_approval"] is False
+        undo = Undo()
+        assert again.rollback(compensate=undo).compensated == [0] and len(undo.calls) == 1
+
+
+def test_a_step_that_ran_without_an_entry_takes_the_approval_rule_of_the_entry_it_has_now(
+    db_url: str, manifest: Path, tmp_path: Path
+) -> None:
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("version: 1\ntools: {}\n")
+    with reversi.open(db_url, manifests=[str(bare)]) as ledger:
+        run = ledger.start_run()
+        transfer(run)  # no entry at all when it ran: nothing was snapshotted
+    with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+        assert ledger.get_run(run.id).plan().actions[0].to_dict()["needs_approval"] is True
 
 
 def test_approving_compensations_with_the_rollback_is_one_journaled_decision(ledger: reversi.Ledger) -> None:

@@ -58,11 +58,19 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         idempotency_key=compensation_key(snapshot.run.run_id, index, comp.tool),
         kind=comp.kind,
         residue=comp.residue,
-        # Frozen when the step ran: a later edit of the manifest can add the requirement, never lift it.
-        needs_approval=step.record.compensation_needs_approval or comp.requires_approval,
+        needs_approval=_needs_approval(step, comp.requires_approval),
         verification=entry.verification,
     )
     return Action(index, tool, ActionKind.COMPENSATE, compensation=call)
+
+
+def _needs_approval(step: StepState, required_now: bool) -> bool:
+    """Whether the step's undo waits for an approval: as snapshotted when the step ran, so a later edit
+    of the manifest changes nothing for it; the manifest in force only for a step that ran without
+    an entry (there was nothing to snapshot)."""
+    if step.record.manifest_digest is not None:
+        return step.record.compensation_needs_approval
+    return required_now
 
 
 def blockers_for(snapshot: RunSnapshot, manifests: ManifestSet) -> Blockers:
