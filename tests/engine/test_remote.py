@@ -196,6 +196,16 @@ def test_a_step_with_a_standing_dependent_cannot_be_claimed(ledger: reversi.Ledg
     assert run.begin_compensation(0).call["args"] == {"repo": "acme/x"}
 
 
+def test_a_read_or_idempotent_dependent_never_holds_a_claim_back(ledger: reversi.Ledger) -> None:
+    """As in the plan: a step that needs no undo does not stand in the way of what it depends on."""
+    run = ledger.start_run()
+    charged = charge(run)
+    run.begin("stripe.get_charge", {"id": "ch_1"}, depends_on=[charged]).succeeded({"paid": True})
+    run.begin("crm.upsert_contact", {"email": "a@b.c"}, depends_on=[charged]).succeeded({})
+    assert [a.kind.value for a in run.plan().actions] == ["skip", "skip", "compensate"]
+    assert run.begin_compensation(charged).index == charged
+
+
 def test_a_step_whose_compensation_needs_approval_can_be_claimed_once_approved(ledger: reversi.Ledger) -> None:
     run = ledger.start_run()
     run.begin("bank.transfer", {"amount": 5}).succeeded({"id": "tr_1"})

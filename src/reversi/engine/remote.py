@@ -8,7 +8,7 @@ from typing import Any
 
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet, Verification
-from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, StepStatus
+from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, RunSnapshot, StepState, StepStatus
 from reversi.core.plan import ActionKind
 from reversi.core.planner import blockers_for, classify
 from reversi.engine.rollback import NOT_VERIFIED, VERIFICATION_FAILED
@@ -57,7 +57,7 @@ def begin_compensation(
             raise NotCompensable(f"step {step} of {run_id} is claimed by a remote worker until {state.claim.until}")
         blockers = blockers_for(snapshot, manifests)
         for later in snapshot.steps[step + 1 :]:
-            if later.status.stands or later.status.unresolved:
+            if later.status.unresolved or (later.status.stands and not _needs_no_undo(snapshot, later, manifests)):
                 blockers.stands(later.index)
         blocked_by = blockers.blocked_by(step, state.tool)
         if blocked_by:
@@ -84,6 +84,11 @@ def begin_compensation(
         )
         q.append(run_id, [NewEvent(EventType.COMPENSATING, step, worker, data)])
     return CompensationWork(run_id, step, call.call_json(), until, call.verification)
+
+
+def _needs_no_undo(snapshot: RunSnapshot, step: StepState, manifests: ManifestSet) -> bool:
+    """A read or an idempotent call: the plan skips it, so it never holds back what it depends on."""
+    return classify(snapshot, step, manifests.lookup(step.tool)).kind is ActionKind.SKIP
 
 
 def complete_compensation(
