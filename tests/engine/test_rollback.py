@@ -403,6 +403,34 @@ def test_a_step_that_ran_without_an_entry_takes_the_approval_rule_of_the_entry_i
         assert ledger.get_run(run.id).plan().actions[0].to_dict()["needs_approval"] is True
 
 
+def test_the_plan_foresees_a_denied_compensation_approval_as_the_rollback_will_meet_it(
+    ledger: reversi.Ledger,
+) -> None:
+    """A denial stands until someone approves: the plan says so, defers what the step depends on,
+    and is not fully reversible, exactly as the rollback then reports."""
+    run = ledger.start_run()
+    opened = run.begin("github.create_repo", {"name": "x"})
+    opened.succeeded({"full_name": "acme/x"})
+    transfer(run, depends_on=(opened.index,))
+    assert run.plan().fully_reversible  # pending, or not asked yet: approving them is the operator's call
+    [waiting] = run.rollback(compensate=Undo()).awaiting_approval
+    ledger.deny(waiting.approval_id, note="not this one")
+
+    plan = run.plan()
+    denied, held = plan.actions
+    why = f"approval {waiting.approval_id} denied: stays until someone approves it"
+    assert (denied.to_dict()["kind"], denied.to_dict()["reason"]) == ("compensate", why)
+    assert (held.kind.value, held.blocked_by) == ("defer", (1,))
+    assert not plan.fully_reversible
+    assert plan.to_text().splitlines()[0].endswith(f"compensate -> bank.reverse_transfer  {why}")
+    report = run.rollback(compensate=Undo(), approve_compensations=True)  # does not override a denial
+    assert [(a.step, a.status) for a in report.awaiting_approval] == [(1, "denied")]
+    assert [(d.step, tuple(d.blocked_by)) for d in report.deferred] == [(0, (1,))]
+
+    ledger.approve(waiting.approval_id, note="changed my mind")
+    assert run.plan().fully_reversible and "reason" not in run.plan().actions[0].to_dict()
+
+
 def test_approving_compensations_with_the_rollback_is_one_journaled_decision(ledger: reversi.Ledger) -> None:
     run = ledger.start_run()
     transfer(run)

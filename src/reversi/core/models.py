@@ -186,6 +186,7 @@ class StepState:
     claim: Claim | None = None
     last_error: str | None = None
     attempts: int = 0
+    denied_approval: str | None = None  # the compensation approval that was asked for and denied, if so
 
     @property
     def index(self) -> int:
@@ -229,8 +230,16 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     claim: Claim | None = None
     last_error: str | None = None
     attempts = 0
+    asked: str | None = None  # the step's latest compensation approval request
+    denied: str | None = None
     for ev in events:
         data = ev.data
+        if ev.type == EventType.APPROVAL_REQUESTED and data.get("kind") == "compensation":
+            asked, denied = data.get("approval_id"), None
+            continue
+        if ev.type in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED) and data.get("approval_id") == asked:
+            denied = asked if ev.type == EventType.APPROVAL_DENIED else None
+            continue
         if ev.type == EventType.RESOLVED:
             status = StepStatus(data["status"])
             settled_by = ev.actor
@@ -253,7 +262,7 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
             last_error, claim = data.get("error"), None
         elif ev.type == EventType.COMPENSATED:
             claim = None
-    return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts)
+    return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied)
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,19 @@ class Reason:
         return f"compensation arguments unavailable: {ref}"
 
     @staticmethod
+    def approval_denied(approval_id: str) -> str:
+        return f"approval {approval_id} denied: stays until someone approves it"
+
+    @staticmethod
     def blocked_by(steps: Sequence[int]) -> str:
         word = "step" if len(steps) == 1 else "steps"
         return f"blocked by {word} {', '.join(str(s) for s in steps)}"
+
+
+# What keeps a step standing after the rollback, whatever else happens.
+LEAVES_STANDING = frozenset(
+    {ActionKind.UNRESOLVED, ActionKind.UNMANIFESTED, ActionKind.UNRECOVERABLE, ActionKind.DEFER}
+)
 
 
 def compensation_key(run_id: str, step: int, tool: str) -> str:
@@ -84,6 +94,14 @@ class Action:
     reason: str | None = None
     compensation: CompensationCall | None = None
     blocked_by: tuple[int, ...] = ()
+    # A compensation whose approval was denied: the rollback leaves the step standing (a denial is
+    # not overridden by approving pending ones), so it holds back what it depends on.
+    denied_approval: str | None = None
+
+    @property
+    def leaves_standing(self) -> bool:
+        """Whether the step still stands after the rollback, assuming each compensation succeeds."""
+        return self.kind in LEAVES_STANDING or self.denied_approval is not None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step, "tool": self.tool, "kind": self.kind.value}
@@ -98,6 +116,8 @@ class Action:
                 compensation_kind=comp.kind.value,
                 verified=comp.verification is not None,
             )
+            if self.denied_approval is not None:
+                out["reason"] = Reason.approval_denied(self.denied_approval)
         else:
             out["reason"] = self.reason
         if self.kind is ActionKind.DEFER:
@@ -107,7 +127,8 @@ class Action:
     def describe(self) -> str:
         """The action's text form: `compensate -> TOOL`, or the kind and its reason."""
         if self.kind is ActionKind.COMPENSATE and self.compensation is not None:
-            return f"compensate -> {self.compensation.tool}"
+            denied = f"  {Reason.approval_denied(self.denied_approval)}" if self.denied_approval else ""
+            return f"compensate -> {self.compensation.tool}{denied}"
         return f"{self.kind.value}  {self.reason}" if self.reason else self.kind.value
 
 
@@ -122,7 +143,7 @@ class Plan:
     @property
     def fully_reversible(self) -> bool:
         """Every step is compensated or needs no undo, assuming each compensation succeeds."""
-        return all(a.kind in (ActionKind.COMPENSATE, ActionKind.SKIP) for a in self.actions)
+        return not any(a.leaves_standing for a in self.actions)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reversi.core.dependencies import Blockers
 from reversi.core.gc_pause import gc_paused
 from reversi.core.manifest import Effect, ManifestSet, ToolEntry
@@ -10,9 +12,6 @@ from reversi.core.plan import Action, ActionKind, CompensationCall, Plan, Reason
 from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
 
 # Kinds whose step is still standing when the rollback ends, so its dependencies must stay too.
-LEAVES_STANDING = frozenset(
-    {ActionKind.UNRESOLVED, ActionKind.UNMANIFESTED, ActionKind.UNRECOVERABLE, ActionKind.DEFER}
-)
 
 
 def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContext:
@@ -108,7 +107,9 @@ def _plan(snapshot: RunSnapshot, manifests: ManifestSet) -> Plan:
             blocked_by = blockers.blocked_by(step.index, step.tool)
             if blocked_by:
                 action = defer(action, blocked_by)
-        if action.kind in LEAVES_STANDING:
+            elif step.denied_approval is not None and action.compensation and action.compensation.needs_approval:
+                action = replace(action, denied_approval=step.denied_approval)
+        if action.leaves_standing:
             blockers.stands(step.index)
         actions.append(action)
         note = _manifest_note(step, entry)

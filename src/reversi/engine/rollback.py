@@ -21,8 +21,8 @@ from reversi.core.expect import first_mismatch
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import ApprovalStatus, EventType, NewEvent, RunSnapshot, StepState
-from reversi.core.plan import ActionKind, CompensationCall, Reason
-from reversi.core.planner import LEAVES_STANDING, blockers_for, classify, reference_context
+from reversi.core.plan import LEAVES_STANDING, ActionKind, CompensationCall, Reason
+from reversi.core.planner import blockers_for, classify, reference_context
 from reversi.core.references import MissingReference, resolve
 from reversi.core.report import AwaitingApproval, Deferred, Failure, RollbackReport, Unrecoverable
 from reversi.engine.approvals import compensation_approval
