@@ -83,6 +83,7 @@ def test_help_does_not_import_the_engine_or_its_drivers() -> None:
     ["approvals", "approve", "apr_nope"],
     ["halt", "lift", "halt_nope"],
     ["halt", "add", "bad \udcff byte"],               # not UTF-8: arrives as a lone surrogate
+    ["--db", "sqlite:///elsewhere.db", "demo"],      # the demo keeps its own journal
     ["kill-switch", "on", "x"],                      # no kill file configured
     ["manifest", "check", "missing.yaml"],
 ])
