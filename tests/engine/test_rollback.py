@@ -406,8 +406,8 @@ def test_a_step_that_ran_without_an_entry_takes_the_approval_rule_of_the_entry_i
 def test_the_plan_foresees_a_denied_compensation_approval_as_the_rollback_will_meet_it(
     ledger: reversi.Ledger,
 ) -> None:
-    """A denial stands until someone approves: the plan says so, defers what the step depends on,
-    and is not fully reversible, exactly as the rollback then reports."""
+    """A denial stands until someone approves: the plan says so on the step and defers what the step
+    depends on (so it is not fully reversible), exactly as the rollback then reports."""
     run = ledger.start_run()
     opened = run.begin("github.create_repo", {"name": "x"})
     opened.succeeded({"full_name": "acme/x"})

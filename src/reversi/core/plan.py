@@ -142,8 +142,10 @@ class Plan:
 
     @property
     def fully_reversible(self) -> bool:
-        """Every step is compensated or needs no undo, assuming each compensation succeeds."""
-        return not any(a.leaves_standing for a in self.actions)
+        """Every step is `compensate` or `skip` (the reference page's definition), assuming each
+        compensation succeeds. A `compensate` whose approval was denied still counts: what it holds
+        back is `defer`, which does not."""
+        return all(a.kind in (ActionKind.COMPENSATE, ActionKind.SKIP) for a in self.actions)
 
     def to_dict(self) -> dict[str, Any]:
         return {
