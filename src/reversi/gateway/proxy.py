@@ -24,7 +24,7 @@ from reversi.engine.recorder import Recorder
 from reversi.errors import Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, result_value, tool_error
-from reversi.gateway.upstream import Upstream, UpstreamLost, UpstreamPool, UpstreamUnavailable
+from reversi.gateway.upstream import Route, Upstream, UpstreamLost, UpstreamPool, UpstreamUnavailable
 
 log = logging.getLogger("reversi.gateway")
 
@@ -90,21 +90,20 @@ class Proxy:
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | dict[str, Any]:
-        self._calls += 1
-        start = time.perf_counter()
-        try:
-            return await self._call_tool(ctx, params)
-        finally:
-            self._calls -= 1
-            route = self.pool.route(params.name)
-            self.metrics.answered(route.upstream.name if route else "unknown", time.perf_counter() - start)
-
-    async def _call_tool(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | dict[str, Any]:
         route = self.pool.route(params.name)
         if route is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        self._calls += 1
+        start = time.perf_counter()
+        try:
+            return await self._call_tool(ctx, params, route)
+        finally:
+            self._calls -= 1
+            self.metrics.answered(route.upstream.name, time.perf_counter() - start)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, route: Route
+    ) -> types.CallToolResult | dict[str, Any]:
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
