@@ -6,8 +6,10 @@ SHA-256 in constant time (the secret is 256 random bits, so a fast hash is the r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets
 from dataclasses import dataclass
@@ -120,3 +122,16 @@ def principal_of_key(q: Queries, key: str) -> Principal | None:
     if not hmac.compare_digest(row.secret_sha256, _sha256(match.group(2))):
         return None
     return Principal(row.name, Role(row.role), row.tenant, row.key_id)
+
+
+@functools.lru_cache(maxsize=256)
+def is_loopback(host: str | None) -> bool:
+    """Whether a client or bind address is this machine (a store without keys serves only those)."""
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False

@@ -8,7 +8,6 @@ run of its MCP session, else a new run.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -28,7 +27,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reversi.core.models import RunRecord, check_run_id
-from reversi.engine.keys import LOCAL_ADMIN, Principal, authenticate, store_has_keys
+from reversi.engine.keys import LOCAL_ADMIN, Principal, authenticate, is_loopback, store_has_keys
 from reversi.engine.ledger import Ledger
 from reversi.errors import ConfigError, Forbidden, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
@@ -42,15 +41,6 @@ log = logging.getLogger("reversi.gateway")
 MAX_BODY = 1024 * 1024
 PRINCIPAL_KEY = "reversi.principal"
 NO_KEYS = "no keys in the store: serving loopback only; every request acts as the admin principal local"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -68,7 +58,7 @@ class _Guard:
     def _principal(self, headers: Headers, client: Any) -> Principal:
         store = self.ledger.store
         if not store_has_keys(store):
-            if client is None or not _is_loopback(str(client[0])):
+            if client is None or not is_loopback(str(client[0])):
                 raise _Unauthorized("this gateway's store holds no API keys: it serves loopback clients only")
             return LOCAL_ADMIN
         scheme, _, key = headers.get("authorization", "").partition(" ")
@@ -153,7 +143,7 @@ async def _principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:
 
 
 def _security(host: str) -> TransportSecuritySettings | None:
-    if not _is_loopback(host):
+    if not is_loopback(host):
         return None  # reachable by name from elsewhere: the keys are the protection
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -223,7 +213,7 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
     assert options.http is not None
     host, port = options.http
     if not store_has_keys(ledger.store):
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise ConfigError(
                 f"refusing to serve {host} with no keys in the store: create one with "
                 "`reversi keys create NAME --role agent`, or bind to 127.0.0.1"

@@ -7,12 +7,10 @@ Recording (opening, continuing, steps, outcomes) stays with the principal that o
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 from enum import Enum
 
 from reversi.core.models import RunRecord
-from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, principal_of_key
+from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, is_loopback, principal_of_key
 from reversi.errors import Forbidden, ReversiError
 from reversi.store.keys import any_active_key, key_is_active
 from reversi.store.queries import Queries
@@ -34,18 +32,6 @@ class Access(Enum):
     READ = "read"  # the run, its events and its plan: the owner, or an operator of its tenant
     RECORD = "record"  # continue the run, record steps and outcomes: the owner only
     OPERATE = "operate"  # roll back, resolve: an operator of its tenant
-
-
-@functools.lru_cache(maxsize=256)
-def is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
 
 
 def principal_for(q: Queries, authorization: str | None, client_host: str | None) -> Principal:

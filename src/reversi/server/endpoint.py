@@ -28,7 +28,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from reversi.core.models import RunRecord, check_run_id
-from reversi.engine.keys import Principal, Role
+from reversi.engine.keys import Principal, Role, is_loopback
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
 from reversi.errors import BadInput
@@ -37,7 +37,6 @@ from reversi.server.auth import (
     Unauthorized,
     check_run,
     check_still_valid,
-    is_loopback,
     principal_for,
     require_role,
 )

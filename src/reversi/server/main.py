@@ -36,10 +36,9 @@ def serve(host: str, port: int, db: str | None, config: str | None, manifests: t
 
     import reversi
     from reversi.engine.config import load_settings
-    from reversi.engine.keys import store_has_keys
+    from reversi.engine.keys import is_loopback, store_has_keys
     from reversi.errors import ConfigError
     from reversi.server.app import create_app
-    from reversi.server.auth import is_loopback
 
     _log_to_stderr(log_level)
     settings = load_settings(config=config, db=db, manifests=manifests)

@@ -17,9 +17,8 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, store_has_keys
+from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, is_loopback, store_has_keys
 from reversi.errors import Forbidden
-from reversi.server.auth import is_loopback
 from reversi.store import keys as key_sql
 from reversi.store.base import Store
 
