@@ -458,6 +458,22 @@ def test_text_that_is_not_valid_unicode_is_refused_as_input_and_kept_as_a_record
     assert steps[1].error == "bad byte \ufffd"
 
 
+def test_whatever_a_call_returned_is_journaled_as_its_success(ledger: reversi.Ledger) -> None:
+    """The call ran and answered: an answer JSON cannot hold as it is must not turn the step `failed`.
+    A float JSON has no number for keeps its name; an answer that contains itself keeps its repr."""
+    run = ledger.start_run()
+    looped: dict[str, Any] = {"id": "r_1"}
+    looped["self"] = looped
+
+    assert run.call("github.create_repo", {"name": "a"}, Tool(looped)) is looped
+    run.call("github.create_repo", {"name": "b"}, Tool({"id": "r_2", "score": float("nan"), "max": float("-inf")}))
+
+    steps = run.steps()
+    assert [s.status.value for s in steps] == ["succeeded", "succeeded"]
+    assert steps[0].result == "{'id': 'r_1', 'self': {...}}"
+    assert steps[1].result == {"id": "r_2", "score": "NaN", "max": "-Infinity"}
+
+
 def test_any_callable_may_be_async_even_from_sync_code(ledger: reversi.Ledger) -> None:
     """run.call awaits an async fn (in a thread of its own when a loop already runs here), and
     reconcile an async probe: a coroutine is never journaled as if it were the result."""

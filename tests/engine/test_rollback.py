@@ -365,6 +365,34 @@ def test_a_compensation_approval_is_requested_once_and_reused_by_reruns(ledger: 
         ledger.deny(approval.approval_id, note="too late")
 
 
+def test_an_approval_is_for_the_call_it_names_a_changed_compensation_asks_again(
+    db_url: str, manifest: Path, tmp_path: Path
+) -> None:
+    """Approving `bank.reverse_transfer {transfer: tr_1}` does not let a later manifest run another
+    tool, or other arguments, under that approval: the changed call waits for an approval of its own."""
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(manifest.read_text().replace("tool: bank.reverse_transfer", "tool: bank.claw_back"))
+    assert changed.read_text() != manifest.read_text()
+    with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+        run = ledger.start_run()
+        transfer(run)
+        [asked] = run.rollback(compensate=Undo()).awaiting_approval
+        ledger.approve(asked.approval_id, by="dana")
+    with reversi.open(db_url, manifests=[str(changed)]) as ledger:
+        undo = Undo()
+        report = ledger.get_run(run.id).rollback(compensate=undo)
+        assert undo.calls == [] and not report.complete
+        [waiting] = report.awaiting_approval
+        assert waiting.approval_id != asked.approval_id and waiting.status == "pending"
+        [fresh] = [a for a in ledger.approvals() if a.approval_id == waiting.approval_id]
+        assert (fresh.tool, fresh.args) == ("bank.claw_back", {"transfer": "tr_1"})
+        ledger.approve(waiting.approval_id, by="dana")
+        assert ledger.get_run(run.id).rollback(compensate=undo).complete
+        assert [c["tool"] for c in undo.calls] == ["bank.claw_back"]
+        [compensating] = [d for t, d in step_events(ledger.get_run(run.id), 0) if t == "compensating"]
+        assert compensating["approval_id"] == waiting.approval_id
+
+
 def test_the_compensation_approval_requirement_is_frozen_when_the_step_runs(
     db_url: str, manifest: Path, tmp_path: Path
 ) -> None:
@@ -539,3 +567,40 @@ def test_every_step_lands_in_exactly_one_list_of_the_report(ledger: reversi.Ledg
     assert report.to_text().splitlines()[:1] == [
         "step 8  stripe.create_charge  compensated -> stripe.refund (1 attempt)"
     ]
+
+
+def test_an_undo_whose_answer_json_cannot_hold_is_compensated_once_with_its_text(ledger: reversi.Ledger) -> None:
+    """The compensator did its work: an answer that contains itself is kept as its repr, not retried."""
+    run = ledger.start_run()
+    charge(run)
+    calls: list[dict[str, Any]] = []
+
+    def undo(call: dict[str, Any]) -> Any:
+        calls.append(call)
+        answer: dict[str, Any] = {"refunded": True}
+        answer["self"] = answer
+        return answer
+
+    report = run.rollback(compensate=undo, retry=reversi.Retry(attempts=3, base_ms=0, max_ms=0))
+
+    assert report.complete and report.compensated == [0] and len(calls) == 1
+    [done] = [d for t, d in step_events(run, 0) if t == "compensated"]
+    assert done["result"] == "{'refunded': True, 'self': {...}}"
+
+
+def test_retry_may_be_given_as_the_reference_pages_mapping(ledger: reversi.Ledger) -> None:
+    run = ledger.start_run()
+    charge(run)
+    undo = Undo(fail_first=2)
+
+    report = run.rollback(compensate=undo, retry={"attempts": 3, "base_ms": 0, "max_ms": 0})
+
+    assert report.complete and [c["attempt"] for c in undo.calls] == [1, 2, 3]
+    for bad, message in (
+        ({"attempts": 3, "tries": 2}, "retry: unknown field 'tries' (known: attempts, base_ms, max_ms)"),
+        ({"attempts": 0}, "retries must be a whole number of attempts from 1 to 10, got 0"),
+        (3, "retry must be a Retry or a mapping of attempts, base_ms and max_ms, got 3"),
+    ):
+        with pytest.raises(BadInput) as raised:
+            run.rollback(compensate=undo, retry=bad)  # type: ignore[arg-type]
+        assert str(raised.value) == message

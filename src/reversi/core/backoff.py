@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 from reversi.errors import BadInput
 
@@ -30,6 +32,25 @@ class Retry:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise BadInput(f"{name} must be a whole number of milliseconds from 0, got {value!r}")
+
+    @classmethod
+    def of(cls, value: Retry | Mapping[str, Any] | None) -> Retry:
+        """A policy from a `Retry`, a mapping of its fields (`{"attempts": 3, "base_ms": 100}`) or None
+        (one attempt).
+
+        Raises:
+            BadInput: not one of those, an unknown field, or a value out of range.
+        """
+        if value is None:
+            return cls()
+        if isinstance(value, Retry):
+            return value
+        if not isinstance(value, Mapping):
+            raise BadInput(f"retry must be a Retry or a mapping of attempts, base_ms and max_ms, got {value!r}")
+        unknown = sorted(set(map(str, value)) - {f.name for f in fields(cls)})
+        if unknown:
+            raise BadInput(f"retry: unknown field {unknown[0]!r} (known: attempts, base_ms, max_ms)")
+        return cls(**value)
 
     def delay_s(self, attempt: int, jitter: float) -> float:
         """Seconds to wait before attempt `attempt` (from 2): min(max, base * 2^(k-2)) scaled by `jitter`.

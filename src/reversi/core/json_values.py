@@ -34,10 +34,23 @@ def _fallback(value: Any) -> Any:
 def to_json(value: Any) -> Any:
     """A result as JSON: plain values as they are, models and objects by their fields, else their text.
 
-    What a call returned is kept even where its text is not valid Unicode: each lone surrogate
-    (which has no UTF-8 form, so could not be stored) becomes U+FFFD.
+    Never raises: what a call returned is journaled whatever it is. A value JSON cannot hold (one
+    that contains itself, or nests too deep) is kept as its `repr`; a float JSON has no number for
+    becomes its name (`"NaN"`, `"Infinity"`, `"-Infinity"`); each lone surrogate (which has no UTF-8
+    form, so could not be stored) becomes U+FFFD.
     """
-    return json.loads(valid_text(json.dumps(value, default=_fallback, ensure_ascii=False)))
+    try:
+        text = json.dumps(value, default=_fallback, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = json.dumps(_shown(value), ensure_ascii=False)
+    return json.loads(valid_text(text), parse_constant=str)
+
+
+def _shown(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a repr that fails, or recurses too deep, still leaves the type's name
+        return f"<{type(value).__name__}>"
 
 
 def valid_text(text: str) -> str:

@@ -83,12 +83,14 @@ def compensation_approval(
 ) -> Approval:
     """The approval a step's compensation needs: created once, reused by re-runs.
 
-    With `approve_pending`, a pending request is granted here as one operator decision by `actor`;
-    a denial is never overridden.
+    An approval is for the call it names: if the compensation to run is another tool or other
+    arguments (the manifest changed since), a new approval is requested for it. With
+    `approve_pending`, a pending request is granted here as one operator decision by `actor`; a
+    denial is never overridden.
     """
     call_digest = str(step)
     found = q.approvals_for_call(run_id, ApprovalKind.COMPENSATION, call_digest)
-    if found:
+    if found and (found[-1].tool, found[-1].args) == (tool, args):
         approval = found[-1]
     else:
         approval_id = new_approval_id()

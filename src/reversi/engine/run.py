@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -207,7 +207,7 @@ class Run:
     async def arollback(
         self,
         compensate: Compensate | None = None,
-        retry: Retry | None = None,
+        retry: Retry | Mapping[str, Any] | None = None,
         verify: Verify | None = None,
         verifier: Verifier | None = None,
         approve_compensations: bool = False,
@@ -220,7 +220,7 @@ class Run:
             self._ledger.store,
             manifests or self._ledger.manifests,
             compensate,
-            retry or Retry(),
+            Retry.of(retry),
             verify,
             verifier,
             approve_compensations,
@@ -233,7 +233,7 @@ class Run:
     def rollback(
         self,
         compensate: Compensate | None = None,
-        retry: Retry | None = None,
+        retry: Retry | Mapping[str, Any] | None = None,
         verify: Verify | None = None,
         verifier: Verifier | None = None,
         approve_compensations: bool = False,
@@ -245,6 +245,7 @@ class Run:
 
         `compensate(call)` runs one undo (the call JSON as a dict); `verify(call)` returns truthy when
         the undo is visible; `verifier(tool, arguments)` runs a declared read-back. Each may be async.
+        `retry` is a `Retry` or a mapping of its fields (`{"attempts": 3, "base_ms": 100, "max_ms": 2000}`).
 
         Raises:
             RollbackInProgress: another rollback of this run is running.
