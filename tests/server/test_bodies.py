@@ -28,7 +28,12 @@ def run_id(site: Site) -> str:
         (b'{"tool": "a", "dependson": [0]}', "field `dependson`: Extra inputs are not permitted"),
         (b'{"args": {}}', "field `tool`: Field required"),
         (b'{"tool": "a", "depends_on": [4]}', "depends_on: step 4 is not an earlier step"),
-        (b'{"tool": "a", "args": {"x": NaN}}', "arguments must be JSON values"),
+        (b'{"tool": "a", "args": {"x": NaN}}', "the body is not JSON: NaN is not a JSON number"),
+        (b'{"tool": "a", "args": {"x": -Infinity}}', "the body is not JSON: -Infinity is not a JSON number"),
+        (b'{"tool": "a", "args": {"x": 1e400}}', "the body is not JSON: 1e400 is too large for a number"),
+        (b'{"tool": "a", "args": {"n": ' + b"9" * 5000 + b"}}",
+         "the body is not JSON: a number of 5,000 digits is longer than the 4,300 allowed"),
+        (b'{"tool": "a", "args": {"k": ' + b"[" * 975 + b"]" * 975 + b"}}", "the body nests deeper than 200 levels"),
         (b'{"tool": "a", "args": [1, 2]}', "field `args`: Input should be a valid dictionary"),
         (b'{"tool": "a", "args": "x=1"}', "field `args`: Input should be a valid dictionary"),
         (b"[" * 100_000, "the body is not JSON"),
@@ -64,6 +69,15 @@ def test_other_bodies_name_their_fields_too(site: Site, run_id: str) -> None:
                     headers={"Content-Type": "application/json"}), "the body is not valid Unicode text"),
         (admin.post("/v1/halt", content=b'{"reason": "\\udc00"}', headers={"Content-Type": "application/json"}),
          "the body is not valid Unicode text"),
+        (agent.post("/v1/runs", json={"scope": "acme"}), "field `scope`: Input should be an object"),
+        (agent.post(f"/v1/runs/{run_id}/steps/0/outcome", json={"status": "failed", "result": {"id": "x"}}),
+         "field `result`: only a succeeded outcome has a result"),
+        (agent.post(f"/v1/runs/{run_id}/steps/0/outcome", json={"status": "uncertain", "result": 1}),
+         "field `result`: only a succeeded outcome has a result"),
+        (agent.post(f"/v1/runs/{run_id}/steps/0/outcome", json={"status": "succeeded", "error": "boom"}),
+         "field `error`: a succeeded outcome has no error"),
+        (agent.post(f"/v1/runs/{run_id}/steps/0/outcome", content=b'{"status": "succeeded", "result": {"id": NaN}}',
+                    headers={"Content-Type": "application/json"}), "the body is not JSON: NaN is not a JSON number"),
     ]
     for answer, message in cases:
         assert answer.status_code == 400, answer.text
@@ -85,6 +99,17 @@ def test_bad_ids_step_numbers_cursors_and_limits_are_400(site: Site, run_id: str
     since = agent.get("/v1/runs", params={"since": "last tuesday"})
     assert since.status_code == 400
     assert since.json()["error"]["message"].startswith("since 'last tuesday': expected a duration like 30m")
+    for far in ("99999999999d", "9999999w", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"):
+        answer = agent.get("/v1/runs", params={"since": far})
+        assert answer.status_code == 400 and answer.json()["error"]["message"] == (
+            f"since {far!r}: too far from now to be a date"), answer.text
+    for digits in ("\u00b2", "\u0663"):  # "²" and "٣" are digits to str.isdigit, not to a URL's reader
+        assert agent.get("/v1/runs", params={"limit": digits}).status_code == 400
+        assert agent.post(f"/v1/runs/{run_id}/steps/{digits}/outcome", json={"status": "failed"}).status_code == 400
+    long_id = agent.get("/v1/runs/run_" + "x" * 5000).json()["error"]["message"]
+    assert len(long_id) < 200 and "..." in long_id
+    assert site.client("operator").get("/v1/approvals", params={"run_id": "nope"}).status_code == 400
+    assert site.ledger.get_run(run_id).steps()[0].status.value == "intended"
 
 
 def chunks(size: int) -> Iterator[bytes]:

@@ -109,6 +109,7 @@ def test_a_job_outlives_its_server_and_no_compensation_runs_twice(
         stuck = ready.pid()
         job = client.get(f"/v1/runs/{run_id}/rollback").json()
         assert (job["state"], job["current_step"], job["report"]["compensated"]) == ("running", 1, [2])
+        assert job["report"]["complete"] is False  # so far: not a finished rollback
         busy = client.post(f"/v1/runs/{run_id}/rollback", json={"confirm": True})
         assert busy.status_code == 409
         assert busy.json()["error"]["message"] == f"rollback already in progress for {run_id}"

@@ -73,3 +73,5 @@ def checked_arguments(args: Any, what: str = "arguments") -> Any:
         return json.loads(json.dumps(args, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise BadInput(f"{what} must be JSON values: {exc}") from exc
+    except RecursionError:
+        raise BadInput(f"{what} must be JSON values: they nest too deep to be written as JSON") from None

@@ -19,7 +19,8 @@ _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
 def check_run_id(run_id: object) -> str:
     """Return `run_id` if it is a valid run id, else raise BadInput naming it."""
     if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
-        raise BadInput(f"bad run id {run_id!r}: expected run_ followed by 1-64 of A-Z a-z 0-9 _ -")
+        shown = run_id if not isinstance(run_id, str) or len(run_id) <= 80 else run_id[:77] + "..."
+        raise BadInput(f"bad run id {shown!r}: expected run_ followed by 1-64 of A-Z a-z 0-9 _ -")
     return run_id
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from reversi.errors import BadInput
 
-_DURATION = re.compile(r"(\d+)([smhdw])")
+_DURATION = re.compile(r"(\d+)([smhdw])", re.ASCII)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -23,13 +23,18 @@ def parse_since(text: str, now: datetime | None = None, *, what: str = "since") 
         BadInput: neither form (the message names the value as `what`: a flag, a query parameter).
     """
     match = _DURATION.fullmatch(text.strip())
-    if match:
-        ago = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-        return format_time((now or datetime.now(UTC)) - ago)
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise BadInput(f"{what} {text!r}: expected a duration like 30m, 2h, 7d or a date like 2026-12-01") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return format_time(moment)
+        if match:
+            ago = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+            return format_time((now or datetime.now(UTC)) - ago)
+        try:
+            moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise BadInput(
+                f"{what} {text!r}: expected a duration like 30m, 2h, 7d or a date like 2026-12-01"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return format_time(moment)
+    except (OverflowError, ValueError):  # a duration or an offset that leaves the calendar
+        raise BadInput(f"{what} {text!r}: too far from now to be a date") from None

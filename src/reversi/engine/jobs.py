@@ -204,5 +204,7 @@ class JobRunner:
     def _progress(self, job_id: str, executor: RollbackExecutor, done: int, total: int) -> None:
         current = total - 1 - done if done < total else None  # the executor goes newest first, one by one
         report = executor.report.to_dict() if executor.report is not None else None
+        if report is not None:
+            report["complete"] = False  # so far: a client polling the job must not read it as done
         with self.store.write() as q:
             job_sql.record_progress(q, job_id, current, report)

@@ -142,7 +142,7 @@ def parse_http(text: str) -> tuple[str, int]:
         ConfigError: not HOST:PORT, or a port out of range.
     """
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise ConfigError(f"--http {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
     return host.strip("[]"), int(port)
 

@@ -54,6 +54,8 @@ def _error_handler(ledger: Ledger, metrics: Metrics) -> ErrorHandler:
                 headers["WWW-Authenticate"] = "Bearer"
         elif isinstance(exc, HTTPException):
             status, headers = exc.status_code, dict(exc.headers or {})
+            if status == 405:  # Starlette names the methods of one route; the path has others
+                headers["Allow"] = ", ".join(_methods_at(request))
             message = (f"no such endpoint: {request.method} {request.url.path}" if status == 404
                        else f"{request.method} is not allowed on {request.url.path}" if status == 405
                        else str(exc.detail))
@@ -64,6 +66,16 @@ def _error_handler(ledger: Ledger, metrics: Metrics) -> ErrorHandler:
         return JSONResponse(body, status_code=status, headers=headers)
 
     return on_error
+
+
+def _methods_at(request: Request) -> list[str]:
+    """Every method some route answers at the request's path."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE and isinstance(route, Route) and route.methods:
+            methods |= route.methods
+    return sorted(methods)
 
 
 class RecordingRoutes:
@@ -182,6 +194,7 @@ def create_app(
         exception_handlers={ReversiError: on_error, HTTPException: on_error, Exception: on_error},
         lifespan=lifespan,
     )
+    app.router.redirect_slashes = False  # `/v1/runs/` is no endpoint: a JSON 404, not a redirect
     app.state.reversi = state
     app.server = state
     app.recording = RecordingRoutes(recording, on_error, metrics)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from reversi.core.json_values import has_lone_surrogate
 from reversi.errors import BadInput
@@ -40,6 +42,20 @@ class Outcome(Body):
     status: Literal["succeeded", "failed", "uncertain"]
     result: Any = None
     error: str | None = None
+
+    @field_validator("result")
+    @classmethod
+    def _result_of_a_success(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("status", "succeeded") != "succeeded":
+            raise PydanticCustomError("outcome", "only a succeeded outcome has a result")
+        return value
+
+    @field_validator("error")
+    @classmethod
+    def _error_of_a_failure(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("status") == "succeeded":
+            raise PydanticCustomError("outcome", "a succeeded outcome has no error")
+        return value
 
 
 class Resolve(Body):
@@ -89,6 +105,37 @@ class CreateKey(Body):
 
 
 B = TypeVar("B", bound=Body)
+MAX_DEPTH = 200  # far deeper than any call's arguments; the journal writes JSON with Python's recursion
+_MAX_DIGITS = 4300  # Python's own bound on turning digits into an int and back
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:20]} is too large for a number")
+    return value
+
+
+def _int(text: str) -> int:
+    if len(text) > _MAX_DIGITS:
+        raise ValueError(f"a number of {len(text):,} digits is longer than the {_MAX_DIGITS:,} allowed")
+    return int(text)
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in a JSON value (without recursing)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def parse_body(raw: bytes, model: type[B]) -> B:
@@ -100,9 +147,11 @@ def parse_body(raw: bytes, model: type[B]) -> B:
     if raw.strip():
         try:
             text = raw.decode("utf-8-sig")  # JSON over HTTP is UTF-8 (RFC 8259); a BOM is tolerated
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            data = json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_int)
+        except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError, hooks
             raise BadInput(f"the body is not JSON: {exc}") from None
+        if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:
+            raise BadInput(f"the body nests deeper than {MAX_DEPTH} levels")
         if "\\u" in text and has_lone_surrogate(data):
             raise BadInput("the body is not valid Unicode text: it holds a lone surrogate (a \\ud800-\\udfff escape "
                            "without its pair)")
@@ -115,4 +164,5 @@ def parse_body(raw: bytes, model: type[B]) -> B:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
-        raise BadInput(f"field `{where}`: {first['msg']}") from None
+        message = "Input should be an object" if first["type"] == "model_type" else first["msg"]
+        raise BadInput(f"field `{where}`: {message}") from None

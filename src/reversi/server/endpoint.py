@@ -217,7 +217,7 @@ class Call:
     @property
     def step(self) -> int:
         text = str(self.path["step"])
-        if not text.isdigit() or len(text) > 9:
+        if not _digits(text) or len(text) > 9:
             raise BadInput(f"bad step number {text!r}: expected a whole number from 0")
         return int(text)
 
@@ -225,7 +225,7 @@ class Call:
         text = self.query.get("limit")
         if text is None:
             return default
-        if not text.isdigit() or not 1 <= int(text) <= 1000:
+        if not _digits(text) or not 1 <= int(text) <= 1000:
             raise BadInput(f"limit {text!r}: expected a whole number from 1 to 1000")
         return int(text)
 
@@ -316,6 +316,11 @@ class Endpoint:
         return Call(server, principal, request, raw)
 
 
+def _digits(text: str) -> bool:
+    """Whether `text` is a whole number written in ASCII digits (`str.isdigit` also takes "²" and "٣")."""
+    return text.isascii() and text.isdigit()
+
+
 def _client_host(request: Request) -> str | None:
     return request.client.host if request.client else None
 
@@ -323,7 +328,7 @@ def _client_host(request: Request) -> str | None:
 async def read_body(request: Request) -> bytes:
     """The body, refused with BodyTooLarge as soon as it is known to be over the limit."""
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+    if _digits(length) and int(length) > MAX_BODY_BYTES:
         raise BodyTooLarge()
     chunks, size = [], 0
     while True:  # ASGI's receive directly: Request.stream() costs more than the rest of this function
