@@ -119,6 +119,22 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
     assert [c["tool"] for c in shop.calls()] == ["create_order", "echo", "echo", "echo"]
 
 
+async def test_an_admin_confined_to_a_tenant_halts_and_resumes_only_that_tenant(
+    tmp_path: Path, shop: Shop, serve: Callable[..., str]
+) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    with reversi.open(db) as ledger:
+        acme = create_key(ledger.store, "acme-admin", "admin", "acme")[1]
+        everyone = ledger.add_halt("everyone's", by="root")
+    base = serve("--upstream", shop.flag(), "--db", db)
+    async with connect(f"{base}/operator/mcp", _bearer(acme)) as operator:
+        halt = (await operator.call_tool("reversi.halt", {"reason": "drill"})).structured_content
+        assert halt["scope"] == {"tenant": "acme"}  # type: ignore[index]
+        assert (await operator.call_tool("reversi.resume", {})).structured_content == {"lifted": 1}
+    with reversi.open(db) as ledger:
+        assert [h.halt_id for h in ledger.halts()] == [everyone.halt_id]
+
+
 async def test_without_keys_loopback_clients_act_as_local(
     tmp_path: Path, shop: Shop, serve: Callable[..., str]
 ) -> None:

@@ -200,3 +200,68 @@ def test_an_admin_confined_to_a_tenant_manages_only_that_tenants_keys(site: Site
     assert tenants == {"acme"}
     unconfined = next(k for k in site.client("admin").get("/v1/keys").json()["items"] if k["name"] == "operator")
     assert admin.delete(f"/v1/keys/{unconfined['id']}").status_code == 404
+
+
+def test_an_admin_confined_to_a_tenant_halts_lists_and_lifts_only_that_tenant(site: Site) -> None:
+    site.add_key("acme-admin", "admin", "acme")
+    acme, admin = site.client("acme-admin"), site.client("admin")
+    other = admin.post("/v1/halt", json={"reason": "other's", "scope": {"tenant": "other"}}).json()
+    everyone = admin.post("/v1/halt", json={"reason": "everyone"}).json()
+
+    refused = acme.post("/v1/halt", json={"reason": "x", "scope": {"tenant": "other"}})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["message"] == "a key confined to tenant acme can only halt tenant acme"
+    own = acme.post("/v1/halt", json={"reason": "acme only"})
+    assert own.status_code == 201 and own.json()["scope"] == {"tenant": "acme"}  # not every tenant's calls
+    assert [h["halt_id"] for h in acme.get("/v1/halts").json()["items"]] == [own.json()["halt_id"]]
+    assert acme.post("/v1/resume", json={"halt_id": other["halt_id"]}).status_code == 404
+    assert acme.post("/v1/resume", json={}).json() == {"lifted": 1}
+    assert {h["halt_id"] for h in admin.get("/v1/halts").json()["items"]} == {other["halt_id"], everyone["halt_id"]}
+
+
+def test_a_key_name_is_one_principal_so_another_tenant_cannot_take_it(site: Site) -> None:
+    """A tenant admin minting a key named like another tenant's agent would own that agent's runs."""
+    site.add_key("acme-admin", "admin", "acme")
+    run_id = site.client("outsider").post("/v1/runs", json={}).json()["run_id"]  # outsider: tenant other
+    name = "outsider"
+    for client, tenant in ((site.client("acme-admin"), "acme"), (site.client("admin"), None)):
+        taken = client.post("/v1/keys", json={"name": name, "role": "agent", "tenant": tenant})
+        assert taken.status_code == 409, taken.text
+        assert taken.json()["error"]["message"] == (
+            "the name outsider is a principal of tenant other: a key for it must have the same tenant")
+    again = site.client("admin").post("/v1/keys", json={"name": name, "role": "agent", "tenant": "other"})
+    assert again.status_code == 201  # a second key for the same principal (to rotate the first)
+    assert site.client("acme-admin").get(f"/v1/runs/{run_id}").status_code == 403
+
+
+def test_revoking_every_key_does_not_reopen_the_no_keys_mode(make_site: Callable[..., Site]) -> None:
+    site = make_site()
+    only, key = create_key(site.ledger.store, "only-admin", "admin")
+    revoke_key(site.ledger.store, only.key_id)
+    for client in (site.client(), httpx.Client(base_url=site.url, headers={"Authorization": f"Bearer {key}"})):
+        site.clients.append(client)
+        answer = client.post("/v1/halt", json={"reason": "who is this?"})
+        assert answer.status_code == 401, answer.text
+    assert site.ledger.halts() == []
+
+
+def test_another_principals_run_is_refused_before_its_body_is_read(site: Site) -> None:
+    values = setup_run(site.client("agent"))
+    run_id = values["run_id"]
+    for answer in (
+        site.client("agent2").post(f"/v1/runs/{run_id}/steps/0/outcome", json={"status": "nonsense"}),
+        site.client("agent2").post(f"/v1/runs/{run_id}/steps", json={"tool": 5}),
+        site.client("other-operator").post(f"/v1/runs/{run_id}/rollback", json={"confirm": "yes"}),
+        site.client("other-operator").post(f"/v1/runs/{run_id}/steps/0/resolve", json={}),
+        site.client("other-operator").post(f"/v1/approvals/{values['approval_id']}/deny", json={}),
+    ):
+        assert answer.status_code == 403, answer.text
+
+
+def test_a_wrong_method_names_every_method_of_the_path_and_a_trailing_slash_is_no_endpoint(site: Site) -> None:
+    agent = site.client("agent")
+    wrong = agent.put("/v1/runs")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, HEAD, POST"
+    assert wrong.json()["error"] == {"code": "method_not_allowed", "message": "PUT is not allowed on /v1/runs"}
+    slash = agent.post("/v1/runs/", json={})
+    assert slash.status_code == 404 and slash.json()["error"]["code"] == "not_found"

@@ -46,7 +46,7 @@ def list_(ctx: click.Context, as_json: bool) -> int:
     if as_json:
         echo_json([r.to_dict() for r in rows])
     elif not rows:
-        click.echo("no keys: reversi-server serves loopback only, as the admin 'local'")
+        click.echo("no keys: reversi-server serves loopback only, as the admin 'local', until one is created")
     for r in [] if as_json else rows:
         state_text = f"revoked {r.revoked_at}" if r.revoked_at else "active"
         click.echo(f"{r.key_id}  {r.name:<20} {r.role:<8} {r.tenant or '-':<12} {state_text}")

@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 from reversi.core.models import EventType, Halt, HaltScope
-from reversi.errors import BadInput, ConfigError, NotFound
+from reversi.errors import BadInput, ConfigError, Forbidden, NotFound
 from reversi.store.base import Store
 
 KILL_FILE_HELP = "no kill file configured: set REVERSI_KILL_FILE or kill_switch_file: in reversi.yaml"
@@ -26,20 +26,36 @@ def add_halt(store: Store, reason: str, scope: HaltScope, by: str) -> Halt:
     return Halt(halt_id, reason, scope, by, at)
 
 
-def list_halts(store: Store) -> list[Halt]:
-    with store.read() as q:
-        return q.active_halts()
-
-
-def lift_halts(store: Store, halt_id: str | None, by: str) -> int:
-    """Lift one halt, or all of them when `halt_id` is None; returns how many were lifted.
+def halt_tenant(confined_to: str | None, requested: str | None) -> str | None:
+    """The tenant scope of a halt made by a principal confined to `confined_to` (or to none): an admin of
+    one tenant halts that tenant's calls only.
 
     Raises:
-        NotFound: `halt_id` names no active halt.
+        Forbidden: the principal asks to halt another tenant.
+    """
+    if confined_to is None:
+        return requested
+    if requested not in (None, confined_to):
+        raise Forbidden(f"a key confined to tenant {confined_to} can only halt tenant {confined_to}")
+    return confined_to
+
+
+def list_halts(store: Store, tenant: str | None = None) -> list[Halt]:
+    """The active halts; with `tenant`, only those scoped to exactly that tenant."""
+    with store.read() as q:
+        return [h for h in q.active_halts() if tenant is None or h.scope.tenant == tenant]
+
+
+def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = None) -> int:
+    """Lift one halt, or all of them when `halt_id` is None; returns how many were lifted. With
+    `tenant`, only halts scoped to exactly that tenant are seen.
+
+    Raises:
+        NotFound: `halt_id` names no active halt (of `tenant`).
     """
     with store.write() as q:
         q.lock_name("system_events")  # two concurrent "lift all" must not both lift the same halts
-        active = {h.halt_id for h in q.active_halts()}
+        active = {h.halt_id for h in q.active_halts() if tenant is None or h.scope.tenant == tenant}
         if halt_id is not None and halt_id not in active:
             raise NotFound(f"no active halt {halt_id}")
         targets = [halt_id] if halt_id is not None else sorted(active)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reversi.core.models import utc_now
-from reversi.errors import BadInput, NotFound
+from reversi.errors import BadInput, Conflict, NotFound
 from reversi.store import keys as key_sql
 from reversi.store.base import Store
 from reversi.store.keys import KeyRow
@@ -60,8 +60,12 @@ def _sha256(secret: str) -> str:
 def create_key(store: Store, name: str, role: str, tenant: str | None = None) -> tuple[KeyRow, str]:
     """Create a key; returns its row and the key itself (shown this once, never stored).
 
+    A key's name is its principal: keys with one name are one principal (a new key for a name
+    replaces an old one's secret, say), so they must share its tenant.
+
     Raises:
         BadInput: a bad name, role or tenant.
+        Conflict: keys with this name have another tenant.
     """
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise BadInput(f"bad key name {name!r}: 1-64 of letters, digits and _ . @ -, starting with a letter or digit")
@@ -75,6 +79,12 @@ def create_key(store: Store, name: str, role: str, tenant: str | None = None) ->
     secret = secrets.token_urlsafe(32)
     row = KeyRow(key_id, name, role, tenant, _sha256(secret), utc_now(), None)
     with store.write() as q:
+        q.lock_name(f"api_key:{name}")
+        others = {other.tenant for other in key_sql.keys_named(q, name)} - {tenant}
+        if others:
+            held = next(iter(others))
+            raise Conflict(f"the name {name} is a principal of " + (f"tenant {held}" if held else "no tenant")
+                           + ": a key for it must have the same tenant")
         key_sql.insert_key(q, row)
     return row, f"rvk_{key_id}_{secret}"
 
@@ -100,9 +110,10 @@ def revoke_key(store: Store, key_id: str) -> KeyRow:
 
 
 def store_has_keys(store: Store) -> bool:
-    """Whether any key is active: without one, servers serve loopback only, as the admin `local`."""
+    """Whether the store holds any key, even a revoked one: only a store that never held one is served
+    to loopback clients as the admin `local` (revoking every key does not reopen it)."""
     with store.read() as q:
-        return key_sql.any_active_key(q)
+        return key_sql.any_key(q)
 
 
 def authenticate(store: Store, key: str) -> Principal | None:

@@ -232,11 +232,13 @@ class Ledger:
     ) -> Halt:
         return halts.add_halt(self.store, reason, HaltScope(tool, actor, tenant, environment), self.actor(by))
 
-    def halts(self) -> list[Halt]:
-        return halts.list_halts(self.store)
+    def halts(self, tenant: str | None = None) -> list[Halt]:
+        """The active halts; with `tenant`, those scoped to exactly that tenant."""
+        return halts.list_halts(self.store, tenant)
 
-    def lift_halts(self, halt_id: str | None = None, by: str | None = None) -> int:
-        return halts.lift_halts(self.store, halt_id, self.actor(by))
+    def lift_halts(self, halt_id: str | None = None, by: str | None = None, tenant: str | None = None) -> int:
+        """Lift one halt, or all (of `tenant`, when given); returns how many."""
+        return halts.lift_halts(self.store, halt_id, self.actor(by), tenant)
 
     def approvals(self, status: str | None = None, run_id: str | None = None) -> list[Approval]:
         return approvals.list_approvals(self.store, status, run_id)

@@ -13,6 +13,7 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 
 from reversi.core.backoff import Retry
+from reversi.engine.halts import halt_tenant
 from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger, RunFilter
 from reversi.engine.run import Run
@@ -186,12 +187,13 @@ class Operator:
 
     async def _halt(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         _admin(principal)
-        halt = self.ledger.acting_as(principal.name).add_halt(_arg(args, "reason", str))
+        halt = self.ledger.acting_as(principal.name).add_halt(_arg(args, "reason", str),
+                                                              tenant=halt_tenant(principal.tenant, None))
         return structured(halt.to_dict(), f"{halt.halt_id}  {halt.reason}")
 
     async def _resume(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         _admin(principal)
-        lifted = self.ledger.acting_as(principal.name).lift_halts()
+        lifted = self.ledger.acting_as(principal.name).lift_halts(tenant=principal.tenant)
         return structured({"lifted": lifted}, f"lifted {lifted}")
 
     # -- the upstream calls a rollback makes ------------------------------------------------------

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from reversi.core.models import RunSnapshot, RunSummary, StepStatus, check_run_id
 from reversi.core.times import parse_since
 from reversi.engine import approvals, jobs, keys
+from reversi.engine.halts import halt_tenant
 from reversi.engine.keys import Role
 from reversi.engine.paging import RunQuery, list_runs_page
 from reversi.errors import BadInput, Forbidden, NotFound
@@ -80,8 +81,8 @@ def get_run(call: Call) -> Response:
 
 
 async def record_step(call: Call) -> Response:
-    body = call.body(bodies.RecordStep)
     run = await call.arecord(Access.RECORD)
+    body = call.body(bodies.RecordStep)
     args = {} if body.args is None else body.args
     step = await call.write(call.server.ledger.recorder.begin_write(run, body.tool, args, body.depends_on))
     call.server.metrics.calls.inc()
@@ -89,8 +90,8 @@ async def record_step(call: Call) -> Response:
 
 
 async def record_outcome(call: Call) -> Response:
-    body, step = call.body(bodies.Outcome), call.step
     run = await call.arecord(Access.RECORD)
+    body, step = call.body(bodies.Outcome), call.step
     write = call.server.ledger.recorder.outcome_write(
         run, step, StepStatus(body.status), result=body.result, error=body.error
     )
@@ -118,8 +119,8 @@ def get_plan(call: Call) -> Response:
 
 
 def start_rollback(call: Call) -> Response:
-    body = call.body(bodies.Rollback)
     run = call.run(Access.OPERATE)
+    body = call.body(bodies.Rollback)
     if not body.confirm:
         return reply(run.plan().to_dict())
     if not call.server.compensator_cmd:
@@ -135,10 +136,10 @@ def rollback_progress(call: Call) -> Response:
 
 
 def resolve_step(call: Call) -> Response:
+    run = call.run(Access.OPERATE)
     body, step = call.body(bodies.Resolve), call.step
     found = {"result": body.result} if "result" in body.model_fields_set else {}
-    settled = call.run(Access.OPERATE).resolve(step, body.status, note=body.note,
-                                               actor=body.actor or call.principal.name, **found)
+    settled = run.resolve(step, body.status, note=body.note, actor=body.actor or call.principal.name, **found)
     return reply(settled.to_dict())
 
 
@@ -146,7 +147,8 @@ def resolve_step(call: Call) -> Response:
 
 
 def list_approvals(call: Call) -> Response:
-    found = call.ledger.approvals(call.query.get("status"), call.query.get("run_id"))
+    run_id = call.query.get("run_id")
+    found = call.ledger.approvals(call.query.get("status"), None if run_id is None else check_run_id(run_id))
     if call.principal.tenant is not None:
         found = [a for a in found if in_reach(call.principal, call.server.run_record(a.run_id).scope.tenant)]
     return offset_page(call, [a.to_dict() for a in found])
@@ -161,13 +163,13 @@ def _approval_id(call: Call) -> str:
 
 
 def approve(call: Call) -> Response:
-    body = call.body(bodies.Approve)
-    return reply(call.ledger.approve(_approval_id(call), by=body.by or call.principal.name, note=body.note).to_dict())
+    approval_id, body = _approval_id(call), call.body(bodies.Approve)
+    return reply(call.ledger.approve(approval_id, by=body.by or call.principal.name, note=body.note).to_dict())
 
 
 def deny(call: Call) -> Response:
-    body = call.body(bodies.Deny)
-    return reply(call.ledger.deny(_approval_id(call), note=body.note, by=body.by or call.principal.name).to_dict())
+    approval_id, body = _approval_id(call), call.body(bodies.Deny)
+    return reply(call.ledger.deny(approval_id, note=body.note, by=body.by or call.principal.name).to_dict())
 
 
 # -- halts and keys (admin) -----------------------------------------------------------------------
@@ -176,18 +178,20 @@ def deny(call: Call) -> Response:
 def add_halt(call: Call) -> Response:
     body = call.body(bodies.AddHalt)
     s = body.scope
-    halt = call.ledger.add_halt(body.reason, tool=s.tool, actor=s.actor, tenant=s.tenant, environment=s.environment,
+    tenant = halt_tenant(call.principal.tenant, s.tenant)
+    halt = call.ledger.add_halt(body.reason, tool=s.tool, actor=s.actor, tenant=tenant, environment=s.environment,
                                 by=call.principal.name)
     return reply(halt.to_dict(), 201)
 
 
 def resume(call: Call) -> Response:
     body = call.body(bodies.Resume)
-    return reply({"lifted": call.ledger.lift_halts(body.halt_id, by=call.principal.name)})
+    lifted = call.ledger.lift_halts(body.halt_id, by=call.principal.name, tenant=call.principal.tenant)
+    return reply({"lifted": lifted})
 
 
 def list_halts(call: Call) -> Response:
-    return offset_page(call, [h.to_dict() for h in call.ledger.halts()])
+    return offset_page(call, [h.to_dict() for h in call.ledger.halts(call.principal.tenant)])
 
 
 def create_key(call: Call) -> Response:

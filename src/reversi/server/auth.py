@@ -12,7 +12,7 @@ from enum import Enum
 from reversi.core.models import RunRecord
 from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, is_loopback, principal_of_key
 from reversi.errors import Forbidden, ReversiError
-from reversi.store.keys import any_active_key, key_is_active
+from reversi.store.keys import any_key, key_is_active
 from reversi.store.queries import Queries
 
 _RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
@@ -46,7 +46,7 @@ def principal_for(q: Queries, authorization: str | None, client_host: str | None
         principal = principal_of_key(q, key)
         if principal is not None:
             return principal
-    if any_active_key(q):
+    if any_key(q):
         raise Unauthorized(_KEY_REQUIRED if key is None else _BAD_KEY)
     if not is_loopback(client_host):
         raise Unauthorized(NO_KEYS_REMOTE)
@@ -57,7 +57,7 @@ def check_still_valid(q: Queries, principal: Principal) -> None:
     """Raises Unauthorized if the principal's key was revoked since it was read, or (for the loopback
     admin of a store without keys) if the store holds a key now."""
     if principal.key_id is None:
-        if any_active_key(q):
+        if any_key(q):
             raise Unauthorized(_KEY_REQUIRED)
     elif not key_is_active(q, principal.key_id):
         raise Unauthorized(_BAD_KEY)

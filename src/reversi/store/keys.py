@@ -44,8 +44,13 @@ def revoke_key(q: Queries, key_id: str, at: str) -> None:
     q.execute("UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (at, key_id))
 
 
-def any_active_key(q: Queries) -> bool:
-    return q.execute("SELECT 1 FROM api_keys WHERE revoked_at IS NULL LIMIT 1").fetchone() is not None
+def any_key(q: Queries) -> bool:
+    """Whether the store holds any key, revoked or not."""
+    return q.execute("SELECT 1 FROM api_keys LIMIT 1").fetchone() is not None
+
+
+def keys_named(q: Queries, name: str) -> list[KeyRow]:
+    return [KeyRow(*r) for r in q.execute(f"SELECT {_COLUMNS} FROM api_keys WHERE name = ?", (name,)).fetchall()]
 
 
 def key_is_active(q: Queries, key_id: str) -> bool:

@@ -23,6 +23,7 @@ from starlette.templating import Jinja2Templates
 
 from reversi.engine import jobs
 from reversi.engine.approvals import get_approval
+from reversi.engine.halts import halt_tenant
 from reversi.engine.keys import Principal, Role, authenticate
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Forbidden, NotFound, ReversiError
@@ -199,7 +200,7 @@ class Console:
         return RedirectResponse(back, status_code=303)
 
     async def halts(self, request: Request, session: Session, principal: Principal, **extra: Any) -> Response:
-        found = await run_in_threadpool(self.state.ledger.halts)
+        found = await run_in_threadpool(self.state.ledger.halts, principal.tenant)
         return self.render(request, session, "halts.html", halts=found, can_manage=principal.is_admin,
                            status=extra.pop("status", 200), **extra)
 
@@ -208,6 +209,7 @@ class Console:
         scope = {k: (str(form.get(k) or "").strip() or None) for k in ("tool", "actor", "tenant", "environment")}
         try:
             _require_admin(principal)
+            scope["tenant"] = halt_tenant(principal.tenant, scope["tenant"])
             await run_in_threadpool(lambda: self.state.ledger.add_halt(
                 str(form.get("reason") or ""), by=principal.name, **scope))
         except ReversiError as exc:
@@ -218,7 +220,8 @@ class Console:
     async def lift_halt(self, request: Request, session: Session, principal: Principal) -> Response:
         _require_admin(principal)
         halt_id = request.path_params["halt_id"]
-        await run_in_threadpool(lambda: self.state.ledger.lift_halts(halt_id, by=principal.name))
+        await run_in_threadpool(
+            lambda: self.state.ledger.lift_halts(halt_id, by=principal.name, tenant=principal.tenant))
         return RedirectResponse("/halts", status_code=303)
 
     # -- the routes ----------------------------------------------------------------------------------
