@@ -86,12 +86,84 @@ def test_help_does_not_import_the_engine_or_its_drivers() -> None:
     ["--db", "sqlite:///elsewhere.db", "demo"],      # the demo keeps its own journal
     ["kill-switch", "on", "x"],                      # no kill file configured
     ["manifest", "check", "missing.yaml"],
+    ["--db", "postgresql://u:s3cret@[::1", "runs"],  # libpq cannot read it (and the password is not shown)
+    ["--db", "", "runs"],
+    ["--config", "", "runs"],
+    ["resolve", "run_x", "99999999999999999999", "--status", "failed", "--note", "n"],
+    ["approvals", "list", "--run", "bad"],
+    ["approvals", "list", "--run", ""],
+    ["halt", "add", "r", "--tool", ""],
+    ["rollback", "run_x", "--compensator-cmd", ""],
+    ["rollback", "run_x", "--retry-base-ms", "-1"],
 ])
 def test_user_errors_exit_1_with_one_line_and_no_traceback(here: Path, args: list[str]) -> None:
     p = reversi_cli(*args, cwd=here)
     assert p.returncode == 1, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
     assert p.stderr.startswith("reversi: error: ") or "missing.yaml" in p.stdout
+
+
+def test_bare_reversi_prints_its_help_and_exits_1(here: Path) -> None:
+    p = reversi_cli(cwd=here)
+    assert p.returncode == 1 and p.stderr.startswith("Usage: reversi [OPTIONS] COMMAND") and "error" not in p.stderr
+
+
+def test_a_password_in_a_bad_store_url_is_not_printed(here: Path) -> None:
+    p = reversi_cli("--db", "postgresql://u:s3cret@[::1", "runs", cwd=here)
+    assert "s3cret" not in p.stderr and "not a valid PostgreSQL URL" in p.stderr
+
+
+def test_a_kill_switch_reason_that_is_not_unicode_leaves_the_switch_as_it_was(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"REVERSI_KILL_FILE": str(here / "KILL")}
+    assert reversi_cli("kill-switch", "on", "bad deploy", cwd=here, env=env).returncode == 0
+    p = reversi_cli("kill-switch", "on", "bad \udcff byte", cwd=here, env=env)
+    assert p.returncode == 1 and p.stderr.strip() == "reversi: error: the reason is not valid Unicode text"
+    assert (here / "KILL").read_text() == "bad deploy\n"
+    (here / "KILL").write_bytes(b"bad \xff reason\n")  # written by some other tool
+    status = json.loads(reversi_cli("kill-switch", "status", "--json", cwd=here, env=env).stdout)
+    assert status["reason"] == "bad \ufffd reason"
+    monkeypatch.setenv("REVERSI_KILL_FILE", str(here / "KILL"))
+    with reversi.open(manifests=[str(here / "tools.yaml")]) as ledger, \
+            pytest.raises(reversi.errors.Halted, match="bad \ufffd reason"):
+        ledger.start_run().call("stripe.create_charge", {}, lambda: {"id": "ch"})
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    (b"\xff\xfe db: x", "it is not UTF-8 text"),
+    (b"compensator_cmd: 5\n", "compensator_cmd must be a string, not 5"),
+    (b"reader_cmd: {a: 1}\n", "reader_cmd must be a string, not {'a': 1}"),
+    (b"kill_switch_file: [1]\n", "kill_switch_file must be a string, not [1]"),
+    (b"upstreams: [a]\n", "upstreams must be a mapping"),
+])
+def test_a_config_file_with_values_of_the_wrong_kind_is_named(here: Path, config: bytes, message: str) -> None:
+    (here / "reversi.yaml").write_bytes(config)
+    p = reversi_cli("runs", cwd=here)
+    assert p.returncode == 1 and "Traceback" not in p.stderr and message in p.stderr, p.stderr
+
+
+def test_a_config_files_db_path_is_taken_from_its_folder(here: Path) -> None:
+    (here / "cfg").mkdir()
+    (here / "cfg" / "reversi.yaml").write_text("db: sqlite:///store.db\n")
+    (here / "elsewhere").mkdir()
+    assert reversi_cli("--config", "../cfg/reversi.yaml", "runs", cwd=here / "elsewhere").returncode == 0
+    assert (here / "cfg" / "store.db").exists() and not (here / "elsewhere" / "store.db").exists()
+
+
+def test_resolve_refuses_a_result_for_a_failed_step(here: Path) -> None:
+    run_id = record_charge(here, uncertain=True)
+    p = reversi_cli("resolve", run_id, "0", "--status", "failed", "--result", '{"id": "zz"}', "--note", "no",
+                    cwd=here)
+    assert p.returncode == 1 and "a failed step has no result" in p.stderr
+    assert json.loads(reversi_cli("show", run_id, "--json", cwd=here).stdout)["steps"][0]["status"] == "uncertain"
+
+
+def test_the_demo_in_a_folder_it_cannot_write_is_a_one_line_error(here: Path) -> None:
+    (here / ".reversi").write_text("a file, not a folder")
+    p = reversi_cli("demo", cwd=here)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.stderr.startswith(f"reversi: error: the demo cannot set up its files in {here}")
 
 
 def test_a_refused_resolve_changes_nothing(here: Path) -> None:

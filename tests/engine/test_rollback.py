@@ -365,6 +365,16 @@ def test_a_compensation_approval_is_requested_once_and_reused_by_reruns(ledger: 
         ledger.deny(approval.approval_id, note="too late")
 
 
+def test_denying_a_denied_approval_changes_nothing(ledger: reversi.Ledger) -> None:
+    run = ledger.start_run()
+    transfer(run)
+    [waiting] = run.rollback(compensate=Undo()).awaiting_approval
+    first = ledger.deny(waiting.approval_id, note="not today", by="dana")
+    again = ledger.deny(waiting.approval_id, note="still no", by="lee")
+    assert (again.note, again.decided_by) == (first.note, first.decided_by) == ("not today", "dana")
+    assert [t for t, _ in step_events(run, 0)].count("approval_denied") == 1
+
+
 def test_an_approval_is_for_the_call_it_names_a_changed_compensation_asks_again(
     db_url: str, manifest: Path, tmp_path: Path
 ) -> None:

@@ -55,13 +55,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = result if isinstance(result, int) else 0
     except click.exceptions.Exit as done:
         code = done.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:  # `reversi` (or `reversi halt`) alone: its help,
+        click.echo(exc.ctx.get_help(), err=True)     # as no command ran (exit 2 means "done, not fully")
+        code = 1
     except click.UsageError as exc:
         hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
         code = _fail(exc.format_message() + hint)
     except click.ClickException as exc:
         code = _fail(exc.format_message())
-    except click.Abort:
-        code = _fail("aborted")
+    except click.Abort as exc:  # click turns Ctrl-C into Abort: exit as an interrupted program does
+        code = 130 if isinstance(exc.__cause__, KeyboardInterrupt) else _fail("aborted")
     except ReversiError as exc:
         code = _fail(exc.message)
     except BrokenPipeError:

@@ -43,8 +43,10 @@ def _progress(enabled: bool) -> Any:
 @click.option("--verify-cmd", metavar="CMD", help="Checks each undo is visible: exit 0 confirms.")
 @click.option("--reader-cmd", metavar="CMD", help="Runs declared read-backs: {tool, arguments} on stdin, JSON out.")
 @click.option("--retries", type=int, default=1, show_default=True, help="Attempts per compensation, 1-10.")
-@click.option("--retry-base-ms", type=int, default=250, show_default=True, help="First backoff delay.")
-@click.option("--retry-max-ms", type=int, default=10_000, show_default=True, help="Longest backoff delay.")
+@click.option("--retry-base-ms", type=click.IntRange(min=0), default=250, show_default=True,
+              help="First backoff delay.")
+@click.option("--retry-max-ms", type=click.IntRange(min=0), default=10_000, show_default=True,
+              help="Longest backoff delay.")
 @click.option("--cmd-timeout", type=float, default=30.0, show_default=True, help="Seconds each command may take.")
 @click.option("--approve-compensations", is_flag=True, help="Grant every pending compensation approval.")
 @click.option("--actor", help="Who is rolling back (default: REVERSI_ACTOR, else the principal).")
@@ -60,6 +62,10 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     from reversi.errors import BadInput
 
     check_run_id(run_id)
+    for flag, value in (("--compensator-cmd", compensator_cmd), ("--verify-cmd", verify_cmd),
+                        ("--reader-cmd", reader_cmd)):
+        if value is not None and not value.strip():
+            raise BadInput(f"{flag} is empty: give a command, or leave the flag out")
     retry = Retry(attempts=retries, base_ms=retry_base_ms, max_ms=retry_max_ms)
     if not cmd_timeout > 0:
         raise BadInput("--cmd-timeout must be a positive number of seconds")

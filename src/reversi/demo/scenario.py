@@ -21,6 +21,7 @@ import reversi
 from reversi.demo.world import OUTPUT_DIR, World
 from reversi.engine.commands import command_compensator, command_reader
 from reversi.engine.config import load_settings
+from reversi.errors import ConfigError
 from reversi.store.base import DEFAULT_URL
 
 Echo = Callable[[str], None]
@@ -87,7 +88,11 @@ def run_demo(workdir: Path, echo: Echo) -> int:
             (a halt or the kill switch refusing the agent's calls, a bad reversi.yaml, ...).
     """
     paths = DemoPaths(workdir.resolve())
-    world = _prepare(paths)
+    try:
+        world = _prepare(paths)
+    except OSError as exc:  # a folder the user may not write in, or a file where .reversi/ should be
+        raise ConfigError(f"the demo cannot set up its files in {workdir}: {exc.strerror or exc} "
+                          f"({exc.filename}); run it in a folder you can write to") from None
     with reversi.open("sqlite:///" + str(paths.db), manifests=[str(paths.manifest)]) as ledger:
         run = ledger.start_run(
             actor=AGENT, tenant=TENANT, environment=ENVIRONMENT, mode="observe", labels={"source": "reversi demo"}

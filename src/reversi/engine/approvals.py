@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, EventType, NewEvent, utc_now
+from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, EventType, NewEvent, check_run_id, utc_now
 from reversi.errors import BadInput, Conflict, NotFound
 from reversi.store.base import Store
 from reversi.store.queries import ApprovalRow, Queries
@@ -25,8 +25,10 @@ def list_approvals(store: Store, status: str | None = None, run_id: str | None =
     """Approvals, pending first, then oldest first.
 
     Raises:
-        BadInput: `status` is not pending, approved or denied.
+        BadInput: `status` is not pending, approved or denied; or `run_id` is not a run id.
     """
+    if run_id is not None:
+        check_run_id(run_id)
     wanted = None
     if status is not None:
         try:
@@ -59,6 +61,8 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
         NotFound: no such approval.
         BadInput: a denial without a note.
         Conflict: deciding again on an approval that was already used.
+
+    Approving an approved request, or denying a denied one, changes nothing.
     """
     if not approve and not (note and note.strip()):
         raise BadInput("a note is required to deny an approval (--note)")
@@ -69,8 +73,8 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
         q.lock_run(current.run_id)
         if current.status is ApprovalStatus.APPROVED and current.used:
             raise Conflict(f"approval {approval_id} was approved and already used; it cannot be decided again")
-        if approve and current.status is ApprovalStatus.APPROVED:
-            return current  # approving twice changes nothing
+        if current.status is (ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED):
+            return current  # deciding the same way twice changes nothing (the first note stands)
         event = EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DENIED
         q.append(current.run_id, [NewEvent(event, current.step, by, {"approval_id": approval_id, "note": note})])
         decided = q.get_approval(approval_id)

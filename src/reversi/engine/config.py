@@ -31,9 +31,14 @@ class Settings:
     upstreams: Mapping[str, Any] = field(default_factory=dict)
 
 
+_TEXT_KEYS = ("db", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd")
+
+
 def _read_config(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot read the config file {path}: it is not UTF-8 text") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read the config file {path}: {exc}") from exc
     if not isinstance(data, dict):
@@ -41,10 +46,17 @@ def _read_config(path: Path) -> dict[str, Any]:
     unknown = sorted(set(data) - CONFIG_KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(CONFIG_KEYS))})")
+    for key in _TEXT_KEYS:
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ConfigError(f"{path}: {key} must be a string, not {data[key]!r}")
+    if data.get("upstreams") is not None and not isinstance(data["upstreams"], dict):
+        raise ConfigError(f"{path}: upstreams must be a mapping of names to commands")
     return data
 
 
 def _config_path(explicit: str | None) -> Path | None:
+    if explicit is not None and not explicit.strip():
+        raise ConfigError("--config is empty: give a config file's path, or leave the flag out")
     if explicit:
         path = Path(explicit)
         if not path.exists():
@@ -62,6 +74,14 @@ def _relative_to(base: Path, value: str) -> str:
     return str(path if path.is_absolute() else base / path)
 
 
+def _db_relative_to(base: Path, url: str) -> str:
+    """A config file's `db:`, with a relative SQLite path taken from the file's folder (as its other paths)."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or url.startswith(prefix + "/"):
+        return url
+    return prefix + _relative_to(base, url.removeprefix(prefix))
+
+
 def _string_list(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
@@ -76,8 +96,11 @@ def load_settings(
     """Settings for this process; arguments are the command-line flags (highest precedence).
 
     Raises:
-        ConfigError: the config file is missing, unreadable or has unknown keys.
+        ConfigError: the config file is missing, unreadable, or has unknown keys or values of the wrong
+            type; or a flag is empty.
     """
+    if db is not None and not db.strip():
+        raise ConfigError("--db is empty: give a store URL, or leave the flag out")
     path = _config_path(config)
     data = _read_config(path) if path else {}
     base = path.parent if path else Path(".")
@@ -93,7 +116,7 @@ def load_settings(
         _relative_to(base, str(data["kill_switch_file"])) if data.get("kill_switch_file") else None
     )
     return Settings(
-        db=db or env.get("REVERSI_DB") or str(data.get("db") or DEFAULT_URL),
+        db=db or env.get("REVERSI_DB") or (_db_relative_to(base, data["db"]) if data.get("db") else DEFAULT_URL),
         manifests=tuple(manifests) or file_manifests or env_manifests,
         kill_switch_file=kill_file,
         mode=env.get("REVERSI_MODE") or data.get("mode"),

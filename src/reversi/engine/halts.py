@@ -16,10 +16,13 @@ def add_halt(store: Store, reason: str, scope: HaltScope, by: str) -> Halt:
     """Stop every new call that matches `scope` (all calls when it names nothing).
 
     Raises:
-        BadInput: an empty reason.
+        BadInput: an empty reason, or a scope part that is empty (it would match nothing).
     """
     if not reason or not reason.strip():
         raise BadInput("a halt needs a reason")
+    for part, value in scope.to_dict().items():
+        if not value.strip():
+            raise BadInput(f"the halt's {part} is empty: leave it out to halt every {part}")
     halt_id = f"halt_{uuid.uuid4()}"
     with store.write() as q:
         at = q.append_system(EventType.HALT_ADDED, by, halt_id, {"reason": reason, "scope": scope.to_dict()})
@@ -78,12 +81,18 @@ def kill_switch_on(kill_file: str | None, reason: str) -> Path:
     """Create the kill file with `reason`.
 
     Raises:
+        BadInput: the reason is not valid Unicode text (checked before the file is touched).
         ConfigError: no kill file configured, or it cannot be written there.
     """
     path = _kill_path(kill_file)
+    text = reason.strip()
+    try:
+        data = (text + "\n").encode() if text else b""
+    except UnicodeEncodeError:
+        raise BadInput("the reason is not valid Unicode text") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(reason.strip() + "\n" if reason.strip() else "")
+        path.write_bytes(data)
     except OSError as exc:
         raise _unusable(path, exc) from None
     return path
@@ -113,8 +122,19 @@ def kill_switch_status(kill_file: str | None) -> tuple[Path, str | None]:
     """
     path = _kill_path(kill_file)
     try:
-        return path, path.read_text().strip()
-    except FileNotFoundError:
-        return path, None
+        return path, read_kill_file(path)
     except OSError as exc:
         raise _unusable(path, exc) from None
+
+
+def read_kill_file(path: Path) -> str | None:
+    """The reason a kill file gives (`""` when it is empty; bytes that are not UTF-8 show as U+FFFD),
+    or None when there is no such file.
+
+    Raises:
+        OSError: it is there but cannot be read.
+    """
+    try:
+        return path.read_bytes().decode("utf-8", "replace").strip()
+    except FileNotFoundError:
+        return None

@@ -33,6 +33,7 @@ from reversi.core.models import (
 )
 from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
 from reversi.engine.approvals import new_approval_id
+from reversi.engine.halts import read_kill_file
 from reversi.errors import (
     ApprovalDenied,
     ApprovalRequired,
@@ -65,9 +66,7 @@ class Recorder:
         if not self.kill_file:
             return None
         try:
-            return Path(self.kill_file).read_text().strip()
-        except FileNotFoundError:
-            return None
+            return read_kill_file(Path(self.kill_file))
         except OSError as exc:
             return f"kill file unreadable: {exc}"
 

@@ -261,12 +261,14 @@ class Run:
         """Settle an unresolved step as `succeeded` (with the result found) or `failed`.
 
         Raises:
-            BadInput: a bad status or a missing note.
+            BadInput: a bad status, a result for a failed step, or a missing note.
             NotFound: no such step.
             Conflict: the step is not unresolved.
         """
         if status not in ("succeeded", "failed"):
             raise BadInput(f"status must be succeeded or failed, not {status!r}")
+        if status == "failed" and result is not _NO_RESULT:
+            raise BadInput("a failed step has no result: pass one only to settle it as succeeded")
         if not note or not note.strip():
             raise BadInput("a note is required: say how you settled the step")
         data: dict[str, Any] = {"status": status, "note": note}

@@ -147,8 +147,7 @@ def resolve_step(call: Call) -> Response:
 
 
 def list_approvals(call: Call) -> Response:
-    run_id = call.query.get("run_id")
-    found = call.ledger.approvals(call.query.get("status"), None if run_id is None else check_run_id(run_id))
+    found = call.ledger.approvals(call.query.get("status"), call.query.get("run_id"))
     if call.principal.tenant is not None:
         found = [a for a in found if in_reach(call.principal, call.server.run_record(a.run_id).scope.tenant)]
     return offset_page(call, [a.to_dict() for a in found])

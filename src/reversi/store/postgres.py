@@ -57,12 +57,14 @@ def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
     """A connection, retried briefly.
 
     Raises:
-        StoreUnavailable: the server could not be reached.
+        StoreUnavailable: the server could not be reached, or the URL cannot be read.
     """
     try:
         return _connect(url)
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(f"cannot reach the store at {_redact(url)}: {exc}".strip()) from exc
+    except psycopg.Error:  # a URL libpq cannot parse; its message would quote the URL, password and all
+        raise StoreUnavailable(f"cannot use the store URL {_redact(url)}: it is not a valid PostgreSQL URL") from None
 
 
 def _redact(url: str) -> str:

@@ -96,6 +96,11 @@ def _event(row: Any) -> Event:
     return Event(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
 
 
+def _too_large(params: Sequence[Any]) -> str:
+    big = [p for p in params if isinstance(p, int) and not isinstance(p, bool) and not -(2**63) <= p < 2**63]
+    return str(big[0]) if big else "past 64 bits"
+
+
 class Queries:
     """Every read and write of the ledger, inside one transaction of the back end's choosing."""
 
@@ -109,6 +114,8 @@ class Queries:
         except UnicodeEncodeError as exc:  # a lone surrogate (from a "\ud800" escape) has no UTF-8 form
             raise BadInput(f"text that is not valid Unicode cannot be stored: {exc.reason} "
                            f"({exc.object[exc.start:exc.end]!r})") from None
+        except OverflowError:  # SQLite's integers are 64-bit (a step number from a typo, say)
+            raise BadInput(f"a number is too large: {_too_large(params)}") from None
         return self._cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
