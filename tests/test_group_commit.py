@@ -132,6 +132,29 @@ def test_keep_writes_commits_and_still_raises_alone_and_in_a_shared_batch(store:
     assert [actor for actor, _ in journal(store)] == ["refused"] + ["refused", "fine"] * 5
 
 
+def test_a_shared_batch_writes_in_the_order_of_what_its_writes_lock(store: Store) -> None:
+    """Every batch takes its runs' locks in one order, so two processes' batches cannot deadlock."""
+    written: list[tuple[Queries, str]] = []  # the transaction (kept alive, so each is told apart) and the write
+
+    def write(name: str) -> object:
+        def fn(q: Queries) -> None:
+            written.append((q, name))
+            q.append(RUN_ID, [event(name)])
+        return fn
+
+    async def batch() -> None:  # queued together: shared transactions
+        names = ["run_c", "run_a", None, "run_b"] * 4
+        await asyncio.gather(*(store.arun_write(write(str(n)), order=n) for n in names))  # type: ignore[arg-type]
+
+    asyncio.run(batch())
+    batches: dict[int, list[str]] = {}
+    for q, name in written:
+        batches.setdefault(id(q), []).append(name)
+    assert sum(map(len, batches.values())) == 16 and max(map(len, batches.values())) > 1
+    for names in batches.values():
+        assert names == sorted(names, key=lambda n: (n == "None", n))
+
+
 def test_a_coroutine_cancelled_while_waiting_still_gets_its_write_committed(store: Store) -> None:
     started = threading.Event()
     release = threading.Event()

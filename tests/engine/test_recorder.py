@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from reversi.errors import (
     NoManifestEntry,
     NotFound,
     Refused,
+    StoreUnavailable,
 )
 
 
@@ -472,6 +475,56 @@ def test_whatever_a_call_returned_is_journaled_as_its_success(ledger: reversi.Le
     assert [s.status.value for s in steps] == ["succeeded", "succeeded"]
     assert steps[0].result == "{'id': 'r_1', 'self': {...}}"
     assert steps[1].result == {"id": "r_2", "score": "NaN", "max": "-Infinity"}
+
+
+def test_a_call_whose_outcome_cannot_be_journaled_is_left_unresolved_not_failed(tmp_path: Path) -> None:
+    """The call worked; the journal could not say so (another process held the store past the
+    timeout). Writing `failed` then would make the plan skip an effect that stands in the world."""
+    db = tmp_path / "ledger.db"
+    with reversi.open(f"sqlite:///{db}") as ledger:
+        run = ledger.start_run()
+
+        def charge() -> dict[str, str]:
+            holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+            holder.execute("BEGIN IMMEDIATE")  # held while the outcome waits, and past its timeout
+            threading.Timer(11.0, holder.rollback).start()
+            return {"id": "ch_1"}
+
+        with pytest.raises(StoreUnavailable):
+            run.call("stripe.create_charge", {}, charge)
+        [step] = run.steps()
+        assert step.status.value == "intended" and [e.type for e in run.events()] == ["run_opened", "intended"]
+        assert run.plan().actions[0].kind.value == "unresolved"
+
+
+def test_an_outcome_reported_meanwhile_by_someone_else_is_not_overwritten(ledger: reversi.Ledger) -> None:
+    run = ledger.start_run()
+
+    def settled_elsewhere() -> dict[str, str]:
+        run.resolve(0, "failed", note="the operator saw it fail")
+        return {"id": "ch_1"}
+
+    with pytest.raises(Conflict):
+        run.call("stripe.create_charge", {}, settled_elsewhere)
+    assert [e.type for e in run.events() if e.step == 0] == ["intended", "resolved"]
+
+
+def test_sdk_inputs_that_are_not_what_they_should_be_are_bad_input(ledger: reversi.Ledger) -> None:
+    run = ledger.start_run()
+    before = journal(run)
+    for bad in (
+        lambda: run.call("x.y", [1], Tool()),  # type: ignore[arg-type]
+        lambda: run.begin("x.k", {1: "one", "1": "uno"}),
+        lambda: run.begin("x\x00y", {}),
+        lambda: run.resolve(True, "failed", note="n"),  # type: ignore[arg-type]
+        lambda: run.begin_compensation("0"),  # type: ignore[arg-type]
+        lambda: run.begin_compensation(None),  # type: ignore[arg-type]
+        lambda: run.begin_compensation(0, lease_s=float("nan")),
+        lambda: run.begin_compensation(0, lease_s=float("inf")),
+    ):
+        with pytest.raises(BadInput):
+            bad()
+    assert journal(run) == before
 
 
 def test_any_callable_may_be_async_even_from_sync_code(ledger: reversi.Ledger) -> None:

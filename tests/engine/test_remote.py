@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -135,6 +136,28 @@ def test_an_expired_claim_can_be_taken_by_another_worker(ledger: reversi.Ledger)
     assert second.call == first.call
     claims = [e.data for e in run.events() if e.type == "compensating"]
     assert [(c["worker"], c["attempt"]) for c in claims] == [("slow", 1), ("fast", 2)]
+    with pytest.raises(NotCompensable, match="is no longer under this claim: it is under fast's claim until"):
+        run.complete_compensation(first, ok=True)  # the slow worker, late: the step is fast's now
+    assert run.complete_compensation(second, ok=True).value == "compensated"
+    assert types(run, 0).count("compensated") == 1
+
+
+def test_an_expired_claim_nobody_took_over_may_still_report(ledger: reversi.Ledger) -> None:
+    """The undo was made: refusing its report would only get it made again."""
+    run = ledger.start_run()
+    charge(run)
+    late = run.begin_compensation(0, lease_s=1e-6, worker="slow")
+    assert run.complete_compensation(late, ok=True).value == "compensated"
+
+
+def test_a_forged_or_stale_handle_cannot_complete_anothers_claim(ledger: reversi.Ledger) -> None:
+    run = ledger.start_run()
+    charge(run)
+    live = run.begin_compensation(0, lease_s=60, worker="w1")
+    forged = dataclasses.replace(live, claim_until="2020-01-01T00:00:00.000000Z", worker="mallory")
+    with pytest.raises(NotCompensable, match="no longer under this claim"):
+        run.complete_compensation(forged, ok=True)
+    assert types(run, 0) == ["intended", "succeeded", "compensating"]
 
 
 def test_a_live_claim_cannot_be_claimed_again(ledger: reversi.Ledger) -> None:

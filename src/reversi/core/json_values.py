@@ -70,8 +70,26 @@ def checked_arguments(args: Any, what: str = "arguments") -> Any:
         BadInput: the value cannot be written as JSON.
     """
     try:
-        return json.loads(json.dumps(args, allow_nan=False))
+        text = json.dumps(args, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise BadInput(f"{what} must be JSON values: {exc}") from exc
     except RecursionError:
         raise BadInput(f"{what} must be JSON values: they nest too deep to be written as JSON") from None
+    key = _key_that_is_not_text(args)
+    if key is not None:  # JSON would turn it into text, silently (and {1: "a", "1": "b"} into one key)
+        raise BadInput(f"{what} must be JSON values: an object's keys are strings, not {key!r}")
+    return json.loads(text)
+
+
+def _key_that_is_not_text(value: Any) -> object | None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return key  # type: ignore[no-any-return]
+                stack.append(child)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None

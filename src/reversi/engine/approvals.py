@@ -67,10 +67,12 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
     if not approve and not (note and note.strip()):
         raise BadInput("a note is required to deny an approval (--note)")
     with store.write() as q:
-        current = q.get_approval(approval_id)
-        if current is None:
+        found = q.get_approval(approval_id)
+        if found is None:
             raise NotFound(f"no approval {approval_id}")
-        q.lock_run(current.run_id)
+        q.lock_run(found.run_id)
+        current = q.get_approval(approval_id)  # again, under the lock: a call may have used it meanwhile
+        assert current is not None
         if current.status is ApprovalStatus.APPROVED and current.used:
             raise Conflict(f"approval {approval_id} was approved and already used; it cannot be decided again")
         if current.status is (ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED):

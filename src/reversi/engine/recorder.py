@@ -78,7 +78,7 @@ class Recorder:
                 (and journaled as `refused`); nothing may be called.
             BadInput: the tool, arguments or `depends_on` are not acceptable.
         """
-        return self.store.run_write(self.begin_write(run, tool, args, depends_on))
+        return self.store.run_write(self.begin_write(run, tool, args, depends_on), run.run_id)
 
     async def abegin(
         self,
@@ -91,7 +91,7 @@ class Recorder:
     ) -> int:
         """`begin` for an event loop: the write joins the group commit without blocking the loop
         (`alone` as for `Store.arun_write`)."""
-        return await self.store.arun_write(self.begin_write(run, tool, args, depends_on), alone)
+        return await self.store.arun_write(self.begin_write(run, tool, args, depends_on), alone, run.run_id)
 
     def begin_write(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> WriteFn[int]:
         """`begin` as a write function, for a caller that runs it in its own transaction.
@@ -168,7 +168,7 @@ class Recorder:
             NotFound: no such step.
             Conflict: the step already has an outcome.
         """
-        self.store.run_write(self._outcome_write(run, step, status, result, error))
+        self.store.run_write(self._outcome_write(run, step, status, result, error), run.run_id)
 
     async def aoutcome(
         self,
@@ -182,7 +182,7 @@ class Recorder:
     ) -> None:
         """`outcome` for an event loop: the write joins the group commit without blocking the loop
         (`alone` as for `Store.arun_write`)."""
-        await self.store.arun_write(self._outcome_write(run, step, status, result, error), alone)
+        await self.store.arun_write(self._outcome_write(run, step, status, result, error), alone, run.run_id)
 
     def outcome_write(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None

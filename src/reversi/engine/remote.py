@@ -18,13 +18,15 @@ from reversi.store.base import Store
 
 @dataclass(frozen=True)
 class CompensationWork:
-    """A claimed compensation: `call` is the call JSON (with the step's idempotency key)."""
+    """A claimed compensation: `call` is the call JSON (with the step's idempotency key); the claim is
+    `worker`'s until `claim_until`."""
 
     run_id: str
     index: int
     call: dict[str, Any]
     claim_until: str
     verification: Verification | None
+    worker: str = ""
 
 
 def begin_compensation(
@@ -37,8 +39,8 @@ def begin_compensation(
         NotCompensable: the step needs no undo, is not standing, waits for an approval, still has a
             standing dependent, or is claimed by a running rollback or a live claim.
     """
-    if lease_s <= 0:
-        raise BadInput("lease_s must be a positive number of seconds")
+    if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)) or not 0 < lease_s < 366 * 86_400:
+        raise BadInput(f"lease_s must be a positive number of seconds (under a year), not {lease_s!r}")
     lock = store.try_lock_run(run_id)
     if lock is None:
         raise NotCompensable(f"step {step} of {run_id} is claimed by a running rollback")
@@ -83,7 +85,7 @@ def begin_compensation(
             claim_until=until,
         )
         q.append(run_id, [NewEvent(EventType.COMPENSATING, step, worker, data)])
-    return CompensationWork(run_id, step, call.call_json(), until, call.verification)
+    return CompensationWork(run_id, step, call.call_json(), until, call.verification, worker)
 
 
 def _needs_no_undo(snapshot: RunSnapshot, step: StepState, manifests: ManifestSet) -> bool:
@@ -96,14 +98,25 @@ def complete_compensation(
 ) -> StepStatus:
     """Journal how a claimed compensation went; returns the step's new status.
 
+    Only the claim `work` stands for may report: one that expired is still heard while nobody else
+    took the step over (the undo it made must not be made again), but not once another worker or a
+    rollback has claimed the step since.
+
     Raises:
-        NotCompensable: the step is no longer being compensated (someone else finished it).
+        NotCompensable: the step is no longer being compensated (someone else finished it), or it is
+            no longer under this claim.
     """
     with store.write() as q:
         q.lock_run(work.run_id)
         snapshot = q.snapshot(work.run_id)
-        if snapshot is None or snapshot.step(work.index).status is not StepStatus.COMPENSATING:
+        if snapshot is None or not 0 <= work.index < len(snapshot.steps) \
+                or snapshot.step(work.index).status is not StepStatus.COMPENSATING:
             raise NotCompensable(f"step {work.index} of {work.run_id} is not being compensated")
+        claim = snapshot.step(work.index).claim
+        if claim is None or (claim.worker, claim.until) != (work.worker, work.claim_until):
+            holder = f"{claim.worker}'s claim until {claim.until}" if claim else "a rollback"
+            raise NotCompensable(f"step {work.index} of {work.run_id} is no longer under this claim: "
+                                 f"it is under {holder}")
         events: list[NewEvent] = []
         step = work.index
         if not ok:

@@ -80,6 +80,7 @@ class StepHandle:
         self.run = run
         self.index = index
         self.reported = False  # whether this handle has journaled the step's outcome
+        self._reporting = False  # whether it has tried to: an exception since is the journal's, not the call's
 
     def succeeded(self, result: Any = None) -> None:
         self._report(StepStatus.SUCCEEDED, result=result)
@@ -91,14 +92,30 @@ class StepHandle:
         self._report(StepStatus.UNCERTAIN, error=_text(error))
 
     def _report(self, status: StepStatus, *, result: Any = None, error: str | None = None) -> None:
+        self._reporting = True
         self.run._ledger.recorder.outcome(self.run.record, self.index, status, result=result, error=error)
         self.reported = True
 
     def _from_exception(self, exc: BaseException) -> None:
         """Journal what an exception says of the call, unless its outcome was reported already (the
-        exception came after, and is the caller's own business)."""
-        if not self.reported:
+        exception came after, and is the caller's own business) or reporting it failed: then the
+        exception is the journal's own, says nothing of the call, and the step stays `intended`
+        (unresolved) rather than being called `failed` after it may have worked."""
+        if not self._reporting:
             (self.uncertain if _uncertain(exc) else self.failed)(exc)
+
+
+def _keyword_arguments(args: Any) -> None:
+    if args is not None and not isinstance(args, Mapping):
+        raise BadInput(f"args are passed to fn as keyword arguments: give a dict, not {type(args).__name__}")
+
+
+def _step_number(step: object) -> int:
+    if isinstance(step, (StepHandle, StepState)):
+        return step.index
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise BadInput(f"a step is a step number (an int from 0), not {step!r}")
+    return step
 
 
 def _text(error: object) -> str | None:
@@ -150,7 +167,12 @@ class Run:
             raise
 
     def call(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
-        """Journal, call `fn(**args)`, journal its result; returns what `fn` returned."""
+        """Journal, call `fn(**args)`, journal its result; returns what `fn` returned.
+
+        Raises:
+            BadInput: `args` is not a mapping of keyword arguments (before anything is journaled).
+        """
+        _keyword_arguments(args)
         with self.step(tool, args, depends_on) as handle:
             result = awaited(fn(**(args or {})))
             handle.succeeded(result)
@@ -158,6 +180,7 @@ class Run:
 
     async def acall(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
         """`call` for async code: `fn` may be a coroutine function; the journal writes run off the loop."""
+        _keyword_arguments(args)
         handle = await asyncio.to_thread(self.begin, tool, args, depends_on)
         try:
             result = fn(**(args or {}))
@@ -265,6 +288,7 @@ class Run:
             NotFound: no such step.
             Conflict: the step is not unresolved.
         """
+        step = _step_number(step)
         if status not in ("succeeded", "failed"):
             raise BadInput(f"status must be succeeded or failed, not {status!r}")
         if status == "failed" and result is not _NO_RESULT:
@@ -306,7 +330,7 @@ class Run:
         self, step: int | StepHandle | StepState, lease_s: float = 300, worker: str | None = None
     ) -> CompensationWork:
         """Claim one standing step for a remote worker; see `reversi.engine.remote`."""
-        index = step if isinstance(step, int) else step.index
+        index = _step_number(step)
         return begin_compensation(
             self._ledger.store,
             self._ledger.manifests,

@@ -180,7 +180,7 @@ class Call:
             return fn(q)
 
         try:
-            return await self.server.ledger.store.arun_write(checked, alone=self.server.alone)
+            return await self.server.ledger.store.arun_write(checked, self.server.alone, self.path.get("run_id"))
         except Unauthorized:
             self.server.forget_principal(self.headers.get("authorization"))
             raise

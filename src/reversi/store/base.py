@@ -68,33 +68,40 @@ class Store(abc.ABC):
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
         """
 
-    def run_write(self, fn: Callable[[Queries], T]) -> T:
+    def run_write(self, fn: Callable[[Queries], T], order: str | None = None) -> T:
         """Run `fn` in a write transaction whose commit may be shared with concurrent writers.
 
         An exception from `fn` undoes only `fn`'s own writes and is raised to this caller, except
         `KeepWrites(error)`, which keeps them and raises `error`. `fn` may run more than once (after
-        a deadlock the database broke), so it must decide from what it reads.
+        a deadlock the database broke), so it must decide from what it reads. `order` names what
+        `fn` locks first (its run's id): a shared transaction runs its writes in that order.
 
         Raises:
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
+            WriteConflict: the database kept undoing the write to break lock cycles.
         """
-        for _ in range(_RETRIES):
+        for attempt in range(_RETRIES + 1):
             try:
-                return self._group_commit.run(fn)
-            except self._retryable_errors():
-                continue  # the database broke a lock cycle by undoing `fn`: run it again
-        return self._group_commit.run(fn)
+                return self._group_commit.run(fn, order)
+            except self._retryable_errors() as exc:
+                if attempt == _RETRIES:
+                    raise _gave_up(exc) from exc
+                # the database broke a lock cycle by undoing `fn`: run it again
+        raise AssertionError("unreachable")
 
-    async def arun_write(self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None) -> T:
+    async def arun_write(
+        self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None, order: str | None = None
+    ) -> T:
         """`run_write` for an event loop: `fn` runs on a writer thread, and the loop is not blocked;
         except that with `alone`, a write that nobody could share, on a store that can start it
         without waiting (SQLite), runs on the loop itself (see `GroupCommit.arun`)."""
-        for _ in range(_RETRIES):
+        for attempt in range(_RETRIES + 1):
             try:
-                return await self._group_commit.arun(fn, alone)
-            except self._retryable_errors():
-                continue
-        return await self._group_commit.arun(fn, alone)
+                return await self._group_commit.arun(fn, alone, order)
+            except self._retryable_errors() as exc:
+                if attempt == _RETRIES:
+                    raise _gave_up(exc) from exc
+        raise AssertionError("unreachable")
 
     def _retryable_errors(self) -> tuple[type[Exception], ...]:
         return (WriteConflict, *self._retryable)
@@ -122,6 +129,12 @@ class Store(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _gave_up(exc: Exception) -> WriteConflict:
+    if isinstance(exc, WriteConflict):
+        return exc
+    return WriteConflict(f"the store kept undoing a write to break lock cycles ({_RETRIES + 1} attempts): {exc}")
 
 
 def open_store(url: str | None = None) -> Store:

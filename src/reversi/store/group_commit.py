@@ -44,12 +44,18 @@ class WouldWait(Exception):
 
 
 class _Slot(Generic[T]):
-    __slots__ = ("done", "error", "fn", "future", "result", "wake")
+    __slots__ = ("done", "error", "fn", "future", "order", "result", "wake")
 
     def __init__(
-        self, fn: Callable[[Queries], T], future: asyncio.Future[None] | None = None, *, waits: bool = True
+        self,
+        fn: Callable[[Queries], T],
+        future: asyncio.Future[None] | None = None,
+        *,
+        waits: bool = True,
+        order: str | None = None,
     ) -> None:
         self.fn = fn
+        self.order = order  # what the write locks first (a run id): a shared batch writes in this order
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -102,9 +108,10 @@ class GroupCommit:
         self._helper: threading.Thread | None = None
         self._helper_wake = threading.Event()
 
-    def run(self, fn: Callable[[Queries], T]) -> T:
-        """Run `fn` in a committed write transaction, possibly shared with concurrent callers."""
-        slot = _Slot(fn)
+    def run(self, fn: Callable[[Queries], T], order: str | None = None) -> T:
+        """Run `fn` in a committed write transaction, possibly shared with concurrent callers; `order`
+        names what `fn` locks first (see `Store.run_write`)."""
+        slot = _Slot(fn, order=order)
         with self._lock:
             self._queue.append(slot)
             follow, self._leading = self._leading, True
@@ -122,7 +129,9 @@ class GroupCommit:
             self._pass_lead()
         return slot.outcome()
 
-    async def arun(self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None) -> T:
+    async def arun(
+        self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None, order: str | None = None
+    ) -> T:
         """`run` for an event loop: wait for the commit without blocking the loop.
 
         `alone` is for a caller that can tell when nothing else on its loop is about to write (a server
@@ -142,7 +151,7 @@ class GroupCommit:
                     pass  # another thread or process is writing: queue, so the loop does not wait
                 finally:
                     self._pass_lead()
-        slot = _Slot(fn, asyncio.get_running_loop().create_future())
+        slot = _Slot(fn, asyncio.get_running_loop().create_future(), order=order)
         with self._lock:
             self._queue.append(slot)
             if not self._leading:
@@ -204,9 +213,12 @@ class GroupCommit:
             _finish(batch)
 
     def _write_shared(self, batch: list[_Slot[Any]]) -> None:
+        # Every batch takes the locks of its runs in one order, so two processes' batches never wait
+        # on each other in a cycle (PostgreSQL would break it by undoing one of them).
+        ordered = sorted(batch, key=lambda slot: (slot.order is None, slot.order or ""))
         try:
             with self._begin() as q:
-                for slot in batch:
+                for slot in ordered:
                     q.execute("SAVEPOINT reversi_write")
                     try:
                         slot.result = slot.fn(q)

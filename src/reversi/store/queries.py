@@ -109,6 +109,8 @@ class Queries:
         self._dialect = dialect
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        if any(type(p) is str and "\x00" in p for p in params):  # PostgreSQL's text cannot hold it; keep both alike
+            raise BadInput("text with a NUL character (\\x00) cannot be stored")
         try:
             self._cur.execute(self._dialect.sql(sql), params)
         except UnicodeEncodeError as exc:  # a lone surrogate (from a "\ud800" escape) has no UTF-8 form
