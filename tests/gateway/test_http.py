@@ -83,7 +83,7 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         assert (await http.post(operator_url, json=body, headers=_bearer(bot))).status_code == 403
         bad = await http.post(mcp_url, json=body, headers=_bearer(bot, **{"Reversi-Run-Id": "nope"}))
         assert bad.status_code == 400 and "bad run id" in bad.json()["error"]["message"]
-        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 9
+        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 10
 
     async with connect(mcp_url, _bearer(bot, **{"Reversi-Run-Id": "run_web"})) as agent:
         assert agent.protocol_version >= "2026"
@@ -97,9 +97,11 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         assert old.protocol_version < "2026"
         await old.call_tool("echo", {"text": "a"})
         await old.call_tool("echo", {"text": "b"})
-    async with connect(mcp_url, _bearer(eve, **{"Reversi-Run-Id": "run_web"})) as intruder:
-        refused = await intruder.call_tool("echo", {"text": "mine now"})
-        assert refused.is_error and refused.content[0].text == "run_web belongs to another principal"  # type: ignore[union-attr]
+    async with httpx.AsyncClient() as raw:  # SPEC 7: another principal's run is a 403, also by its header
+        intruder = await raw.post(mcp_url, headers=_bearer(eve, **{"Reversi-Run-Id": "run_web"}),
+                                  json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert intruder.status_code == 403
+    assert intruder.json()["error"]["message"] == "run_web belongs to another principal"
 
     async with connect(operator_url, _bearer(ops)) as operator:
         listed = (await operator.call_tool("reversi.list_runs", {})).structured_content
@@ -236,5 +238,5 @@ async def test_metrics_count_calls_by_outcome_refusals_by_reason_and_upstream_he
     assert samples[("reversi_refusals_total", (("reason", "halted"),))] == 1
     assert samples[("reversi_gateway_tool_call_duration_seconds_count", (("upstream", "shop"),))] == 4
     assert samples[("reversi_gateway_upstream_up", (("upstream", "shop"),))] == 1
-    assert samples[("reversi_gateway_upstream_tools", (("upstream", "shop"),))] == 9
+    assert samples[("reversi_gateway_upstream_tools", (("upstream", "shop"),))] == 10
     assert samples[("reversi_gateway_upstream_restarts_total", (("upstream", "shop"),))] == 0

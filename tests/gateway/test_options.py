@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from tests.gateway.conftest import GATEWAY, UPSTREAM, WAIT_S, Shop, gateway
 
 import reversi
 from reversi.errors import ConfigError
 from reversi.gateway.options import UpstreamSpec, parse_http, parse_upstream_flag, upstreams_from_config
+from reversi.gateway.upstream import Upstream
 
 
 def test_an_upstream_flag_is_a_command_split_without_a_shell_or_a_url() -> None:
@@ -70,3 +73,36 @@ def test_the_operator_refuses_flags_it_would_ignore(tmp_path: Path, shop: Shop, 
     assert done.returncode == 1, done.stderr
     assert "`reversi-gateway operator` serves one operator on stdio" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "env", "message"), [
+    (["--run-id", "bad id"], {}, "reversi-gateway: error: bad run id 'bad id'"),
+    (["--run-id", "run_theirs"], {"REVERSI_PRINCIPAL": "mallory"}, "reversi-gateway: error: run_theirs belongs to "
+                                                                      "another principal"),
+    (["--call-timeout", "nan"], {}, "reversi-gateway: error: --call-timeout must be a positive number of seconds"),
+])
+def test_what_stops_the_gateway_at_start_is_one_line(
+    tmp_path: Path, shop: Shop, args: list[str], env: dict[str, str], message: str
+) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    with reversi.open(db) as ledger:
+        ledger.start_run(run_id="run_theirs")  # opened by `local`
+    done = subprocess.run(
+        [str(GATEWAY), "--upstream", shop.flag(), "--db", db, *args], env={**os.environ, **env},
+        capture_output=True, text=True, timeout=WAIT_S, check=False, stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith(message), done.stderr
+
+
+@pytest.mark.anyio
+async def test_an_upstream_that_never_finishes_starting_is_given_up_on(tmp_path: Path) -> None:
+    """A server that never answers `initialize` must not keep the gateway from serving."""
+    hung = Upstream(UpstreamSpec("hung", command=(sys.executable, "-c", "import time; time.sleep(60)")),
+                    start_timeout=0.5)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hung.supervise)
+        with anyio.fail_after(WAIT_S):
+            await hung.started()
+        tg.cancel_scope.cancel()
+    assert not hung.connected and hung.last_error == "it did not finish starting within 0.5 s"

@@ -80,6 +80,32 @@ async def test_calls_are_journaled_and_answered_exactly_as_the_upstream_answers(
     assert steps[4]["error"] == "-32042: teapot"
 
 
+async def test_an_upstream_error_with_the_servers_first_code_is_its_answer_not_a_lost_connection(
+    tmp_path: Path, shop: Shop
+) -> None:
+    """-32000 is also what the SDK says when a connection closes: the gateway must not take an
+    upstream's own -32000 for that (and journal `uncertain` with an error of its own)."""
+    db = f"sqlite:///{tmp_path}/r.db"
+    async with gateway("--upstream", shop.flag(), "--db", db, "--run-id", "run_quota") as agent:
+        with pytest.raises(MCPError) as raised:
+            await agent.call_tool("server_error", {})
+    assert (raised.value.code, raised.value.message) == (-32000, "quota exceeded")
+    assert [(s["status"], s["error"]) for s in _steps(db, "run_quota")] == [("failed", "-32000: quota exceeded")]
+
+
+async def test_an_unknown_tool_is_refused_unjournaled_and_reversi_meta_is_not_the_agents(
+    tmp_path: Path, shop: Shop
+) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    async with gateway("--upstream", shop.flag(), "--db", db, "--run-id", "run_meta") as agent:
+        with pytest.raises(MCPError, match="Unknown tool: nosuch"):
+            await agent.call_tool("nosuch", {})
+        forged = {"reversi/idempotency_key": "what a later rollback will use", "trace": "t-1"}
+        await agent.call_tool("echo", {"text": "hi"}, meta=forged)
+    assert [s["tool"] for s in _steps(db, "run_meta")] == ["echo"]
+    assert [(c["tool"], c["meta"]) for c in shop.calls()] == [("echo", {"trace": "t-1"})]
+
+
 async def test_several_upstreams_are_prefixed_with_their_names(tmp_path: Path, shops: Any) -> None:
     a, b = shops("a"), shops("b")
     db = f"sqlite:///{tmp_path}/r.db"
@@ -88,9 +114,12 @@ async def test_several_upstreams_are_prefixed_with_their_names(tmp_path: Path, s
         assert names[:2] == ["a.create_order", "a.cancel_order"] and "b.create_order" in names
         tool = next(t for t in (await agent.list_tools()).tools if t.name == "b.create_order")
         assert tool.annotations is not None and tool.annotations.title == "Create order"
-        await agent.call_tool("b.echo", {"text": "hi"})
-        with pytest.raises(MCPError, match="Unknown tool"):
-            await agent.call_tool("echo", {})
+        answered = _dump(await agent.call_tool("b.echo", {"text": "hi"}))
+        envelope = answered.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {})
+        assert envelope.get("name") in (None, "reversi-gateway")  # the agent's server, not upstream b
+        for unknown in ("echo", "a.nosuch", "a."):
+            with pytest.raises(MCPError, match="Unknown tool"):
+                await agent.call_tool(unknown, {})
     assert a.calls() == [] and [c["tool"] for c in b.calls()] == ["echo"]
     assert [s["tool"] for s in _steps(db, "run_two")] == ["b.echo"]
 

@@ -52,6 +52,7 @@ TOOLS = [
     types.Tool(name="echo", input_schema={"type": "object", "properties": {"text": {"type": "string"}}}),
     types.Tool(name="fail", input_schema=_OBJ),
     types.Tool(name="rpc_error", input_schema=_OBJ),
+    types.Tool(name="server_error", input_schema=_OBJ),
     types.Tool(name="wait", input_schema={"type": "object", "properties": {"key": {"type": "string"}}}),
     types.Tool(name="env", input_schema={"type": "object", "properties": {"name": {"type": "string"}}}),
     types.Tool(name="slow", input_schema={"type": "object", "properties": {"parts": {"type": "integer"}}}),
@@ -125,6 +126,10 @@ async def _rpc_error(ctx: ServerRequestContext, args: dict[str, Any]) -> types.C
     raise MCPError(code=-32042, message="teapot", data={"why": "short and stout"})
 
 
+async def _server_error(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
+    raise MCPError(code=-32000, message="quota exceeded")  # the first code JSON-RPC leaves to servers
+
+
 async def _wait(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
     key = args["key"]
     (STATE / f"started-{key}").write_text(str(os.getpid()))
@@ -145,7 +150,8 @@ async def _slow(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallTo
     return _structured({"parts": parts})
 
 
-_OTHER_TOOLS = {"echo": _echo, "fail": _fail, "rpc_error": _rpc_error, "wait": _wait, "env": _env, "slow": _slow}
+_OTHER_TOOLS = {"echo": _echo, "fail": _fail, "rpc_error": _rpc_error, "server_error": _server_error, "wait": _wait,
+                "env": _env, "slow": _slow}
 
 
 async def list_resources(ctx: ServerRequestContext, params: Any) -> types.ListResourcesResult:

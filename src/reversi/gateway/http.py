@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import LOCAL_ADMIN, Principal, authenticate, is_loopback, store_has_keys
 from reversi.engine.ledger import Ledger
-from reversi.errors import ConfigError, Forbidden, ReversiError
+from reversi.errors import ConfigError, Forbidden, NotFound, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
@@ -69,14 +69,24 @@ class _Guard:
             raise Forbidden("the operator endpoint needs an operator or admin key")
         return principal
 
+    def _admit(self, headers: Headers, client: Any) -> Principal:
+        """The request's principal, once it may use the run its `Reversi-Run-Id` names (if any)."""
+        principal = self._principal(headers, client)
+        run_id = headers.get("reversi-run-id")
+        if run_id is not None and not self.operator:
+            try:
+                owner = self.ledger.get_run(check_run_id(run_id)).principal
+            except NotFound:
+                owner = principal.name  # a new run, opened under this principal by its first call
+            if owner != principal.name:
+                raise Forbidden(f"{run_id} belongs to another principal")
+        return principal
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.app is not None, "the gateway is still starting"
         headers = Headers(scope=scope)
         try:
-            scope[PRINCIPAL_KEY] = await anyio.to_thread.run_sync(self._principal, headers, scope.get("client"))
-            run_id = headers.get("reversi-run-id")
-            if run_id is not None and not self.operator:
-                check_run_id(run_id)
+            scope[PRINCIPAL_KEY] = await anyio.to_thread.run_sync(self._admit, headers, scope.get("client"))
         except _Unauthorized as exc:
             await _error(401, "unauthorized", str(exc))(scope, receive, send)
             return

@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import anyio
 from mcp.server import ServerRequestContext
@@ -76,8 +76,8 @@ def parse_options(argv: Sequence[str]) -> GatewayOptions:
         base = str(Path(args.config).parent) if args.config else "."
         upstreams = upstreams_from_config(settings.upstreams, base)
     unique_names(upstreams)
-    if args.call_timeout <= 0:
-        raise ConfigError("--call-timeout must be a positive number of seconds")
+    if not 0 < args.call_timeout < 86_400:  # NaN too
+        raise ConfigError("--call-timeout must be a positive number of seconds, under a day")
     return GatewayOptions(
         upstreams=upstreams,
         db=settings.db,
@@ -163,8 +163,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 anyio.run(serve_http, options, ledger, backend_options=_UVLOOP)
             else:
                 anyio.run(lambda: serve_stdio(options, ledger, operator=operator), backend_options=_UVLOOP)
-    except ReversiError as exc:
-        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+    except* ReversiError as group:  # anyio's task groups wrap what ends a run in an exception group
+        first: BaseException = group.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        print(f"{PROG}: error: {cast(ReversiError, first).message}", file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt:
+    except* KeyboardInterrupt:
         sys.exit(130)

@@ -96,6 +96,17 @@ TOOLS = [
 ]
 
 
+_KNOWN = {tool.name: set(tool.input_schema["properties"]) for tool in TOOLS}
+
+
+def _no_unknown(tool: str, args: dict[str, Any]) -> None:
+    """A misspelt argument (`confrim`) must not quietly turn a rollback into a dry run."""
+    unknown = sorted(set(args) - _KNOWN[tool])
+    if unknown:
+        known = ", ".join(sorted(_KNOWN[tool])) or "none"
+        raise BadInput(f"{tool} has no argument {unknown[0]!r} (its arguments: {known})")
+
+
 def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
     if name not in args or args[name] is None:
         if default is ...:
@@ -132,6 +143,7 @@ class Operator:
         if handler is None:
             return from_error(NotFound(f"no operator tool {params.name}"))
         try:
+            _no_unknown(params.name, params.arguments or {})
             principal = await self.principal_for(ctx)
             return await handler(principal, params.arguments or {})
         except ReversiError as exc:

@@ -33,16 +33,30 @@ RunFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[RunRecord]]
 
 _IDENTITY = ("name", "version", "title", "description", "website_url", "icons")  # of the server info
 _PROGRESS_TOKEN = ("progressToken", "progress_token")  # on the wire; as the SDK's model names it
+_ENVELOPE = "io.modelcontextprotocol/"
+_NOT_THE_AGENTS = (_ENVELOPE, "reversi/")
 
 
 def forward_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | None:
-    """The agent's `_meta` without what belongs to its own connection (protocol envelope, progress token)."""
+    """The agent's `_meta` without what belongs to its own connection (protocol envelope, progress
+    token) or to Reversi (`reversi/...`: an agent must not pass off a call as a rollback's
+    compensation, whose idempotency key an upstream trusts)."""
     kept = {
         k: v
         for k, v in (meta or {}).items()
-        if not k.startswith("io.modelcontextprotocol/") and k not in _PROGRESS_TOKEN
+        if not k.startswith(_NOT_THE_AGENTS) and k not in _PROGRESS_TOKEN
     }
     return cast(types.RequestParamsMeta, kept) if kept else None
+
+
+def _without_envelope(result: dict[str, Any]) -> dict[str, Any]:
+    """An upstream's result without its own protocol envelope in `_meta` (it names the upstream, not
+    the gateway the agent talks to)."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict) or not any(k.startswith(_ENVELOPE) for k in meta):
+        return result
+    kept = {k: v for k, v in meta.items() if not k.startswith(_ENVELOPE)}
+    return {k: v for k, v in result.items() if k != "_meta"} | ({"_meta": kept} if kept else {})
 
 
 def _progress_relay(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any] | None) -> ProgressFnT | None:
@@ -91,7 +105,7 @@ class Proxy:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | dict[str, Any]:
         route = self.pool.route(params.name)
-        if route is None:
+        if route is None or not await self._offered(route):  # nothing journaled: no call was made
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         self._calls += 1
         start = time.perf_counter()
@@ -100,6 +114,14 @@ class Proxy:
         finally:
             self._calls -= 1
             self.metrics.answered(route.upstream.name, time.perf_counter() - start)
+
+    async def _offered(self, route: Route) -> bool:
+        """Whether the upstream offers the tool (asked again once if not: it may have added it). An
+        upstream not connected gets the call, which is journaled `failed` as never sent."""
+        if not route.upstream.connected or any(t.name == route.tool for t in route.upstream.tools):
+            return True
+        await route.upstream.refresh_tools(self.call_timeout)
+        return any(t.name == route.tool for t in route.upstream.tools)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, route: Route
@@ -125,7 +147,7 @@ class Proxy:
             await self._journal(run, step, StepStatus.FAILED, error=error_text(raw))
         else:
             await self._journal(run, step, StepStatus.SUCCEEDED, result=result_value(raw))
-        return raw
+        return _without_envelope(raw)
 
     async def _settle_failure(
         self, run: RunRecord, step: int, upstream: Upstream, exc: BaseException

@@ -31,6 +31,8 @@ log = logging.getLogger("reversi.gateway")
 
 RAW: Any = TypeAdapter(dict[str, Any])  # the result as it came, still checked against the protocol
 _MAX_BACKOFF_S = 5.0
+START_TIMEOUT_S = 60.0  # to connect, initialize and list tools (`npx -y` may download the server first)
+_SDK_CLOSED = "Connection closed"  # the message of the SDK's own CONNECTION_CLOSED error
 
 
 class UpstreamUnavailable(Exception):
@@ -110,6 +112,7 @@ class Upstream:
     instructions: str | None = None
     last_error: str | None = None
     restarts: int = 0
+    start_timeout: float = START_TIMEOUT_S
     _client: Client | None = None
     _closed: anyio.Event = field(default_factory=anyio.Event)
     _ready: anyio.Event = field(default_factory=anyio.Event)
@@ -127,14 +130,21 @@ class Upstream:
         """Connect, serve until the connection ends, and connect again (backing off while it fails)."""
         backoff = 0.1
         while True:
-            closed = anyio.Event()
+            closed, adopted = anyio.Event(), anyio.Event()
             try:
-                async with Client(_watched(self.spec, closed), cache=None) as client:
-                    await self._adopt(client, closed)
-                    backoff = 0.1
-                    await closed.wait()
-                    self._mark_down()
-                    log.warning("upstream %s: the connection ended; restarting it", self.name)
+                with anyio.CancelScope() as attempt:
+                    async with anyio.create_task_group() as watchdog:
+                        watchdog.start_soon(_give_up_unless, adopted, attempt, self.start_timeout)
+                        async with Client(_watched(self.spec, closed), cache=None) as client:
+                            await self._adopt(client, closed)
+                            adopted.set()
+                            backoff = 0.1
+                            await closed.wait()
+                            self._mark_down()
+                            log.warning("upstream %s: the connection ended; restarting it", self.name)
+                if attempt.cancelled_caught:
+                    self.last_error = f"it did not finish starting within {self.start_timeout:g} s"
+                    log.warning("upstream %s: %s", self.name, self.last_error)
             except Exception as exc:  # a failed start, a crash: record it and try again
                 self.last_error = _describe(exc)
                 log.warning("upstream %s: %s", self.name, self.last_error)
@@ -207,13 +217,28 @@ class Upstream:
                 result = await client.session.send_request(request, RAW, progress_callback=on_progress)
                 return cast(dict[str, Any], result)
             except MCPError as exc:
-                if closed.is_set() or (exc.code == CONNECTION_CLOSED and exc.data is None):
+                if closed.is_set() or _connection_closed(exc):
                     raise UpstreamLost(f"upstream {self.name} went away during the call") from exc
                 raise
             except ValidationError as exc:
                 raise UpstreamLost(f"upstream {self.name} answered with a malformed result") from exc
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
                 raise UpstreamLost(f"upstream {self.name}: transport error: {_describe(exc)}") from exc
+
+
+async def _give_up_unless(adopted: anyio.Event, attempt: anyio.CancelScope, timeout: float) -> None:
+    """End a start that hangs (a server that never answers `initialize`): the gateway waits for each
+    upstream's first attempt before it serves."""
+    with anyio.move_on_after(timeout):
+        await adopted.wait()
+        return
+    attempt.cancel()
+
+
+def _connection_closed(exc: MCPError) -> bool:
+    """Whether the SDK says the connection closed. -32000 alone does not tell: it is also the first
+    code of the range JSON-RPC leaves to servers, which an upstream may answer with itself."""
+    return exc.code == CONNECTION_CLOSED and exc.data is None and exc.message == _SDK_CLOSED
 
 
 async def _list_tools(client: Client) -> list[types.Tool]:
