@@ -3,14 +3,16 @@ mid-call (and restarted), an agent that goes away mid-call."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from tests.gateway.conftest import Shop, gateway, until
+from tests.gateway.conftest import GATEWAY, WAIT_S, Shop, gateway, until
 
 import reversi
 
@@ -72,3 +74,25 @@ async def test_an_agent_that_disconnects_mid_call_leaves_the_step_uncertain(tmp_
     steps = await until(lambda: [s for s in _steps(db, "run_gone") if s["status"] != "intended"], "the outcome")
     assert steps[0]["status"] == "uncertain"
     assert steps[0]["error"] == "the call was cancelled before it answered"
+
+
+def test_a_message_over_the_line_limit_is_answered_with_a_parse_error_and_the_gateway_serves_on(
+    tmp_path: Path, shop: Shop
+) -> None:
+    proc = subprocess.Popen(
+        [str(GATEWAY), "--upstream", shop.flag(), "--db", f"sqlite:///{tmp_path}/r.db", "--run-id", "run_big"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        huge = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "' + b"x" * (65 << 20) + b'"}}\n'
+        proc.stdin.write(huge)
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode() + b"\n")
+        proc.stdin.flush()
+        refused = json.loads(proc.stdout.readline())
+        assert (refused["id"], refused["error"]["code"]) == (None, -32700)
+        assert json.loads(proc.stdout.readline())["id"] == 2  # still serving
+    finally:
+        proc.stdin.close()
+        code = proc.wait(WAIT_S)
+    assert code == 0 and b"Traceback" not in proc.stderr.read()

@@ -9,6 +9,7 @@ fd 0 reads /dev/null and fd 1 points at stderr, so nothing stray can corrupt the
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -20,18 +21,36 @@ from mcp.server.stdio import stdio_server
 _LINE_LIMIT = 64 * 1024 * 1024
 
 
+_TOO_LARGE = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+    "code": -32700, "message": f"Parse error: a message longer than {_LINE_LIMIT >> 20} MiB"}}) + "\n"
+
+
 class _Lines:
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
+    """The agent's messages, a line each. A line over the limit is answered with a parse error and
+    dropped (the SDK would end the whole connection on it)."""
+
+    def __init__(self, reader: asyncio.StreamReader, out: _Out) -> None:
+        self._reader, self._out = reader, out
+        self._drop_next = False  # the tail of a line that was too long is still to come
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
+        while True:
+            try:
+                line = await self._reader.readline()
+            except ValueError as exc:  # asyncio's limit: the buffer up to here is gone
+                self._drop_next = "not found" in str(exc)
+                await self._out.write(_TOO_LARGE)
+                await self._out.flush()
+                continue
+            if not line:
+                raise StopAsyncIteration
+            if self._drop_next:
+                self._drop_next = False
+                continue
+            return line.decode("utf-8", errors="replace")
 
 
 class _Out:
@@ -71,7 +90,8 @@ async def agent_stdio() -> AsyncIterator[tuple[Any, Any]]:
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", 0))
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     try:
-        async with stdio_server(_Lines(reader), _Out(writer)) as streams:  # type: ignore[arg-type]
+        out = _Out(writer)
+        async with stdio_server(_Lines(reader, out), out) as streams:  # type: ignore[arg-type]
             yield streams
     finally:
         transport.close()
