@@ -265,3 +265,42 @@ def test_a_wrong_method_names_every_method_of_the_path_and_a_trailing_slash_is_n
     assert wrong.json()["error"] == {"code": "method_not_allowed", "message": "PUT is not allowed on /v1/runs"}
     slash = agent.post("/v1/runs/", json={})
     assert slash.status_code == 404 and slash.json()["error"]["code"] == "not_found"
+
+
+def test_keyless_mode_serves_no_other_sites_page_and_no_rebound_name(make_site: Callable[..., Site]) -> None:
+    """Without keys, loopback requests act as the admin: a page of another site in the operator's
+    browser (it sends Origin) or a DNS-rebound name (Host) must not."""
+    site = make_site()
+    for headers in ({"Origin": "http://evil.example"}, {"Host": "attacker.example:8080"}, {"Origin": "null"}):
+        client = httpx.Client(base_url=site.url, headers=headers)
+        site.clients.append(client)
+        refused = client.post("/v1/halt", content=b'{"reason": "from a page"}', headers={"Content-Type": "text/plain"})
+        assert refused.status_code == 401 and refused.json()["error"]["message"] == NO_KEYS_REMOTE, headers
+        page = client.get("/halts", follow_redirects=False)
+        assert page.status_code == 303 and page.headers["location"].startswith("/login"), headers
+    assert site.ledger.halts() == []
+    for headers in ({"Origin": site.url}, {"Host": "localhost"}, {}):
+        client = httpx.Client(base_url=site.url, headers=headers)
+        site.clients.append(client)
+        assert client.get("/v1/halts").status_code == 200, headers
+
+
+def test_the_console_keeps_the_apis_limits_on_forms_page_links_and_job_progress(
+    make_site: Callable[..., Site],
+) -> None:
+    site = make_site()
+    local = site.client()  # no keys: the loopback admin
+    big = local.post("/halts", content=b"reason=x&tool=" + b"a" * (1 << 20),
+                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert big.status_code == 413 and site.ledger.halts() == []
+    deep = local.get("/", params={"after": "[" * 3000 + "]" * 3000})
+    assert deep.status_code == 400 and "bad page link" in deep.text
+    agent_key = site.add_key("agent", "agent")
+    run = site.ledger.acting_as("agent").start_run()  # the agent's own run
+    signed_in = httpx.Client(base_url=site.url)
+    site.clients.append(signed_in)
+    login = signed_in.get("/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', login.text)
+    assert token is not None
+    assert signed_in.post("/login", data={"key": agent_key, "csrf": token.group(1)}).status_code in (200, 303)
+    assert signed_in.get(f"/runs/{run.id}/rollback.json").status_code == 403  # as GET .../rollback: operators

@@ -14,6 +14,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from enum import StrEnum
+from urllib.parse import urlsplit
 
 from reversi.core.models import utc_now
 from reversi.errors import BadInput, Conflict, NotFound
@@ -133,6 +134,24 @@ def principal_of_key(q: Queries, key: str) -> Principal | None:
     if not hmac.compare_digest(row.secret_sha256, _sha256(match.group(2))):
         return None
     return Principal(row.name, Role(row.role), row.tenant, row.key_id)
+
+
+def keyless_request_allowed(client_host: str | None, host_header: str | None, origin: str | None) -> bool:
+    """Whether a request may act as the admin `local` of a store without keys: it comes from this
+    machine, is addressed to this machine by name (a DNS-rebound name is not), and was not sent by
+    a page of another site (a browser names that page in `Origin`; a tool sends none)."""
+    if not is_loopback(client_host):
+        return False
+    if host_header is not None and not is_loopback(_hostname(host_header)):
+        return False
+    return origin is None or is_loopback(urlsplit(origin).hostname)
+
+
+def _hostname(host_header: str) -> str | None:
+    try:
+        return urlsplit(f"//{host_header}").hostname
+    except ValueError:
+        return None
 
 
 @functools.lru_cache(maxsize=256)

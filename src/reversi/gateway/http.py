@@ -27,7 +27,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reversi.core.models import RunRecord, check_run_id
-from reversi.engine.keys import LOCAL_ADMIN, Principal, authenticate, is_loopback, store_has_keys
+from reversi.engine.keys import (
+    LOCAL_ADMIN,
+    Principal,
+    authenticate,
+    is_loopback,
+    keyless_request_allowed,
+    store_has_keys,
+)
 from reversi.engine.ledger import Ledger
 from reversi.errors import ConfigError, Forbidden, NotFound, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
@@ -58,8 +65,10 @@ class _Guard:
     def _principal(self, headers: Headers, client: Any) -> Principal:
         store = self.ledger.store
         if not store_has_keys(store):
-            if client is None or not is_loopback(str(client[0])):
-                raise _Unauthorized("this gateway's store holds no API keys: it serves loopback clients only")
+            host = str(client[0]) if client is not None else None
+            if not keyless_request_allowed(host, headers.get("host"), headers.get("origin")):
+                raise _Unauthorized("this gateway's store holds no API keys: it serves loopback clients only, "
+                                    "addressed as this machine and not sent by another site's page")
             return LOCAL_ADMIN
         scheme, _, key = headers.get("authorization", "").partition(" ")
         principal = authenticate(store, key) if scheme.lower() == "bearer" and key else None

@@ -10,13 +10,14 @@ from __future__ import annotations
 from enum import Enum
 
 from reversi.core.models import RunRecord
-from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, is_loopback, principal_of_key
+from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, principal_of_key
 from reversi.errors import Forbidden, ReversiError
 from reversi.store.keys import any_key, key_is_active
 from reversi.store.queries import Queries
 
 _RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
-NO_KEYS_REMOTE = "this server's store holds no API keys: it serves loopback clients only"
+NO_KEYS_REMOTE = ("this server's store holds no API keys: it serves loopback clients only, addressed as this "
+                  "machine and not sent by another site's page")
 _KEY_REQUIRED = "a valid API key is required: Authorization: Bearer KEY"
 _BAD_KEY = "unknown or revoked API key"
 
@@ -34,12 +35,13 @@ class Access(Enum):
     OPERATE = "operate"  # roll back, resolve: an operator of its tenant
 
 
-def principal_for(q: Queries, authorization: str | None, client_host: str | None) -> Principal:
-    """The principal of a request with this `Authorization` header, from this client address (read with `q`).
+def principal_for(q: Queries, authorization: str | None, local_ok: bool) -> Principal:
+    """The principal of a request with this `Authorization` header (read with `q`); `local_ok` says
+    whether it may act as the keyless admin (`keyless_request_allowed`).
 
     Raises:
         Unauthorized: the store has keys and the request carries none that is valid; or the store
-            has none and the client is not on this machine.
+            has none and the request may not act as `local`.
     """
     key = _bearer(authorization)
     if key is not None:
@@ -48,7 +50,7 @@ def principal_for(q: Queries, authorization: str | None, client_host: str | None
             return principal
     if any_key(q):
         raise Unauthorized(_KEY_REQUIRED if key is None else _BAD_KEY)
-    if not is_loopback(client_host):
+    if not local_ok:
         raise Unauthorized(NO_KEYS_REMOTE)
     return LOCAL_ADMIN
 

@@ -28,7 +28,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from reversi.core.models import RunRecord, check_run_id
-from reversi.engine.keys import Principal, Role, is_loopback
+from reversi.engine.keys import Principal, Role, keyless_request_allowed
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
 from reversi.errors import BadInput
@@ -124,21 +124,21 @@ class ServerState:
         record = self._runs.get(run_id)
         return record if record is not None else await anyio.to_thread.run_sync(self.run_record, run_id)
 
-    def principal(self, authorization: str | None, client: str | None) -> Principal:
+    def principal(self, authorization: str | None, local_ok: bool) -> Principal:
         """The principal of a request, read from the store.
 
         Raises:
             Unauthorized: see `principal_for`.
         """
         with self.ledger.store.read() as q:
-            return principal_for(q, authorization, client)
+            return principal_for(q, authorization, local_ok)
 
-    async def cached_principal(self, authorization: str | None, client: str | None) -> Principal:
+    async def cached_principal(self, authorization: str | None, local_ok: bool) -> Principal:
         """`principal`, kept once read: only for endpoints whose write checks it again (`Call.write`)."""
-        key = (authorization, is_loopback(client))
+        key = (authorization, local_ok)
         found = self._principals.get(key)
         if found is None:
-            found = self._principals.put(key, await anyio.to_thread.run_sync(self.principal, authorization, client))
+            found = self._principals.put(key, await anyio.to_thread.run_sync(self.principal, authorization, local_ok))
         return found
 
     def forget_principal(self, authorization: str | None) -> None:
@@ -297,7 +297,7 @@ class Endpoint:
             raw = await read_body(request) if self.body is not None else b""
             if not on_loop:
                 return await anyio.to_thread.run_sync(self._run, server, request, raw, limiter=server.limiter)
-            principal = await server.cached_principal(request.headers.get("authorization"), _client_host(request))
+            principal = await server.cached_principal(request.headers.get("authorization"), _local_ok(request))
             response = self.handler(self._call(server, principal, request, raw))
             assert inspect.isawaitable(response)
             return await response
@@ -305,7 +305,7 @@ class Endpoint:
         return endpoint
 
     def _run(self, server: ServerState, request: Request, raw: bytes) -> Response:
-        principal = server.principal(request.headers.get("authorization"), _client_host(request))
+        principal = server.principal(request.headers.get("authorization"), _local_ok(request))
         response = self.handler(self._call(server, principal, request, raw))
         assert isinstance(response, Response)
         return response
@@ -321,8 +321,11 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def _client_host(request: Request) -> str | None:
-    return request.client.host if request.client else None
+def _local_ok(request: Request) -> bool:
+    """Whether the request may act as the keyless admin `local` (if the store has no keys)."""
+    headers = request.headers
+    return keyless_request_allowed(request.client.host if request.client else None, headers.get("host"),
+                                   headers.get("origin"))
 
 
 async def read_body(request: Request) -> bytes:

@@ -30,7 +30,7 @@ from reversi.errors import BadInput, Forbidden, NotFound, ReversiError
 from reversi.server.auth import Access, check_run, require_role
 from reversi.server.console import views
 from reversi.server.console.session import CsrfRefused, Session, Sessions, check_csrf
-from reversi.server.endpoint import ServerState
+from reversi.server.endpoint import MAX_BODY_BYTES, BodyTooLarge, ServerState
 
 HERE = Path(__file__).parent
 Handler = Callable[[Request], Awaitable[Response]]
@@ -62,6 +62,10 @@ class Console:
             if session.principal is None:
                 return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
             if request.method == "POST":
+                length = request.headers.get("content-length", "")
+                if not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY_BYTES:
+                    # a form is a few fields: the API's body limit holds here too (and a chunked body is refused)
+                    return self.render(request, session, "error.html", 413, error=BodyTooLarge().message)
                 form = await request.form()
                 try:
                     check_csrf(session, form.get("csrf"))
@@ -145,7 +149,7 @@ class Console:
         return RedirectResponse(f"/runs/{run_id}#rollback", status_code=303)
 
     async def rollback_progress(self, request: Request, session: Session, principal: Principal) -> Response:
-        run = await run_in_threadpool(self.run_for, principal, request.path_params["run_id"], Access.READ)
+        run = await run_in_threadpool(self.run_for, principal, request.path_params["run_id"], Access.OPERATE)
         job = await run_in_threadpool(jobs.latest_job, self.state.ledger.store, run.id)
         return JSONResponse(job.to_dict())
 
@@ -263,7 +267,7 @@ def _cursor(text: str | None) -> tuple[str, str] | None:
         return None
     try:
         value = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, or JSON nested past what Python reads
         raise BadInput("bad page link: start again from the first page") from None
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
         raise BadInput("bad page link: start again from the first page")

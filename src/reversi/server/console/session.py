@@ -17,7 +17,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, is_loopback, store_has_keys
+from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, keyless_request_allowed, store_has_keys
 from reversi.errors import Forbidden
 from reversi.store import keys as key_sql
 from reversi.store.base import Store
@@ -65,7 +65,9 @@ class Sessions:
                 row = key_sql.get_key(q, key_id)
             if row is not None and row.revoked_at is None:
                 return Session(Principal(row.name, Role(row.role), row.tenant, row.key_id), csrf, key_id)
-        if not store_has_keys(self.store) and is_loopback(request.client.host if request.client else None):
+        local_ok = keyless_request_allowed(request.client.host if request.client else None,
+                                           request.headers.get("host"), request.headers.get("origin"))
+        if local_ok and not store_has_keys(self.store):
             return Session(LOCAL_ADMIN, csrf)
         return Session(None, csrf)
 
