@@ -200,17 +200,18 @@ async def test_asking_for_progress_over_http_gets_the_answer_without_it(
 
 async def test_a_remote_client_is_401_once_the_store_holds_no_keys(tmp_path: Path) -> None:
     """As the server answers it: a store without keys serves loopback clients only (the gateway
-    refuses to bind elsewhere without keys, but keys can be revoked while it runs)."""
+    refuses to bind elsewhere without keys, but it may sit behind a proxy on this machine)."""
     with reversi.open(f"sqlite:///{tmp_path}/r.db") as ledger:
         guard = _Guard(ledger, operator=False)
         guard.app = PlainTextResponse("served")
         for client, status in ((("10.1.2.3", 5000), 401), (("127.0.0.1", 5000), 200)):
             transport = httpx.ASGITransport(app=guard, client=client)
-            async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 answer = await http.post("/mcp", json={})
             assert answer.status_code == status, answer.text
             if status == 401:
-                assert answer.json()["error"]["message"].endswith("it serves loopback clients only")
+                assert answer.json()["error"]["message"].endswith(
+                    "it serves loopback clients only, addressed as this machine and not sent by another site's page")
 
 
 async def test_metrics_count_calls_by_outcome_refusals_by_reason_and_upstream_health(
