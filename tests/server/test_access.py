@@ -304,3 +304,22 @@ def test_the_console_keeps_the_apis_limits_on_forms_page_links_and_job_progress(
     assert token is not None
     assert signed_in.post("/login", data={"key": agent_key, "csrf": token.group(1)}).status_code in (200, 303)
     assert signed_in.get(f"/runs/{run.id}/rollback.json").status_code == 403  # as GET .../rollback: operators
+
+
+def test_signing_out_of_the_console_ends_the_session_for_every_copy_of_its_cookie(site: Site) -> None:
+    browser = httpx.Client(base_url=site.url)
+    site.clients.append(browser)
+    token = re.search(r'name="csrf" value="([^"]+)"', browser.get("/login").text)
+    assert token is not None
+    assert browser.post("/login", data={"key": site.keys["admin"], "csrf": token.group(1)}).status_code == 303
+    copied = dict(browser.cookies)
+    halts = browser.get("/halts")
+    assert halts.status_code == 200
+    form = re.search(r'name="csrf" value="([^"]+)"', halts.text)
+    assert form is not None
+    assert browser.post("/logout", data={"csrf": form.group(1)}).status_code == 303
+    replay = httpx.Client(base_url=site.url, cookies=copied)
+    site.clients.append(replay)
+    assert replay.get("/halts").status_code == 303  # to the sign-in page: the old cookie signs nobody in
+    assert replay.post("/halts", data={"reason": "with an old cookie", "csrf": form.group(1)}).status_code == 303
+    assert site.ledger.halts() == []

@@ -108,6 +108,7 @@ class Console:
     async def logout(self, request: Request) -> Response:
         session = await run_in_threadpool(self.sessions.read, request)
         check_csrf(session, (await request.form()).get("csrf"))
+        await run_in_threadpool(self.sessions.end, session)
         response = RedirectResponse("/login", status_code=303)
         self.sessions.clear(response)
         return response

@@ -1,25 +1,31 @@
 """Console sessions: a signed cookie naming the key that signed in, and a CSRF token for every form.
 
 The cookie holds the key's id, never the key; each request checks that key is still active, so a
-revocation signs its sessions out at once. It is HttpOnly and SameSite=Strict. The signing secret is
+revocation signs its sessions out at once, and that the session was not signed out (the store
+remembers a sign-out until the cookie would have expired, so a copy of the cookie is dead too). It
+is HttpOnly and SameSite=Strict. The signing secret is
 REVERSI_SESSION_SECRET when set (share it between servers behind one address), else random per
 process (a restart signs everyone out).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reversi.core.times import format_time
 from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, keyless_request_allowed, store_has_keys
 from reversi.errors import Forbidden
 from reversi.store import keys as key_sql
+from reversi.store import sessions as session_sql
 from reversi.store.base import Store
 
 COOKIE = "reversi_session"
@@ -63,7 +69,8 @@ class Sessions:
         if key_id:
             with self.store.read() as q:
                 row = key_sql.get_key(q, key_id)
-            if row is not None and row.revoked_at is None:
+                ended = session_sql.is_signed_out(q, _session_hash(csrf))
+            if row is not None and row.revoked_at is None and not ended:
                 return Session(Principal(row.name, Role(row.role), row.tenant, row.key_id), csrf, key_id)
         local_ok = keyless_request_allowed(request.client.host if request.client else None,
                                            request.headers.get("host"), request.headers.get("origin"))
@@ -77,6 +84,20 @@ class Sessions:
 
     def clear(self, response: Response) -> None:
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+
+    def end(self, session: Session) -> None:
+        """Sign the session out for good: its cookie, or any copy of it, no longer signs anyone in."""
+        if not session.csrf:
+            return
+        now = datetime.now(UTC)
+        with self.store.write() as q:
+            session_sql.sign_out(q, _session_hash(session.csrf), format_time(now + timedelta(seconds=MAX_AGE_S)),
+                                 format_time(now))
+
+
+def _session_hash(csrf: str) -> str:
+    """What the store keeps of a session: a hash of its token (unique per sign-in), never the token."""
+    return hashlib.sha256(csrf.encode()).hexdigest()
 
 
 def check_csrf(session: Session, submitted: object) -> None:
