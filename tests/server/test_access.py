@@ -323,3 +323,22 @@ def test_signing_out_of_the_console_ends_the_session_for_every_copy_of_its_cooki
     assert replay.get("/halts").status_code == 303  # to the sign-in page: the old cookie signs nobody in
     assert replay.post("/halts", data={"reason": "with an old cookie", "csrf": form.group(1)}).status_code == 303
     assert site.ledger.halts() == []
+
+
+def test_console_errors_are_shown_where_no_form_is_left_to_show_them(site: Site) -> None:
+    """A step settled meanwhile, or an approval out of reach, has no form on the page: the error
+    must still be on it."""
+    run = site.ledger.acting_as("agent").start_run()
+    run.begin("stripe.create_charge", {"amount": 5}).succeeded({"id": "ch_5"})
+    browser = httpx.Client(base_url=site.url)
+    site.clients.append(browser)
+    token = re.search(r'name="csrf" value="([^"]+)"', browser.get("/login").text)
+    assert token is not None
+    assert browser.post("/login", data={"key": site.keys["operator"], "csrf": token.group(1)}).status_code == 303
+    form = re.search(r'name="csrf" value="([^"]+)"', browser.get(f"/runs/{run.id}").text)
+    assert form is not None
+    settled = browser.post(f"/runs/{run.id}/steps/0/resolve",
+                           data={"status": "failed", "note": "saw it fail", "csrf": form.group(1)})
+    assert settled.status_code == 409 and "only intended or uncertain steps can be resolved" in settled.text
+    unknown = browser.post("/approvals/apr_nope/approve", data={"csrf": form.group(1)})
+    assert unknown.status_code == 404 and "apr_nope" in unknown.text and "no approval apr_nope" in unknown.text

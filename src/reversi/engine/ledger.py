@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from tenacity import retry, retry_if_exception_type, stop_after_attempt
+
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
     Approval,
@@ -27,7 +29,7 @@ from reversi.engine.config import Settings, actor_from_env, load_settings, princ
 from reversi.engine.manifest_files import load_manifest_files
 from reversi.engine.recorder import Recorder
 from reversi.engine.run import Run
-from reversi.errors import BadInput, Forbidden, NotFound
+from reversi.errors import BadInput, Forbidden, NotFound, WriteConflict
 from reversi.store.base import Store, open_store
 
 
@@ -114,6 +116,12 @@ class Ledger:
             dict(labels or {}),
             utc_now(),
         )
+        return self._open_or_continue(record)
+
+    @retry(retry=retry_if_exception_type(WriteConflict), stop=stop_after_attempt(3), reraise=True)
+    def _open_or_continue(self, record: RunRecord) -> Run:
+        """Insert the run, or journal `run_continued` on the one there (again, if the database undid
+        the write to break a lock cycle with another writer)."""
         with self.store.write() as q:
             q.lock_name(f"run:{record.run_id}")  # two processes opening one new id: one creates, one continues
             existing = q.get_run(record.run_id)
