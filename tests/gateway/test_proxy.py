@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 from tests.gateway.conftest import Shop, direct, gateway
 
 import reversi
+from reversi.gateway.upstream import _connection_closed
 
 pytestmark = pytest.mark.anyio
 PROMPT_REF = types.PromptReference(type="ref/prompt", name="greet")
@@ -91,6 +92,21 @@ async def test_an_upstream_error_with_the_servers_first_code_is_its_answer_not_a
             await agent.call_tool("server_error", {})
     assert (raised.value.code, raised.value.message) == (-32000, "quota exceeded")
     assert [(s["status"], s["error"]) for s in _steps(db, "run_quota")] == [("failed", "-32000: quota exceeded")]
+
+
+@pytest.mark.parametrize(("message", "lost"), [
+    ("Connection closed", True),
+    ("SSE stream ended without a response", True),
+    ("SSE stream failed: boom", True),
+    ("SSE stream ended and reconnection attempts were exhausted", True),
+    ("server answered a request with 202 Accepted", True),
+    ("quota exceeded", False),
+])
+def test_the_sdks_own_words_for_a_lost_response_are_told_from_an_upstreams_error(message: str, lost: bool) -> None:
+    """An HTTP upstream's stream that ends first also reads -32000: taking it for the upstream's own
+    answer would journal `failed` a call that may have run (the plan would then skip it)."""
+    assert _connection_closed(MCPError(-32000, message)) is lost
+    assert _connection_closed(MCPError(-32000, message, {"detail": 1})) is False  # data: the upstream's
 
 
 async def test_an_unknown_tool_is_refused_unjournaled_and_reversi_meta_is_not_the_agents(

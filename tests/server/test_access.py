@@ -342,3 +342,29 @@ def test_console_errors_are_shown_where_no_form_is_left_to_show_them(site: Site)
     assert settled.status_code == 409 and "only intended or uncertain steps can be resolved" in settled.text
     unknown = browser.post("/approvals/apr_nope/approve", data={"csrf": form.group(1)})
     assert unknown.status_code == 404 and "apr_nope" in unknown.text and "no approval apr_nope" in unknown.text
+
+
+def test_a_malformed_origin_is_not_this_machine_and_breaks_nothing(make_site: Callable[..., Site]) -> None:
+    site = make_site()
+    odd = httpx.Client(base_url=site.url, headers={"Origin": "http://[::1"})
+    site.clients.append(odd)
+    assert odd.get("/v1/halts").status_code == 401  # keyless: not `local`
+    key = site.add_key("agent", "agent")
+    keyed = httpx.Client(base_url=site.url, headers={"Origin": "http://[::1", "Authorization": f"Bearer {key}"})
+    site.clients.append(keyed)
+    assert keyed.post("/v1/runs", json={}).status_code == 201
+
+
+def test_signing_out_twice_or_without_signing_in_is_harmless(site: Site) -> None:
+    from reversi.store.sessions import sign_out
+
+    with site.ledger.store.write() as q:
+        for _ in range(2):
+            sign_out(q, "a" * 64, "2099-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z")
+    anonymous = httpx.Client(base_url=site.url)
+    site.clients.append(anonymous)
+    token = re.search(r'name="csrf" value="([^"]+)"', anonymous.get("/login").text)
+    assert token is not None
+    assert anonymous.post("/logout", data={"csrf": token.group(1)}).status_code == 303
+    with site.ledger.store.read() as q:
+        assert q.execute("SELECT count(*) FROM console_signouts").fetchone()[0] == 1  # only the one above

@@ -142,15 +142,15 @@ def keyless_request_allowed(client_host: str | None, host_header: str | None, or
     a page of another site (a browser names that page in `Origin`; a tool sends none)."""
     if not is_loopback(client_host):
         return False
-    if host_header is not None and not is_loopback(_hostname(host_header)):
+    if host_header is not None and not is_loopback(_hostname(f"//{host_header}")):
         return False
-    return origin is None or is_loopback(urlsplit(origin).hostname)
+    return origin is None or is_loopback(_hostname(origin))
 
 
-def _hostname(host_header: str) -> str | None:
+def _hostname(url: str) -> str | None:
     try:
-        return urlsplit(f"//{host_header}").hostname
-    except ValueError:
+        return urlsplit(url).hostname
+    except ValueError:  # `http://[::1` and the like: no host anyone can name
         return None
 
 

@@ -61,6 +61,7 @@ class _Guard:
         self.ledger = ledger
         self.operator = operator
         self.app: ASGIApp | None = None
+        self._owners: dict[str, str] = {}  # run id -> its principal, which never changes
 
     def _principal(self, headers: Headers, client: Any) -> Principal:
         store = self.ledger.store
@@ -83,10 +84,16 @@ class _Guard:
         principal = self._principal(headers, client)
         run_id = headers.get("reversi-run-id")
         if run_id is not None and not self.operator:
-            try:
-                owner = self.ledger.get_run(check_run_id(run_id)).principal
-            except NotFound:
-                owner = principal.name  # a new run, opened under this principal by its first call
+            owner = self._owners.get(run_id)
+            if owner is None:
+                try:
+                    owner = self.ledger.get_run(check_run_id(run_id)).principal
+                except NotFound:
+                    owner = principal.name  # a new run, opened under this principal by its first call
+                else:
+                    if len(self._owners) >= _OWNERS_KEPT:
+                        self._owners.clear()
+                    self._owners[run_id] = owner
             if owner != principal.name:
                 raise Forbidden(f"{run_id} belongs to another principal")
         return principal
@@ -103,6 +110,9 @@ class _Guard:
             await _error(exc.http_status, exc.code, exc.message)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+_OWNERS_KEPT = 4096
 
 
 class _Unauthorized(Exception):

@@ -41,9 +41,10 @@ class _Lines:
             try:
                 line = await self._reader.readline()
             except ValueError as exc:  # asyncio's limit: the buffer up to here is gone
+                if not self._drop_next:  # the message's first chunk: answer it once
+                    await self._out.write(_TOO_LARGE)
+                    await self._out.flush()
                 self._drop_next = "not found" in str(exc)
-                await self._out.write(_TOO_LARGE)
-                await self._out.flush()
                 continue
             if not line:
                 raise StopAsyncIteration

@@ -32,7 +32,9 @@ log = logging.getLogger("reversi.gateway")
 RAW: Any = TypeAdapter(dict[str, Any])  # the result as it came, still checked against the protocol
 _MAX_BACKOFF_S = 5.0
 START_TIMEOUT_S = 60.0  # to connect, initialize and list tools (`npx -y` may download the server first)
-_SDK_CLOSED = "Connection closed"  # the message of the SDK's own CONNECTION_CLOSED error
+# How the SDK (as pinned) words the CONNECTION_CLOSED errors it makes up itself.
+_SDK_LOST = frozenset({"Connection closed", "server answered a request with 202 Accepted"})
+_SDK_STREAM = "SSE stream "  # "... ended without a response", "... failed: ...", "... reconnection ... exhausted"
 
 
 class UpstreamUnavailable(Exception):
@@ -236,9 +238,12 @@ async def _give_up_unless(adopted: anyio.Event, attempt: anyio.CancelScope, time
 
 
 def _connection_closed(exc: MCPError) -> bool:
-    """Whether the SDK says the connection closed. -32000 alone does not tell: it is also the first
-    code of the range JSON-RPC leaves to servers, which an upstream may answer with itself."""
-    return exc.code == CONNECTION_CLOSED and exc.data is None and exc.message == _SDK_CLOSED
+    """Whether the SDK says the response is lost (the connection closed, or an HTTP upstream's stream
+    ended first). -32000 alone does not tell: it is also the first code of the range JSON-RPC leaves
+    to servers, which an upstream may answer with itself; the SDK's own messages do."""
+    if exc.code != CONNECTION_CLOSED or exc.data is not None:
+        return False
+    return exc.message in _SDK_LOST or exc.message.startswith(_SDK_STREAM)
 
 
 async def _list_tools(client: Client) -> list[types.Tool]:

@@ -11,5 +11,6 @@ def is_signed_out(q: Queries, session_hash: str) -> bool:
 
 def sign_out(q: Queries, session_hash: str, until: str, now: str) -> None:
     """Remember a signed-out session until `until`; forget those whose cookies have expired by `now`."""
-    q.execute("DELETE FROM console_signouts WHERE until < ? OR session_hash = ?", (now, session_hash))
-    q.execute("INSERT INTO console_signouts (session_hash, until) VALUES (?, ?)", (session_hash, until))
+    q.execute("DELETE FROM console_signouts WHERE until < ?", (now,))
+    q.execute("INSERT INTO console_signouts (session_hash, until) VALUES (?, ?) "
+              "ON CONFLICT (session_hash) DO UPDATE SET until = excluded.until", (session_hash, until))

@@ -62,9 +62,7 @@ class Console:
             if session.principal is None:
                 return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
             if request.method == "POST":
-                length = request.headers.get("content-length", "")
-                if not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY_BYTES:
-                    # a form is a few fields: the API's body limit holds here too (and a chunked body is refused)
+                if _too_large(request):
                     return self.render(request, session, "error.html", 413, error=BodyTooLarge().message)
                 form = await request.form()
                 try:
@@ -93,6 +91,8 @@ class Console:
         target = _safe_next(request.query_params.get("next"))
         if request.method == "GET":
             return self.render(request, session, "login.html", next=target)
+        if _too_large(request):
+            return self.render(request, session, "login.html", 413, error=BodyTooLarge().message, next=target)
         form = await request.form()
         try:
             check_csrf(session, form.get("csrf"))
@@ -107,6 +107,8 @@ class Console:
 
     async def logout(self, request: Request) -> Response:
         session = await run_in_threadpool(self.sessions.read, request)
+        if _too_large(request):
+            return self.render(request, session, "error.html", 413, error=BodyTooLarge().message)
         check_csrf(session, (await request.form()).get("csrf"))
         await run_in_threadpool(self.sessions.end, session)
         response = RedirectResponse("/login", status_code=303)
@@ -261,6 +263,12 @@ def _safe_next(target: str | None) -> str:
     if not target or not target.startswith("/") or target.startswith("//"):
         return "/"
     return target
+
+
+def _too_large(request: Request) -> bool:
+    """A form is a few fields: the API's body limit holds here too (a body of unknown length is refused)."""
+    length = request.headers.get("content-length", "")
+    return not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY_BYTES
 
 
 def _cursor(text: str | None) -> tuple[str, str] | None:

@@ -87,7 +87,7 @@ class Sessions:
 
     def end(self, session: Session) -> None:
         """Sign the session out for good: its cookie, or any copy of it, no longer signs anyone in."""
-        if not session.csrf:
+        if not session.csrf or session.key_id is None:  # nobody signed in: nothing to remember
             return
         now = datetime.now(UTC)
         with self.store.write() as q:
