@@ -47,9 +47,10 @@ class Retry:
             return value
         if not isinstance(value, Mapping):
             raise BadInput(f"retry must be a Retry or a mapping of attempts, base_ms and max_ms, got {value!r}")
-        unknown = sorted(set(map(str, value)) - {f.name for f in fields(cls)})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(map(str, value)) - set(known))
         if unknown:
-            raise BadInput(f"retry: unknown field {unknown[0]!r} (known: attempts, base_ms, max_ms)")
+            raise BadInput(f"retry: unknown field {unknown[0]!r} (known: {', '.join(known)})")
         return cls(**value)
 
     def delay_s(self, attempt: int, jitter: float) -> float:

@@ -46,7 +46,12 @@ def halt_tenant(confined_to: str | None, requested: str | None) -> str | None:
 def list_halts(store: Store, tenant: str | None = None) -> list[Halt]:
     """The active halts; with `tenant`, only those scoped to exactly that tenant."""
     with store.read() as q:
-        return [h for h in q.active_halts() if tenant is None or h.scope.tenant == tenant]
+        return _of_tenant(q.active_halts(), tenant)
+
+
+def _of_tenant(halts: list[Halt], tenant: str | None) -> list[Halt]:
+    """All the halts, or (for a principal confined to `tenant`) those scoped to exactly that tenant."""
+    return [h for h in halts if tenant is None or h.scope.tenant == tenant]
 
 
 def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = None) -> int:
@@ -58,7 +63,7 @@ def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = 
     """
     with store.write() as q:
         q.lock_name("system_events")  # two concurrent "lift all" must not both lift the same halts
-        active = {h.halt_id for h in q.active_halts() if tenant is None or h.scope.tenant == tenant}
+        active = {h.halt_id for h in _of_tenant(q.active_halts(), tenant)}
         if halt_id is not None and halt_id not in active:
             raise NotFound(f"no active halt {halt_id}")
         targets = [halt_id] if halt_id is not None else sorted(active)

@@ -136,6 +136,9 @@ def principal_of_key(q: Queries, key: str) -> Principal | None:
     return Principal(row.name, Role(row.role), row.tenant, row.key_id)
 
 
+KEYLESS_SERVES = "it serves loopback clients only, addressed as this machine and not sent by another site's page"
+
+
 def keyless_request_allowed(client_host: str | None, host_header: str | None, origin: str | None) -> bool:
     """Whether a request may act as the admin `local` of a store without keys: it comes from this
     machine, is addressed to this machine by name (a DNS-rebound name is not), and was not sent by

@@ -79,8 +79,8 @@ class StepHandle:
     def __init__(self, run: Run, index: int) -> None:
         self.run = run
         self.index = index
-        self.reported = False  # whether this handle has journaled the step's outcome
-        self._reporting = False  # whether it has tried to: an exception since is the journal's, not the call's
+        self._reporting = False  # whether it has journaled (or tried to) the outcome: an exception
+        # since is the caller's own, or the journal's, and says nothing of the call
 
     def succeeded(self, result: Any = None) -> None:
         self._report(StepStatus.SUCCEEDED, result=result)
@@ -94,7 +94,6 @@ class StepHandle:
     def _report(self, status: StepStatus, *, result: Any = None, error: str | None = None) -> None:
         self._reporting = True
         self.run._ledger.recorder.outcome(self.run.record, self.index, status, result=result, error=error)
-        self.reported = True
 
     def _from_exception(self, exc: BaseException) -> None:
         """Journal what an exception says of the call, unless its outcome was reported already (the

@@ -26,8 +26,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from reversi.core.bounded_cache import BoundedCache
 from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import (
+    KEYLESS_SERVES,
     LOCAL_ADMIN,
     Principal,
     authenticate,
@@ -47,6 +49,7 @@ log = logging.getLogger("reversi.gateway")
 
 MAX_BODY = 1024 * 1024
 PRINCIPAL_KEY = "reversi.principal"
+_OWNERS_KEPT = 4096  # runs whose owner the guard remembers
 NO_KEYS = "no keys in the store: serving loopback only; every request acts as the admin principal local"
 
 
@@ -61,15 +64,14 @@ class _Guard:
         self.ledger = ledger
         self.operator = operator
         self.app: ASGIApp | None = None
-        self._owners: dict[str, str] = {}  # run id -> its principal, which never changes
+        self._owners: BoundedCache[str, str] = BoundedCache(_OWNERS_KEPT)  # run id -> its principal, fixed
 
     def _principal(self, headers: Headers, client: Any) -> Principal:
         store = self.ledger.store
         if not store_has_keys(store):
             host = str(client[0]) if client is not None else None
             if not keyless_request_allowed(host, headers.get("host"), headers.get("origin")):
-                raise _Unauthorized("this gateway's store holds no API keys: it serves loopback clients only, "
-                                    "addressed as this machine and not sent by another site's page")
+                raise _Unauthorized(f"this gateway's store holds no API keys: {KEYLESS_SERVES}")
             return LOCAL_ADMIN
         scheme, _, key = headers.get("authorization", "").partition(" ")
         principal = authenticate(store, key) if scheme.lower() == "bearer" and key else None
@@ -87,13 +89,9 @@ class _Guard:
             owner = self._owners.get(run_id)
             if owner is None:
                 try:
-                    owner = self.ledger.get_run(check_run_id(run_id)).principal
+                    owner = self._owners.put(run_id, self.ledger.get_run(check_run_id(run_id)).principal)
                 except NotFound:
                     owner = principal.name  # a new run, opened under this principal by its first call
-                else:
-                    if len(self._owners) >= _OWNERS_KEPT:
-                        self._owners.clear()
-                    self._owners[run_id] = owner
             if owner != principal.name:
                 raise Forbidden(f"{run_id} belongs to another principal")
         return principal
@@ -111,8 +109,6 @@ class _Guard:
             return
         await self.app(scope, receive, send)
 
-
-_OWNERS_KEPT = 4096
 
 
 class _Unauthorized(Exception):

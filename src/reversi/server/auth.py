@@ -10,14 +10,13 @@ from __future__ import annotations
 from enum import Enum
 
 from reversi.core.models import RunRecord
-from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, principal_of_key
+from reversi.engine.keys import KEYLESS_SERVES, LOCAL_ADMIN, Principal, Role, principal_of_key
 from reversi.errors import Forbidden, ReversiError
 from reversi.store.keys import any_key, key_is_active
 from reversi.store.queries import Queries
 
 _RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
-NO_KEYS_REMOTE = ("this server's store holds no API keys: it serves loopback clients only, addressed as this "
-                  "machine and not sent by another site's page")
+NO_KEYS_REMOTE = f"this server's store holds no API keys: {KEYLESS_SERVES}"
 _KEY_REQUIRED = "a valid API key is required: Authorization: Bearer KEY"
 _BAD_KEY = "unknown or revoked API key"
 

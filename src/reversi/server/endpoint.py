@@ -15,18 +15,17 @@ import base64
 import binascii
 import inspect
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from reversi.core.bounded_cache import BoundedCache
 from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import Principal, Role, keyless_request_allowed
 from reversi.engine.ledger import Ledger
@@ -61,34 +60,6 @@ class BodyTooLarge(BadInput):
         super().__init__(f"the body is larger than {MAX_BODY_BYTES} bytes")
 
 
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class _Cache(Generic[K, V]):
-    """A bounded, thread-safe map: past `size` entries, the oldest goes."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def put(self, key: K, value: V) -> V:
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-        return value
-
-    def pop(self, key: K) -> None:
-        with self._lock:
-            self._items.pop(key, None)
-
-
 @dataclass
 class ServerState:
     """What the endpoints share: the ledger, the metrics, the rollback settings and the job worker."""
@@ -100,8 +71,10 @@ class ServerState:
     wake_worker: Callable[[], None] = lambda: None
     limiter: anyio.CapacityLimiter | None = None
     in_flight: int = 0  # HTTP requests being answered (counted by the app)
-    _runs: _Cache[str, RunRecord] = field(default_factory=lambda: _Cache(_RUN_CACHE))
-    _principals: _Cache[tuple[str | None, bool], Principal] = field(default_factory=lambda: _Cache(_PRINCIPAL_CACHE))
+    _runs: BoundedCache[str, RunRecord] = field(default_factory=lambda: BoundedCache(_RUN_CACHE))
+    _principals: BoundedCache[tuple[str | None, bool], Principal] = field(
+        default_factory=lambda: BoundedCache(_PRINCIPAL_CACHE)
+    )
 
     def run_record(self, run_id: str) -> RunRecord:
         """A run's record (fixed for its lifetime, so it is kept once read).
@@ -217,7 +190,7 @@ class Call:
     @property
     def step(self) -> int:
         text = str(self.path["step"])
-        if not _digits(text) or len(text) > 9:
+        if not is_whole_number(text) or len(text) > 9:
             raise BadInput(f"bad step number {text!r}: expected a whole number from 0")
         return int(text)
 
@@ -225,7 +198,7 @@ class Call:
         text = self.query.get("limit")
         if text is None:
             return default
-        if not _digits(text) or not 1 <= int(text) <= 1000:
+        if not is_whole_number(text) or not 1 <= int(text) <= 1000:
             raise BadInput(f"limit {text!r}: expected a whole number from 1 to 1000")
         return int(text)
 
@@ -316,7 +289,7 @@ class Endpoint:
         return Call(server, principal, request, raw)
 
 
-def _digits(text: str) -> bool:
+def is_whole_number(text: str) -> bool:
     """Whether `text` is a whole number written in ASCII digits (`str.isdigit` also takes "²" and "٣")."""
     return text.isascii() and text.isdigit()
 
@@ -331,7 +304,7 @@ def _local_ok(request: Request) -> bool:
 async def read_body(request: Request) -> bytes:
     """The body, refused with BodyTooLarge as soon as it is known to be over the limit."""
     length = request.headers.get("content-length", "")
-    if _digits(length) and int(length) > MAX_BODY_BYTES:
+    if is_whole_number(length) and int(length) > MAX_BODY_BYTES:
         raise BodyTooLarge()
     chunks, size = [], 0
     while True:  # ASGI's receive directly: Request.stream() costs more than the rest of this function

@@ -30,7 +30,7 @@ from reversi.errors import BadInput, Forbidden, NotFound, ReversiError
 from reversi.server.auth import Access, check_run, require_role
 from reversi.server.console import views
 from reversi.server.console.session import CsrfRefused, Session, Sessions, check_csrf
-from reversi.server.endpoint import MAX_BODY_BYTES, BodyTooLarge, ServerState
+from reversi.server.endpoint import MAX_BODY_BYTES, BodyTooLarge, ServerState, is_whole_number
 
 HERE = Path(__file__).parent
 Handler = Callable[[Request], Awaitable[Response]]
@@ -268,7 +268,7 @@ def _safe_next(target: str | None) -> str:
 def _too_large(request: Request) -> bool:
     """A form is a few fields: the API's body limit holds here too (a body of unknown length is refused)."""
     length = request.headers.get("content-length", "")
-    return not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY_BYTES
+    return not is_whole_number(length) or int(length) > MAX_BODY_BYTES
 
 
 def _cursor(text: str | None) -> tuple[str, str] | None:
