@@ -285,6 +285,18 @@ def test_keyless_mode_serves_no_other_sites_page_and_no_rebound_name(make_site: 
         assert client.get("/v1/halts").status_code == 200, headers
 
 
+def csrf_of(page: str) -> str:
+    """The CSRF token a console page's forms carry."""
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+def sign_in(browser: httpx.Client, key: str) -> httpx.Response:
+    """Sign in to the console with `key`, as its sign-in form does."""
+    return browser.post("/login", data={"key": key, "csrf": csrf_of(browser.get("/login").text)})
+
+
 def test_the_console_keeps_the_apis_limits_on_forms_page_links_and_job_progress(
     make_site: Callable[..., Site],
 ) -> None:
@@ -299,29 +311,23 @@ def test_the_console_keeps_the_apis_limits_on_forms_page_links_and_job_progress(
     run = site.ledger.acting_as("agent").start_run()  # the agent's own run
     signed_in = httpx.Client(base_url=site.url)
     site.clients.append(signed_in)
-    login = signed_in.get("/login")
-    token = re.search(r'name="csrf" value="([^"]+)"', login.text)
-    assert token is not None
-    assert signed_in.post("/login", data={"key": agent_key, "csrf": token.group(1)}).status_code in (200, 303)
+    assert sign_in(signed_in, agent_key).status_code in (200, 303)
     assert signed_in.get(f"/runs/{run.id}/rollback.json").status_code == 403  # as GET .../rollback: operators
 
 
 def test_signing_out_of_the_console_ends_the_session_for_every_copy_of_its_cookie(site: Site) -> None:
     browser = httpx.Client(base_url=site.url)
     site.clients.append(browser)
-    token = re.search(r'name="csrf" value="([^"]+)"', browser.get("/login").text)
-    assert token is not None
-    assert browser.post("/login", data={"key": site.keys["admin"], "csrf": token.group(1)}).status_code == 303
+    assert sign_in(browser, site.keys["admin"]).status_code == 303
     copied = dict(browser.cookies)
     halts = browser.get("/halts")
     assert halts.status_code == 200
-    form = re.search(r'name="csrf" value="([^"]+)"', halts.text)
-    assert form is not None
-    assert browser.post("/logout", data={"csrf": form.group(1)}).status_code == 303
+    form = csrf_of(halts.text)
+    assert browser.post("/logout", data={"csrf": form}).status_code == 303
     replay = httpx.Client(base_url=site.url, cookies=copied)
     site.clients.append(replay)
     assert replay.get("/halts").status_code == 303  # to the sign-in page: the old cookie signs nobody in
-    assert replay.post("/halts", data={"reason": "with an old cookie", "csrf": form.group(1)}).status_code == 303
+    assert replay.post("/halts", data={"reason": "with an old cookie", "csrf": form}).status_code == 303
     assert site.ledger.halts() == []
 
 
@@ -332,15 +338,12 @@ def test_console_errors_are_shown_where_no_form_is_left_to_show_them(site: Site)
     run.begin("stripe.create_charge", {"amount": 5}).succeeded({"id": "ch_5"})
     browser = httpx.Client(base_url=site.url)
     site.clients.append(browser)
-    token = re.search(r'name="csrf" value="([^"]+)"', browser.get("/login").text)
-    assert token is not None
-    assert browser.post("/login", data={"key": site.keys["operator"], "csrf": token.group(1)}).status_code == 303
-    form = re.search(r'name="csrf" value="([^"]+)"', browser.get(f"/runs/{run.id}").text)
-    assert form is not None
+    assert sign_in(browser, site.keys["operator"]).status_code == 303
+    form = csrf_of(browser.get(f"/runs/{run.id}").text)
     settled = browser.post(f"/runs/{run.id}/steps/0/resolve",
-                           data={"status": "failed", "note": "saw it fail", "csrf": form.group(1)})
+                           data={"status": "failed", "note": "saw it fail", "csrf": form})
     assert settled.status_code == 409 and "only intended or uncertain steps can be resolved" in settled.text
-    unknown = browser.post("/approvals/apr_nope/approve", data={"csrf": form.group(1)})
+    unknown = browser.post("/approvals/apr_nope/approve", data={"csrf": form})
     assert unknown.status_code == 404 and "apr_nope" in unknown.text and "no approval apr_nope" in unknown.text
 
 
@@ -363,8 +366,6 @@ def test_signing_out_twice_or_without_signing_in_is_harmless(site: Site) -> None
             sign_out(q, "a" * 64, "2099-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z")
     anonymous = httpx.Client(base_url=site.url)
     site.clients.append(anonymous)
-    token = re.search(r'name="csrf" value="([^"]+)"', anonymous.get("/login").text)
-    assert token is not None
-    assert anonymous.post("/logout", data={"csrf": token.group(1)}).status_code == 303
+    assert anonymous.post("/logout", data={"csrf": csrf_of(anonymous.get("/login").text)}).status_code == 303
     with site.ledger.store.read() as q:
         assert q.execute("SELECT count(*) FROM console_signouts").fetchone()[0] == 1  # only the one above
