@@ -285,6 +285,21 @@ def test_keyless_mode_serves_no_other_sites_page_and_no_rebound_name(make_site: 
         assert client.get("/v1/halts").status_code == 200, headers
 
 
+def test_keyless_recording_keeps_refusing_other_sites_after_a_local_request(make_site: Callable[..., Site]) -> None:
+    """The recording routes keep the principal they read; one read for a local request must not
+    carry over to a page of another site sending the same (absent) key."""
+    site = make_site()
+    local = httpx.Client(base_url=site.url)
+    evil = httpx.Client(base_url=site.url, headers={"Origin": "http://evil.example"})
+    site.clients += [local, evil]
+    run_id = local.post("/v1/runs", json={}).json()["run_id"]
+    assert local.post(f"/v1/runs/{run_id}/steps", json={"tool": "t.unmanifested"}).status_code == 201
+    refused = evil.post(f"/v1/runs/{run_id}/steps", json={"tool": "t.unmanifested"})
+    assert refused.status_code == 401 and refused.json()["error"]["message"] == NO_KEYS_REMOTE
+    assert local.post(f"/v1/runs/{run_id}/steps/0/outcome", json={"status": "succeeded"}).status_code == 200
+    assert [s.index for s in site.ledger.get_run(run_id).snapshot().steps] == [0]
+
+
 def csrf_of(page: str) -> str:
     """The CSRF token a console page's forms carry."""
     found = re.search(r'name="csrf" value="([^"]+)"', page)

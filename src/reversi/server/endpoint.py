@@ -72,7 +72,7 @@ class ServerState:
     limiter: anyio.CapacityLimiter | None = None
     in_flight: int = 0  # HTTP requests being answered (counted by the app)
     _runs: BoundedCache[str, RunRecord] = field(default_factory=lambda: BoundedCache(_RUN_CACHE))
-    _principals: BoundedCache[tuple[str | None, bool], Principal] = field(
+    _principals: BoundedCache[str | None, Principal] = field(
         default_factory=lambda: BoundedCache(_PRINCIPAL_CACHE)
     )
 
@@ -106,17 +106,19 @@ class ServerState:
         with self.ledger.store.read() as q:
             return principal_for(q, authorization, local_ok)
 
-    async def cached_principal(self, authorization: str | None, local_ok: bool) -> Principal:
-        """`principal`, kept once read: only for endpoints whose write checks it again (`Call.write`)."""
-        key = (authorization, local_ok)
-        found = self._principals.get(key)
-        if found is None:
-            found = self._principals.put(key, await anyio.to_thread.run_sync(self.principal, authorization, local_ok))
-        return found
+    async def cached_principal(self, request: Request) -> Principal:
+        """The request's principal, kept once read: only for endpoints whose write checks it again
+        (`Call.write`). Whether the request may act as the keyless `local` is asked only of a request
+        that would act as it, so a request with a key never pays for that check."""
+        authorization = request.headers.get("authorization")
+        found = self._principals.get(authorization)
+        if found is not None and (found.key_id is not None or _local_ok(request)):
+            return found
+        principal = await anyio.to_thread.run_sync(self.principal, authorization, _local_ok(request))
+        return self._principals.put(authorization, principal)
 
     def forget_principal(self, authorization: str | None) -> None:
-        for loopback in (False, True):
-            self._principals.pop((authorization, loopback))
+        self._principals.pop(authorization)
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,7 @@ class Endpoint:
             raw = await read_body(request) if self.body is not None else b""
             if not on_loop:
                 return await anyio.to_thread.run_sync(self._run, server, request, raw, limiter=server.limiter)
-            principal = await server.cached_principal(request.headers.get("authorization"), _local_ok(request))
+            principal = await server.cached_principal(request)
             response = self.handler(self._call(server, principal, request, raw))
             assert inspect.isawaitable(response)
             return await response

@@ -46,12 +46,12 @@ class _FileLock(RunLock):
 
 @retry(retry=retry_if_exception_type(sqlite3.OperationalError), stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000),
        wait=wait_random(0.01, 0.1), reraise=True)
-def _open_wal(path: Path) -> sqlite3.Connection:
+def _open_wal(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """A connection in WAL mode. Switching a new file to WAL is refused, not waited for, while
     another process is doing the same: several processes opening a fresh store try again."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
     except sqlite3.Error:
@@ -61,7 +61,13 @@ def _open_wal(path: Path) -> sqlite3.Connection:
 
 
 class SQLiteStore(Store):
-    """A SQLite file; the rollback lock of each run is an OS file lock beside it."""
+    """A SQLite file; the rollback lock of each run is an OS file lock beside it.
+
+    It holds two connections. Every read and write goes through the first, which waits for the file's
+    write lock. The second never waits (its busy timeout is 0): it serves `_write_now`, the write an
+    event loop makes only if it can start at once. Being its own connection, it needs no timeout
+    switched off and on around each of those writes.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -74,7 +80,13 @@ class SQLiteStore(Store):
         self._mutex = threading.RLock()
         self._dialect = _SQLiteDialect()
         self._group_commit = GroupCommit(self.write, self._write_now)
-        self._migrate()
+        try:
+            self._migrate()
+            self._now_conn = _open_wal(self.path, busy_timeout_ms=0)
+        except BaseException:
+            self._conn.close()
+            raise
+        self._now_mutex = threading.Lock()
 
     def _migrate(self) -> None:
         with self._transaction("BEGIN IMMEDIATE") as cur:
@@ -88,44 +100,10 @@ class SQLiteStore(Store):
                 cur.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
 
     @contextmanager
-    def _transaction(self, begin: str, *, wait: bool = True) -> Iterator[sqlite3.Cursor]:
-        """A transaction opened by `begin`; without `wait`, WouldWait instead of waiting for the
-        connection (another thread) or the file's write lock (another process)."""
-        if not self._mutex.acquire(blocking=wait):
-            raise WouldWait()
-        try:
-            cur = self._conn.cursor()
-            try:
-                if wait:
-                    cur.execute(begin)
-                else:
-                    self._begin_without_waiting(cur, begin)
-            except sqlite3.OperationalError as exc:
-                raise StoreUnavailable(f"the store at {self.path} is locked: {exc}") from exc
-            try:
-                yield cur
-            except BaseException:
-                self._conn.rollback()
-                raise
-            try:
-                cur.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                self._conn.rollback()
-                raise StoreUnavailable(f"cannot commit to the store at {self.path}: {exc}") from exc
-        finally:
-            self._mutex.release()
-
-    @staticmethod
-    def _begin_without_waiting(cur: sqlite3.Cursor, begin: str) -> None:
-        cur.execute("PRAGMA busy_timeout = 0")
-        try:
-            cur.execute(begin)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
-                raise WouldWait() from exc
-            raise
-        finally:
-            cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:
+        """A transaction opened by `begin` on the connection that waits for the file."""
+        with self._mutex, _in_transaction(self._conn, begin, self.path) as cur:
+            yield cur
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
@@ -139,9 +117,14 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _write_now(self) -> Iterator[Queries]:
-        """`write`, or WouldWait at once if another thread or process is using the store."""
-        with self._transaction("BEGIN IMMEDIATE", wait=False) as cur:
-            yield Queries(cur, self._dialect)
+        """`write`, or WouldWait at once if another thread or process is writing to the store."""
+        if not self._now_mutex.acquire(blocking=False):
+            raise WouldWait()
+        try:
+            with _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, busy=WouldWait) as cur:
+                yield Queries(cur, self._dialect)
+        finally:
+            self._now_mutex.release()
 
     def lock_dir(self) -> Path:
         return self.path.with_name(self.path.name + ".locks")
@@ -158,5 +141,32 @@ class SQLiteStore(Store):
         return _FileLock(fd)
 
     def close(self) -> None:
-        with self._mutex:
+        with self._mutex, self._now_mutex:
+            self._now_conn.close()
             self._conn.close()
+
+
+@contextmanager
+def _in_transaction(conn: sqlite3.Connection, begin: str, path: Path,
+                    busy: type[Exception] | None = None) -> Iterator[sqlite3.Cursor]:
+    """Yield a cursor inside a transaction opened by `begin`, committed after, rolled back on error.
+
+    With `busy`, a `begin` refused because another connection holds the write lock raises `busy`.
+    """
+    cur = conn.cursor()
+    try:
+        cur.execute(begin)
+    except sqlite3.OperationalError as exc:
+        if busy is not None and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+            raise busy() from exc
+        raise StoreUnavailable(f"the store at {path} is locked: {exc}") from exc
+    try:
+        yield cur
+    except BaseException:
+        conn.rollback()
+        raise
+    try:
+        cur.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        conn.rollback()
+        raise StoreUnavailable(f"cannot commit to the store at {path}: {exc}") from exc
