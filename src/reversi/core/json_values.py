@@ -11,10 +11,22 @@ from reversi.errors import BadInput
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
+# Built once: `json.dumps` with any option builds a new encoder on every call, and the journal
+# writes several values per recorded call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_STRICT = json.JSONEncoder(allow_nan=False)
+_NAMED_CONSTANTS = json.JSONDecoder(parse_constant=str)
+
+
+def compact(value: Any) -> str:
+    """Compact JSON as the journal stores it (UTF-8 text, no spaces)."""
+    return _COMPACT.encode(value)
+
 
 def canonical(value: Any) -> str:
     """Compact JSON with sorted keys: equal values give equal text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def digest(*parts: Any) -> str:
@@ -31,6 +43,9 @@ def _fallback(value: Any) -> Any:
     return str(value)
 
 
+_ANY = json.JSONEncoder(default=_fallback, ensure_ascii=False)
+
+
 def to_json(value: Any) -> Any:
     """A result as JSON: plain values as they are, models and objects by their fields, else their text.
 
@@ -40,10 +55,10 @@ def to_json(value: Any) -> Any:
     form, so could not be stored) becomes U+FFFD.
     """
     try:
-        text = json.dumps(value, default=_fallback, ensure_ascii=False)
+        text = _ANY.encode(value)
     except (TypeError, ValueError, RecursionError):
         text = json.dumps(_shown(value), ensure_ascii=False)
-    return json.loads(valid_text(text), parse_constant=str)
+    return _NAMED_CONSTANTS.decode(valid_text(text))
 
 
 def _shown(value: Any) -> str:
@@ -60,7 +75,7 @@ def valid_text(text: str) -> str:
 
 def has_lone_surrogate(value: Any) -> bool:
     """Whether a JSON value holds text that is not valid Unicode (a lone surrogate, as `"\\ud800"` decodes to)."""
-    return _LONE_SURROGATE.search(json.dumps(value, ensure_ascii=False)) is not None
+    return _LONE_SURROGATE.search(compact(value)) is not None
 
 
 def checked_arguments(args: Any, what: str = "arguments") -> Any:
@@ -70,7 +85,7 @@ def checked_arguments(args: Any, what: str = "arguments") -> Any:
         BadInput: the value cannot be written as JSON.
     """
     try:
-        text = json.dumps(args, allow_nan=False)
+        text = _STRICT.encode(args)
     except (TypeError, ValueError) as exc:
         raise BadInput(f"{what} must be JSON values: {exc}") from exc
     except RecursionError:

@@ -7,12 +7,13 @@ since the planner resolves the same few templates for every step of a run.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from reversi.core.json_values import compact
 
 __all__ = ["MissingReference", "ReferenceContext", "RunContext", "bad_references", "resolve"]
 
@@ -143,7 +144,7 @@ def _resolve_text(text: str, ctx: ReferenceContext) -> Any:
 def _render(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return compact(value)
 
 
 @lru_cache(maxsize=8192)

@@ -126,6 +126,9 @@ def _int(text: str) -> int:
     return int(text)
 
 
+_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite, parse_int=_int)
+
+
 def _depth(value: Any) -> int:
     """How deep arrays and objects nest in a JSON value (without recursing)."""
     deepest, stack = 0, [(value, 1)]
@@ -147,7 +150,7 @@ def parse_body(raw: bytes, model: type[B]) -> B:
     if raw.strip():
         try:
             text = raw.decode("utf-8-sig")  # JSON over HTTP is UTF-8 (RFC 8259); a BOM is tolerated
-            data = json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_int)
+            data = _STRICT_JSON.decode(text)
         except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError, hooks
             raise BadInput(f"the body is not JSON: {exc}") from None
         if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:

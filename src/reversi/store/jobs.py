@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from reversi.store.queries import Queries, dumps
+from reversi.core.json_values import compact as dumps
+from reversi.store.queries import Queries
 
 _COLUMNS = (
     "job_id, run_id, state, actor, approve_compensations, attempts, created_at, started_at, finished_at, "

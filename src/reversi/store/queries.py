@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from reversi.core.gc_pause import gc_paused
+from reversi.core.json_values import compact as dumps
 from reversi.core.models import (
     Approval,
     ApprovalKind,
@@ -33,10 +34,6 @@ from reversi.core.models import (
     utc_now,
 )
 from reversi.errors import BadInput
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class Cursor(Protocol):
@@ -109,8 +106,9 @@ class Queries:
         self._dialect = dialect
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        if any(type(p) is str and "\x00" in p for p in params):  # PostgreSQL's text cannot hold it; keep both alike
-            raise BadInput("text with a NUL character (\\x00) cannot be stored")
+        for p in params:  # a loop, not any(): this runs for every statement
+            if type(p) is str and "\x00" in p:  # PostgreSQL's text cannot hold it; keep both alike
+                raise BadInput("text with a NUL character (\\x00) cannot be stored")
         try:
             self._cur.execute(self._dialect.sql(sql), params)
         except UnicodeEncodeError as exc:  # a lone surrogate (from a "\ud800" escape) has no UTF-8 form
