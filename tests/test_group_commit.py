@@ -292,3 +292,33 @@ def test_a_lone_write_never_waits_on_the_loop_for_another_process_writing(tmp_pa
         other.close()
         assert where and where[0] != threading.get_ident()
         assert [actor for actor, _ in journal(store)] == ["waited"]
+
+
+def test_a_lone_write_runs_on_the_loop_while_another_thread_reads(tmp_path: Path) -> None:
+    """The write that must not wait has a SQLite connection of its own: a long read by another thread
+    of the process (a console page, a rollback job) does not send it to the queue."""
+    where: list[int] = []
+
+    def write(q: Queries) -> None:
+        where.append(threading.get_ident())
+        q.append(RUN_ID, [event("beside a reader")])
+
+    with store_with_a_run(f"sqlite:///{tmp_path}/reversi.db") as store:
+        reading, done = threading.Event(), threading.Event()
+
+        def reader() -> None:
+            with store.read() as q:
+                q.run_events(RUN_ID)
+                reading.set()
+                done.wait(10)
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            assert reading.wait(10)
+            asyncio.run(store.arun_write(write, alone=lambda: True))
+        finally:
+            done.set()
+            thread.join(10)
+        assert where == [threading.get_ident()]
+        assert [actor for actor, _ in journal(store)] == ["beside a reader"]
