@@ -41,6 +41,8 @@ def run_id(site: Site) -> str:
         (b'{"tool": "a", "args": {"k": "\\ud800"}}', "the body is not valid Unicode text: it holds a lone surrogate"),
         (b'{"tool": "\\udfff"}', "the body is not valid Unicode text"),
         (b'{"tool": "a", "args": {"k": "\xed\xa0\x80"}}', "the body is not JSON"),  # a surrogate, UTF-8 encoded
+        (b'{"tool": "a", "tool": "b"}', "the body has the key 'tool' twice in one object"),
+        (b'{"tool": "a", "args": {"to": [{"x": 1, "x": 2}]}}', "the body has the key 'x' twice in one object"),
     ],
 )
 def test_a_bad_step_body_is_a_400_naming_the_field(site: Site, run_id: str, content: bytes, message: str) -> None:
@@ -78,6 +80,8 @@ def test_other_bodies_name_their_fields_too(site: Site, run_id: str) -> None:
          "field `error`: a succeeded outcome has no error"),
         (agent.post(f"/v1/runs/{run_id}/steps/0/outcome", content=b'{"status": "succeeded", "result": {"id": NaN}}',
                     headers={"Content-Type": "application/json"}), "the body is not JSON: NaN is not a JSON number"),
+        (agent.post(f"/v1/runs/{run_id}/steps/0/outcome", content=b'{"status": "succeeded", "status": "failed"}',
+                    headers={"Content-Type": "application/json"}), "the body has the key 'status' twice in one object"),
     ]
     for answer, message in cases:
         assert answer.status_code == 400, answer.text

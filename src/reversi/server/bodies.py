@@ -126,7 +126,24 @@ def _int(text: str) -> int:
     return int(text)
 
 
-_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite, parse_int=_int)
+class _DuplicateKey(ValueError):
+    """An object names one key twice: JSON leaves which one counts to the reader, so we refuse it
+    (a proxy that reads the first `status` and a journal that keeps the last would disagree)."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"the body has the key {key!r} twice in one object")
+            seen.add(key)
+    return found
+
+
+_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite, parse_int=_int,
+                                object_pairs_hook=_object)
 
 
 def _depth(value: Any) -> int:
@@ -151,6 +168,8 @@ def parse_body(raw: bytes, model: type[B]) -> B:
         try:
             text = raw.decode("utf-8-sig")  # JSON over HTTP is UTF-8 (RFC 8259); a BOM is tolerated
             data = _STRICT_JSON.decode(text)
+        except _DuplicateKey as exc:
+            raise BadInput(str(exc)) from None
         except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError, hooks
             raise BadInput(f"the body is not JSON: {exc}") from None
         if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:

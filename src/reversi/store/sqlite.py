@@ -66,7 +66,9 @@ class SQLiteStore(Store):
     It holds two connections. Every read and write goes through the first, which waits for the file's
     write lock. The second never waits (its busy timeout is 0): it serves `_write_now`, the write an
     event loop makes only if it can start at once. Being its own connection, it needs no timeout
-    switched off and on around each of those writes.
+    switched off and on around each of those writes, and a read in progress on the first does not
+    hold it back. The price: each connection has its own page cache, which SQLite drops at the
+    start of a transaction when the other connection has written since.
     """
 
     def __init__(self, url: str) -> None:
