@@ -322,3 +322,11 @@ def test_a_lone_write_runs_on_the_loop_while_another_thread_reads(tmp_path: Path
             thread.join(10)
         assert where == [threading.get_ident()]
         assert [actor for actor, _ in journal(store)] == ["beside a reader"]
+
+
+def test_an_in_memory_store_queues_its_loops_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sqlite:///:memory:` is private to one connection, so it has no second one to write on alone."""
+    monkeypatch.chdir(tmp_path)  # where the run locks' folder would go
+    with store_with_a_run("sqlite:///:memory:") as store:
+        asyncio.run(store.arun_write(lambda q: q.append(RUN_ID, [event("in memory")]), alone=lambda: True))
+        assert [actor for actor, _ in journal(store)] == ["in memory"]

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from .conftest import Console
 
@@ -72,7 +73,7 @@ def test_an_operator_resolves_approves_and_rolls_back_a_run(console: Console, pa
     # Roll back without approving: the transfer waits for its approval, the charges are refunded.
     page.click("button[data-open=confirm-rollback]")
     page.click("#confirm-rollback button[type=submit]")
-    page.wait_for_function("document.getElementById('rollback').dataset.jobState === 'done'", timeout=WAIT_MS)
+    expect(page.locator("#rollback")).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
     assert "rollback INCOMPLETE" in page.locator("#job-report").inner_text()
     approval = page.locator("#approvals .approval").first
     assert "pending" in approval.inner_text() and "bank.reverse_transfer" in approval.inner_text()
@@ -82,7 +83,7 @@ def test_an_operator_resolves_approves_and_rolls_back_a_run(console: Console, pa
     assert "approved" in page.locator("#approvals .approval").first.inner_text()
     page.click("button[data-open=confirm-rollback]")
     page.click("#confirm-rollback button[type=submit]")
-    page.wait_for_function("document.getElementById('rollback').dataset.jobState === 'done'", timeout=WAIT_MS)
+    expect(page.locator("#rollback")).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
     assert "rollback complete" in page.locator("#job-report").inner_text()
     statuses = {s.index: s.status.value for s in console.ledger.get_run(run_id).steps()}
     assert statuses == {0: "compensated", 1: "compensated", 2: "compensated"}
@@ -183,7 +184,29 @@ def test_the_runs_list_refreshes_itself_while_a_run_is_active(console: Console, 
     row = page.locator(f"tr:has(a[href=\"/runs/{run_id}\"])")
     assert "needs attention" in row.inner_text()
     console.ledger.get_run(run_id).resolve(2, "failed", note="no such charge downstream", actor="olu")
-    page.wait_for_function(
-        f"!document.querySelector('tr:has(a[href=\"/runs/{run_id}\"])').innerText.includes('needs attention')",
-        timeout=WAIT_MS)
+    expect(row).not_to_contain_text("needs attention", timeout=WAIT_MS)
     assert "standing" in row.inner_text()
+
+
+def test_pages_refuse_other_sites_frames_and_scripts(console: Console, page: Any) -> None:
+    """A console inside another site's frame would let that site steer the operator's clicks onto its
+    buttons: every page forbids framing, and loads scripts and styles from this server only."""
+    answer = httpx.get(console.url + "/login")
+    policy = answer.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in policy and "default-src 'self'" in policy
+    assert answer.headers["x-frame-options"] == "DENY"
+    page.set_content(f'<iframe id="console" src="{console.url}/login"></iframe>')
+    page.wait_for_timeout(500)  # the frame's navigation is refused, not left pending
+    [framed] = [f for f in page.frames if f != page.main_frame]
+    assert framed.query_selector("#key") is None
+    sign_in(page, console, console.admin_key)  # and the console itself still works under its policy
+    assert page.locator("h1").count() >= 1
+
+
+def test_the_session_cookie_is_secure_when_the_console_is_reached_over_https(console: Console) -> None:
+    """Behind a TLS proxy on this machine (uvicorn trusts its X-Forwarded-Proto), the browser must never
+    send the session cookie in the clear; over plain http it must still be sent."""
+    for proto, secure in (("https", True), ("http", False)):
+        first_visit = httpx.get(console.url + "/login", headers={"X-Forwarded-Proto": proto})
+        cookie = first_visit.headers["set-cookie"].lower()
+        assert "httponly" in cookie and ("; secure" in cookie) is secure, (proto, cookie)

@@ -137,7 +137,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _DuplicateKey(f"the body has the key {key!r} twice in one object")
+                raise _DuplicateKey(f"the body has the key {key[:40]!r} twice in one object")
             seen.add(key)
     return found
 

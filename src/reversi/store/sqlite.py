@@ -84,7 +84,12 @@ class SQLiteStore(Store):
         self._group_commit = GroupCommit(self.write, self._write_now)
         try:
             self._migrate()
-            self._now_conn = _open_wal(self.path, busy_timeout_ms=0)
+            # An in-memory database is private to its connection: it gets no second one, and its
+            # event loops queue their writes.
+            self._now_conn = None if str(self.path) == ":memory:" else _open_wal(self.path, busy_timeout_ms=0)
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
         except BaseException:
             self._conn.close()
             raise
@@ -120,7 +125,7 @@ class SQLiteStore(Store):
     @contextmanager
     def _write_now(self) -> Iterator[Queries]:
         """`write`, or WouldWait at once if another thread or process is writing to the store."""
-        if not self._now_mutex.acquire(blocking=False):
+        if self._now_conn is None or not self._now_mutex.acquire(blocking=False):
             raise WouldWait()
         try:
             with _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, busy=WouldWait) as cur:
@@ -144,7 +149,8 @@ class SQLiteStore(Store):
 
     def close(self) -> None:
         with self._mutex, self._now_mutex:
-            self._now_conn.close()
+            if self._now_conn is not None:
+                self._now_conn.close()
             self._conn.close()
 
 

@@ -35,6 +35,16 @@ from reversi.server.endpoint import MAX_BODY_BYTES, BodyTooLarge, ServerState, i
 HERE = Path(__file__).parent
 Handler = Callable[[Request], Awaitable[Response]]
 
+# Every page: scripts, styles and requests from this server only, and never inside another site's
+# frame (a framed console, signed in or keyless on loopback, would let that site steer clicks onto
+# its rollback and approval buttons).
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
 
 class Console:
     """The console over one server's state."""
@@ -51,9 +61,9 @@ class Console:
         csrf = session.csrf or secrets.token_urlsafe(24)  # first visit: this browser gets its token now
         response = self.templates.TemplateResponse(
             request, name, {"principal": session.principal, "csrf": csrf, "kill_switch": kill, **context},
-            status_code=status)
+            status_code=status, headers=PAGE_HEADERS)
         if csrf != session.csrf:
-            self.sessions.save(response, session.key_id, csrf)
+            self.sessions.save(request, response, session.key_id, csrf)
         return response
 
     def signed_in(self, handler: Callable[[Request, Session, Principal], Awaitable[Response]]) -> Handler:
@@ -102,7 +112,7 @@ class Console:
         if principal is None:
             return self.render(request, session, "login.html", 401, error="unknown or revoked key", next=target)
         response = RedirectResponse(target, status_code=303)
-        self.sessions.save(response, principal.key_id)
+        self.sessions.save(request, response, principal.key_id)
         return response
 
     async def logout(self, request: Request) -> Response:
@@ -112,7 +122,7 @@ class Console:
         check_csrf(session, (await request.form()).get("csrf"))
         await run_in_threadpool(self.sessions.end, session)
         response = RedirectResponse("/login", status_code=303)
-        self.sessions.clear(response)
+        self.sessions.clear(request, response)
         return response
 
     # -- runs ----------------------------------------------------------------------------------------

@@ -78,12 +78,15 @@ class Sessions:
             return Session(LOCAL_ADMIN, csrf)
         return Session(None, csrf)
 
-    def save(self, response: Response, key_id: str | None, csrf: str | None = None) -> None:
+    def save(self, request: Request, response: Response, key_id: str | None, csrf: str | None = None) -> None:
+        """Set the session cookie; `Secure` when the request came over HTTPS (directly, or through a
+        proxy whose forwarded headers uvicorn trusts), so a browser never sends it in the clear."""
         value = self._signer.dumps({"key": key_id, "csrf": csrf or secrets.token_urlsafe(24)})
-        response.set_cookie(COOKIE, value, max_age=MAX_AGE_S, httponly=True, samesite="strict", path="/")
+        response.set_cookie(COOKIE, value, max_age=MAX_AGE_S, httponly=True, samesite="strict", path="/",
+                            secure=_https(request))
 
-    def clear(self, response: Response) -> None:
-        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    def clear(self, request: Request, response: Response) -> None:
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=_https(request))
 
     def end(self, session: Session) -> None:
         """Sign the session out for good: its cookie, or any copy of it, no longer signs anyone in."""
@@ -104,3 +107,7 @@ def check_csrf(session: Session, submitted: object) -> None:
     """Raises CsrfRefused unless the form carried its session's token."""
     if not session.csrf or not isinstance(submitted, str) or not hmac.compare_digest(session.csrf, submitted):
         raise CsrfRefused("this form has expired or did not come from this console: reload the page and try again")
+
+
+def _https(request: Request) -> bool:
+    return request.url.scheme == "https"
