@@ -279,6 +279,7 @@ def results(name: str, measured: dict[str, Any], rate_target: int | None) -> lis
         Result(name, "floor: bare app, one commit per POST, p50", ms(median(bare)), ms(median(base)),
                median(bare) / median(base)),
         Result(name, "what reversi adds over the floor, p50", ms(median(rec) - median(bare))),
+        Result(name, "p50 one call against the floor's", ms(median(rec)), ms(median(bare)), median(rec) / median(bare)),
     ] if bare else [])
 
 
