@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).parents[1] / "README.md"
-UNDO = "#!/bin/sh\ncat >> undo.log\necho >> undo.log\necho '{\"ok\": true}'\n"
 
 
 def blocks(language: str) -> list[str]:
@@ -38,7 +37,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_walkthrough_records_plans_settles_and_rolls_back(folder: Path) -> None:
     [manifest] = blocks("yaml")
     (folder / "tools.yaml").write_text(manifest)
-    (folder / "undo.sh").write_text(UNDO)
+    [undo] = blocks("sh")
+    (folder / "undo.sh").write_text(undo)
     (folder / "undo.sh").chmod(0o755)
     [snippet] = blocks("python")
     recorded = subprocess.run([sys.executable, "-c", snippet], cwd=folder, capture_output=True, text=True, check=True)
