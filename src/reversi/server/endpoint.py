@@ -112,9 +112,12 @@ class ServerState:
         that would act as it, so a request with a key never pays for that check."""
         authorization = request.headers.get("authorization")
         found = self._principals.get(authorization)
-        if found is not None and (found.key_id is not None or _local_ok(request)):
+        if found is not None and found.key_id is not None:
             return found
-        principal = await anyio.to_thread.run_sync(self.principal, authorization, _local_ok(request))
+        local_ok = _local_ok(request)
+        if found is not None and local_ok:
+            return found
+        principal = await anyio.to_thread.run_sync(self.principal, authorization, local_ok)
         return self._principals.put(authorization, principal)
 
     def forget_principal(self, authorization: str | None) -> None:

@@ -87,11 +87,10 @@ class SQLiteStore(Store):
             # An in-memory database is private to its connection: it gets no second one, and its
             # event loops queue their writes.
             self._now_conn = None if str(self.path) == ":memory:" else _open_wal(self.path, busy_timeout_ms=0)
-        except sqlite3.Error as exc:
+        except BaseException as exc:
             self._conn.close()
-            raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
-        except BaseException:
-            self._conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
             raise
         self._now_mutex = threading.Lock()
 
@@ -128,7 +127,7 @@ class SQLiteStore(Store):
         if self._now_conn is None or not self._now_mutex.acquire(blocking=False):
             raise WouldWait()
         try:
-            with _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, busy=WouldWait) as cur:
+            with _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, waits=False) as cur:
                 yield Queries(cur, self._dialect)
         finally:
             self._now_mutex.release()
@@ -155,18 +154,19 @@ class SQLiteStore(Store):
 
 
 @contextmanager
-def _in_transaction(conn: sqlite3.Connection, begin: str, path: Path,
-                    busy: type[Exception] | None = None) -> Iterator[sqlite3.Cursor]:
+def _in_transaction(conn: sqlite3.Connection, begin: str, path: Path, *,
+                    waits: bool = True) -> Iterator[sqlite3.Cursor]:
     """Yield a cursor inside a transaction opened by `begin`, committed after, rolled back on error.
 
-    With `busy`, a `begin` refused because another connection holds the write lock raises `busy`.
+    Without `waits`, a `begin` refused because another connection holds the write lock raises
+    WouldWait.
     """
     cur = conn.cursor()
     try:
         cur.execute(begin)
     except sqlite3.OperationalError as exc:
-        if busy is not None and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
-            raise busy() from exc
+        if not waits and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+            raise WouldWait() from exc
         raise StoreUnavailable(f"the store at {path} is locked: {exc}") from exc
     try:
         yield cur
