@@ -12,7 +12,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reversi
@@ -81,8 +82,11 @@ def requires(tool: str) -> list[str]:
     return {"repo.file": ["repo.*"], "log.write": ["pay.char?"], "deploy.web": ["repo.create", "pay.*"]}.get(tool, [])
 
 
-def model(steps: list[dict[str, Any]]) -> dict[int, tuple[ActionKind, tuple[int, ...]]]:
-    """Each step's expected kind and `blocked_by`."""
+def model(
+    steps: list[dict[str, Any]], failing: frozenset[int] = frozenset()
+) -> dict[int, tuple[ActionKind, tuple[int, ...]]]:
+    """Each step's expected kind and `blocked_by`, when the undo of each step in `failing` fails (a
+    step whose undo fails still stands, like one that cannot be undone)."""
     n = len(steps)
     dependents = {
         t: [
@@ -93,13 +97,16 @@ def model(steps: list[dict[str, Any]]) -> dict[int, tuple[ActionKind, tuple[int,
         for t in range(n)
     }
     final: dict[int, tuple[ActionKind, tuple[int, ...]]] = {}
+    failed: set[int] = set()
     for t in reversed(range(n)):
         kind = base_kind(steps[t]["tool"], steps[t]["status"], steps[t]["has_id"])
         blocked: tuple[int, ...] = ()
         if kind is ActionKind.COMPENSATE:
-            blocked = tuple(sorted(s for s in dependents[t] if final[s][0] in STANDING_KINDS))
+            blocked = tuple(sorted(s for s in dependents[t] if final[s][0] in STANDING_KINDS or s in failed))
             if blocked:
                 kind = ActionKind.DEFER
+            elif t in failing:
+                failed.add(t)
         final[t] = (kind, blocked)
     return final
 
@@ -223,3 +230,108 @@ def test_the_plan_notes_a_manifest_entry_that_changed_since_the_step_ran(db_url:
     kinds = {a.step: a.to_dict().get("compensation_tool", a.kind.value) for a in plan.actions}
     assert kinds == {0: "pay.refund_v2", 1: "repo.delete", 2: "new.undo", 3: "skip"}
     assert "note: step 0: the manifest entry for pay.charge changed since the step ran" in plan.to_text()
+
+
+# -- the executor walks as the planner does ----------------------------------------------------------
+
+RECORDABLE = [StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.INTENDED, StepStatus.UNCERTAIN]
+
+
+@st.composite
+def recordable_runs(draw: st.DrawFn) -> tuple[list[dict[str, Any]], frozenset[int]]:
+    """A run whose steps the SDK can record as they are, and which of their undos will fail."""
+    steps = draw(runs())
+    for s in steps:
+        s["status"] = draw(st.sampled_from(RECORDABLE))
+    failing = draw(st.sets(st.integers(0, max(len(steps) - 1, 0)))) if steps else set()
+    return steps, frozenset(failing)
+
+
+def record(ledger: reversi.Ledger, steps: list[dict[str, Any]]) -> reversi.Run:
+    run = ledger.start_run()
+    for i, s in enumerate(steps):
+        handle = run.begin(s["tool"], {"name": f"n{i}", "path": f"p{i}"}, depends_on=s["depends_on"])
+        if s["status"] is StepStatus.SUCCEEDED:
+            handle.succeeded({"id": f"r{i}"} if s["has_id"] else {"other": i})
+        elif s["status"] is StepStatus.FAILED:
+            handle.failed("declined")
+        elif s["status"] is StepStatus.UNCERTAIN:
+            handle.uncertain("timed out")
+    return run
+
+
+def roll_back(run: reversi.Run, failing: frozenset[int]) -> tuple[reversi.RollbackReport, list[int]]:
+    """Roll `run` back with a compensator that fails for the steps in `failing`; returns the report
+    and the steps whose undo it was asked for, in order."""
+    asked: list[int] = []
+
+    def compensate(call: dict[str, Any]) -> dict[str, Any]:
+        asked.append(call["step"])
+        if call["step"] in failing:
+            raise RuntimeError("downstream said no")
+        return {"ok": True}
+
+    return run.rollback(compensate), asked
+
+
+def by_kind(report: reversi.RollbackReport) -> dict[int, tuple[ActionKind, tuple[int, ...]]]:
+    """The report's verdict per step, in the plan's kinds (a compensation that failed is `failed`)."""
+    out: dict[int, tuple[ActionKind, tuple[int, ...]]] = {}
+    out.update({s: (ActionKind.COMPENSATE, ()) for s in report.compensated})
+    out.update({s: (ActionKind.SKIP, ()) for s in report.skipped})
+    out.update({s: (ActionKind.UNRESOLVED, ()) for s in report.unresolved})
+    out.update({s: (ActionKind.UNMANIFESTED, ()) for s in report.unmanifested})
+    out.update({u.step: (ActionKind.UNRECOVERABLE, ()) for u in report.unrecoverable})
+    out.update({d.step: (ActionKind.DEFER, d.blocked_by) for d in report.deferred})
+    out.update({f.step: (ActionKind.COMPENSATE, ()) for f in report.failed})
+    return out
+
+
+@pytest.fixture(scope="module")
+def manifest_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("manifest") / "tools.yaml"
+    path.write_text(MANIFEST)
+    return str(path)
+
+
+# A fresh run per example in the test's one store (the fixture is not reset between examples).
+EXECUTOR_SETTINGS = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@EXECUTOR_SETTINGS
+@given(recordable_runs())
+def test_with_every_undo_succeeding_the_rollback_does_exactly_what_the_plan_said(
+    db_url: str, manifest_path: str, drawn: tuple[list[dict[str, Any]], frozenset[int]]
+) -> None:
+    steps, _ = drawn
+    with reversi.open(db_url, manifests=[manifest_path]) as ledger:
+        run = record(ledger, steps)
+        plan = run.plan()
+        report, asked = roll_back(run, frozenset())
+
+    planned = {a.step: (a.kind, a.blocked_by) for a in plan.actions}
+    assert by_kind(report) == planned
+    assert asked == [a.step for a in plan.actions if a.kind is ActionKind.COMPENSATE], "newest first, as planned"
+    assert report.complete == (plan.fully_reversible and not any(k is ActionKind.DEFER for k, _ in planned.values()))
+
+
+@EXECUTOR_SETTINGS
+@given(recordable_runs())
+def test_with_undos_failing_the_rollback_defers_what_the_rules_defer_after_those_failures(
+    db_url: str, manifest_path: str, drawn: tuple[list[dict[str, Any]], frozenset[int]]
+) -> None:
+    steps, failing = drawn
+    with reversi.open(db_url, manifests=[manifest_path]) as ledger:
+        run = record(ledger, steps)
+        report, asked = roll_back(run, failing)
+        replan = run.plan()
+
+    expected = model(steps, failing)
+    assert by_kind(report) == expected
+    assert sorted(f.step for f in report.failed) == sorted(s for s in asked if s in failing)
+    assert set(report.compensated) == {s for s in asked if s not in failing}
+    # What stays behind is what a re-plan still has to do: the failed undos, and what they hold back.
+    still_to_do = {a.step for a in replan.actions if a.kind in (ActionKind.COMPENSATE, ActionKind.DEFER)}
+    assert still_to_do == {f.step for f in report.failed} | {d.step for d in report.deferred}

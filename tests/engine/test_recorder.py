@@ -338,6 +338,19 @@ def test_arguments_that_are_not_json_are_bad_input_and_journal_nothing(ledger: r
     assert fn.calls == [] and journal(run) == before
 
 
+@pytest.mark.parametrize("args", ["notadict", ["a", "b"], 7])
+def test_arguments_that_are_not_named_are_refused_as_over_http(ledger: reversi.Ledger, args: Any) -> None:
+    run = ledger.start_run()
+    before = journal(run)
+
+    with pytest.raises(BadInput, match=f"args must be an object of named arguments, not {type(args).__name__}"):
+        run.begin("x.y", args)
+    with pytest.raises(BadInput, match="named arguments"):
+        run.call("x.y", args, Tool())
+
+    assert journal(run) == before
+
+
 @pytest.mark.parametrize("tool", ["", None, 7])
 def test_a_tool_name_must_be_a_non_empty_string(ledger: reversi.Ledger, tool: Any) -> None:
     run = ledger.start_run()

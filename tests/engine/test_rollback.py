@@ -16,7 +16,7 @@ import reversi
 from reversi.core.plan import compensation_key
 from reversi.engine.approvals import APPROVE_ALL_NOTE
 from reversi.engine.commands import command_compensator
-from reversi.engine.rollback import CANNOT_VERIFY, NOT_VERIFIED, VERIFICATION_FAILED, RollbackExecutor
+from reversi.engine.rollback import CANNOT_VERIFY, NOT_VERIFIED, VERIFICATION_FAILED, RollbackExecutor, RollbackOptions
 from reversi.errors import BadInput, ConfigError, Conflict
 
 COMPENSATOR = Path(__file__).with_name("compensator.py")
@@ -76,7 +76,8 @@ def executor(
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    return RollbackExecutor(ledger.store, ledger.manifests, undo, retry, sleep=sleep, **kw), slept
+    options = RollbackOptions(compensate=undo, retry=retry, **kw)
+    return RollbackExecutor(ledger.store, ledger.manifests, options, sleep=sleep), slept
 
 
 def execute(ledger: reversi.Ledger, run: reversi.Run, rollback: RollbackExecutor) -> reversi.RollbackReport:

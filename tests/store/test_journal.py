@@ -91,11 +91,11 @@ ODD_VALUES: list[Any] = [
 def test_arguments_and_results_come_back_exactly_as_given(db_url: str, value: Any) -> None:
     with reversi.open(db_url) as writer:
         run = writer.start_run(labels={"team": "ünïcode"})
-        run.begin("any.tool", value).succeeded(value)
+        run.begin("any.tool", {"value": value}).succeeded(value)  # arguments are named; a result is any JSON
 
     with reversi.open(db_url) as reader:
         [step] = reader.get_run(run.id).steps()
-        assert step.args == value
+        assert step.args == {"value": value}
         assert step.result == value
         assert reader.get_run(run.id).record.labels == {"team": "ünïcode"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any
@@ -59,7 +60,7 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     from reversi.core.backoff import Retry
     from reversi.core.models import check_run_id
     from reversi.engine.commands import command_compensator, command_reader, command_verify
-    from reversi.errors import BadInput
+    from reversi.errors import BadInput, ConfigError
 
     check_run_id(run_id)
     for flag, value in (("--compensator-cmd", compensator_cmd), ("--verify-cmd", verify_cmd),
@@ -76,15 +77,18 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     verify = command_verify(verify_cmd, cmd_timeout) if verify_cmd else None
     verifier = command_reader(reader_cmd, cmd_timeout) if reader_cmd else None
     bar = _progress(sys.stdout.isatty() and not as_json)
-    with state(ctx).ledger(manifests) as ledger:
+    with state(ctx).ledger(manifests) as ledger, bar or contextlib.nullcontext():
         run = ledger.get_run(run_id)
-        if bar is None:
-            report = run.rollback(compensate, retry, verify, verifier, approve_compensations, actor)
-        else:
-            with bar:
-                task = bar.add_task(f"rolling back {run_id}", total=None)
-                report = run.rollback(compensate, retry, verify, verifier, approve_compensations, actor,
-                                      progress=lambda done, total: bar.update(task, completed=done, total=total))
+        progress = None
+        if bar is not None:
+            task = bar.add_task(f"rolling back {run_id}", total=None)
+            progress = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
+        try:
+            report = run.rollback(compensate, retry=retry, verify=verify, verifier=verifier,
+                                  approve_compensations=approve_compensations, actor=actor, progress=progress)
+        except ConfigError as exc:  # the only one a rollback raises: nothing to run the undo with
+            raise ConfigError(f"{exc.message}: pass --compensator-cmd, or set compensator_cmd in reversi.yaml") \
+                from None
     if as_json:
         echo_json(report.to_dict())
     else:

@@ -9,6 +9,7 @@ retried with the same idempotency key.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from reversi.core.backoff import Retry
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
 from reversi.core.report import RollbackReport
-from reversi.engine.rollback import Compensate, RollbackExecutor, Verifier
+from reversi.engine.rollback import Compensate, RollbackExecutor, RollbackOptions, Verifier
 from reversi.errors import Conflict, NotFound, ReversiError, RollbackInProgress, StoreUnavailable
 from reversi.store import jobs as job_sql
 from reversi.store.base import RunLock, Store
@@ -169,19 +170,23 @@ class JobRunner:
     async def run(self, job: Job) -> Job:
         """Execute a claimed job to the end (hold its lock meanwhile); returns it as it finished.
 
-        A StoreUnavailable or a cancellation leaves the job unfinished, for a later run.
+        A StoreUnavailable or a cancellation leaves the job unfinished, for a later run. The store
+        is read and written off the event loop.
         """
         row = job.row
-        with self.store.read() as q:
-            snapshot = q.snapshot(row.run_id)
-        total = len(snapshot.steps) if snapshot is not None else 0
-        with self.store.write() as q:
-            job_sql.start_job(q, row.job_id, utc_now(), total - 1 if total else None)
+        await asyncio.to_thread(self._start, row)
         executor = RollbackExecutor(
-            self.store, self.manifests, self.compensate, Retry(attempts=row.attempts), None, self.verifier,
-            row.approve_compensations, row.actor,
+            self.store,
+            self.manifests,
+            RollbackOptions(
+                compensate=self.compensate,
+                retry=Retry(attempts=row.attempts),
+                verifier=self.verifier,
+                approve_compensations=row.approve_compensations,
+                actor=row.actor,
+                progress=lambda done, total: asyncio.to_thread(self._progress, row.job_id, executor, done, total),
+            ),
         )
-        executor.progress = lambda done, total: self._progress(row.job_id, executor, done, total)
         report: RollbackReport | None = None
         error: dict[str, str] | None = None
         try:
@@ -192,14 +197,24 @@ class JobRunner:
             error = exc.to_dict()
         except Exception as exc:  # a bug or a broken command: the job ends, saying what happened
             error = {"code": "error", "message": str(exc) or type(exc).__name__}
-        with self.store.write() as q:
-            job_sql.finish_job(q, row.job_id, utc_now(), report.to_dict() if report else None, error)
-            done = job_sql.get_job(q, row.job_id)
-        assert done is not None
-        finished = Job(done)
+        finished = await asyncio.to_thread(self._finish, row.job_id, report, error)
         if self.on_done is not None:
             self.on_done(finished)
         return finished
+
+    def _start(self, row: JobRow) -> None:
+        with self.store.read() as q:
+            snapshot = q.snapshot(row.run_id)
+        total = len(snapshot.steps) if snapshot is not None else 0
+        with self.store.write() as q:
+            job_sql.start_job(q, row.job_id, utc_now(), total - 1 if total else None)
+
+    def _finish(self, job_id: str, report: RollbackReport | None, error: dict[str, str] | None) -> Job:
+        with self.store.write() as q:
+            job_sql.finish_job(q, job_id, utc_now(), report.to_dict() if report else None, error)
+            done = job_sql.get_job(q, job_id)
+        assert done is not None
+        return Job(done)
 
     def _progress(self, job_id: str, executor: RollbackExecutor, done: int, total: int) -> None:
         current = total - 1 - done if done < total else None  # the executor goes newest first, one by one

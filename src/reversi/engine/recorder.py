@@ -8,7 +8,7 @@ guard, so two processes racing for the same idempotency key or approval cannot b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -103,6 +103,8 @@ class Recorder:
         """
         if not isinstance(tool, str) or not tool:
             raise BadInput("tool must be a non-empty string")
+        if not isinstance(args, Mapping):  # named, as over HTTP and MCP: what a compensation's `$args.X` reads
+            raise BadInput(f"args must be an object of named arguments, not {type(args).__name__}")
         args = checked_arguments(args)
         depends = _checked_depends_on(depends_on)
         entry = self.manifests.lookup(tool)

@@ -8,9 +8,9 @@ from typing import Any
 
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet, Verification
-from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, RunSnapshot, StepState, StepStatus
-from reversi.core.plan import ActionKind
-from reversi.core.planner import blockers_for, classify
+from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, RunSnapshot, StepStatus
+from reversi.core.plan import Action, ActionKind
+from reversi.core.walk import RollbackWalk
 from reversi.engine.rollback import NOT_VERIFIED, VERIFICATION_FAILED
 from reversi.errors import BadInput, NotCompensable, NotFound
 from reversi.store.base import Store
@@ -51,20 +51,15 @@ def begin_compensation(
             raise NotFound(f"no run {run_id}")
         if not 0 <= step < len(snapshot.steps):
             raise NotFound(f"no step {step} in {run_id}")
+        action = _walk_to(snapshot, manifests, step)
         state = snapshot.step(step)
-        action = classify(snapshot, state, manifests.lookup(state.tool))
-        if action.kind is not ActionKind.COMPENSATE or action.compensation is None:
+        if action.kind not in (ActionKind.COMPENSATE, ActionKind.DEFER) or action.compensation is None:
             raise NotCompensable(f"step {step} of {run_id} cannot be claimed: {action.kind.value} ({action.reason})")
         if state.claim is not None and state.claim.is_live():
             raise NotCompensable(f"step {step} of {run_id} is claimed by a remote worker until {state.claim.until}")
-        blockers = blockers_for(snapshot, manifests)
-        for later in snapshot.steps[step + 1 :]:
-            if later.status.unresolved or (later.status.stands and not _needs_no_undo(snapshot, later, manifests)):
-                blockers.stands(later.index)
-        blocked_by = blockers.blocked_by(step, state.tool)
-        if blocked_by:
+        if action.kind is ActionKind.DEFER:
             raise NotCompensable(
-                f"step {step} of {run_id} still has a standing dependent: step {', '.join(map(str, blocked_by))}"
+                f"step {step} of {run_id} still has a standing dependent: step {', '.join(map(str, action.blocked_by))}"
             )
         call = action.compensation
         data: dict[str, Any] = {}
@@ -88,9 +83,16 @@ def begin_compensation(
     return CompensationWork(run_id, step, call.call_json(), until, call.verification, worker)
 
 
-def _needs_no_undo(snapshot: RunSnapshot, step: StepState, manifests: ManifestSet) -> bool:
-    """A read or an idempotent call: the plan skips it, so it never holds back what it depends on."""
-    return classify(snapshot, step, manifests.lookup(step.tool)).kind is ActionKind.SKIP
+def _walk_to(snapshot: RunSnapshot, manifests: ManifestSet, step: int) -> Action:
+    """The rollback walk's action for `step` when it alone is undone now: every newer step that
+    would be compensated still stands (nobody is undoing it), and holds back what it depends on."""
+    walk = RollbackWalk(snapshot, manifests)
+    for action in walk:
+        if action.step == step:
+            return action
+        if action.kind is ActionKind.COMPENSATE:
+            walk.still_stands(action.step)
+    raise AssertionError(f"step {step} is not in the run")
 
 
 def complete_compensation(

@@ -1,10 +1,11 @@
 """The rollback executor: newest first, one step at a time, journaling before and after each attempt.
 
-For each step the executor takes the planner's verdict, then decides what really happens as it
-goes: a step whose dependent failed to be undone, or waits for an approval, is deferred. A step is
-journaled `compensating` before every attempt and `compensated` or `compensation_failed` after,
-so a crash at any point leaves a ledger from which a re-run continues with the same idempotency
-key; a step already `compensated` is never compensated again.
+The executor walks the run with the same `RollbackWalk` the planner uses, and tells it what really
+happened: a step whose undo failed, or waits for an approval, still stands, so what it depends on
+is deferred. A step is journaled `compensating` before every attempt and `compensated` or
+`compensation_failed` after, so a crash at any point leaves a ledger from which a re-run continues
+with the same idempotency key; a step already `compensated` is never compensated again. Every read
+and write of the store is awaited off the caller's event loop.
 """
 
 from __future__ import annotations
@@ -14,29 +15,34 @@ import inspect
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from reversi.core.backoff import Retry
 from reversi.core.expect import first_mismatch
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet
-from reversi.core.models import ApprovalStatus, EventType, NewEvent, RunSnapshot, StepState
-from reversi.core.plan import LEAVES_STANDING, ActionKind, CompensationCall, Reason
-from reversi.core.planner import blockers_for, classify, reference_context
+from reversi.core.models import Approval, ApprovalStatus, EventType, NewEvent, RunSnapshot, StepState
+from reversi.core.plan import Action, ActionKind, CompensationCall
 from reversi.core.references import MissingReference, resolve
 from reversi.core.report import AwaitingApproval, Deferred, Failure, RollbackReport, Unrecoverable
+from reversi.core.walk import RollbackWalk, reference_context
 from reversi.engine.approvals import compensation_approval
 from reversi.errors import ConfigError, NotFound
 from reversi.store.base import Store
+from reversi.store.queries import Queries
 
 Compensate = Callable[[dict[str, Any]], Any]
 Verify = Callable[[dict[str, Any]], Any]
 Verifier = Callable[[str, Any], Any]
-Progress = Callable[[int, int], None]
+# Told (done, total) after each step; the executor goes newest first, so the step it works on next
+# is `total - 1 - done`. It may be async.
+Progress = Callable[[int, int], Any]
+T = TypeVar("T")
 
 NOT_VERIFIED = "no verifier is available to run the declared read-back"
 CANNOT_VERIFY = "cannot verify: arguments unavailable"
 VERIFICATION_FAILED = "verification failed: did not show the expected state after the undo"
+NO_COMPENSATOR = "no compensator: a step needs undoing and nothing was given to run its compensation"
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -50,19 +56,26 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-@dataclass
-class RollbackExecutor:
-    """Rolls back one run. Hold the run's rollback lock while `execute` runs."""
+@dataclass(frozen=True, kw_only=True)
+class RollbackOptions:
+    """How one rollback runs: who undoes, checks and reads back, how often it retries, who acts."""
 
-    store: Store
-    manifests: ManifestSet
-    compensate: Compensate | None
+    compensate: Compensate | None = None
     retry: Retry = field(default_factory=Retry)
     verify: Verify | None = None
     verifier: Verifier | None = None
     approve_compensations: bool = False
     actor: str = "local"
     progress: Progress | None = None
+
+
+@dataclass
+class RollbackExecutor:
+    """Rolls back one run. Hold the run's rollback lock while `execute` runs."""
+
+    store: Store
+    manifests: ManifestSet
+    options: RollbackOptions = field(default_factory=RollbackOptions)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     # The report as it grows while `execute` runs, for progress displays (`progress` is told when it grows).
     report: RollbackReport | None = field(default=None, init=False, repr=False)
@@ -73,46 +86,32 @@ class RollbackExecutor:
         Raises:
             NotFound: no such run.
             ConfigError: a step needs compensating and no compensator was given.
+            StoreUnavailable: the store could not be read or written.
         """
-        with self.store.read() as q:
-            snapshot = q.snapshot(run_id)
+        snapshot = await asyncio.to_thread(self._snapshot, run_id)
         if snapshot is None:
             raise NotFound(f"no run {run_id}")
-        actions = [classify(snapshot, step, self.manifests.lookup(step.tool)) for step in reversed(snapshot.steps)]
-        if self.compensate is None and any(a.kind is ActionKind.COMPENSATE for a in actions):
-            raise ConfigError("no compensator: pass --compensator-cmd (or compensate= in code) to run the undo")
-        blockers = blockers_for(snapshot, self.manifests)
+        walk = RollbackWalk(snapshot, self.manifests)
+        if self.options.compensate is None and walk.needs_compensator():
+            raise ConfigError(NO_COMPENSATOR)
         report = self.report = RollbackReport(run_id)
-        for done, action in enumerate(actions, start=1):
+        total = len(snapshot.steps)
+        for done, action in enumerate(walk, start=1):
             step = snapshot.step(action.step)
-            label = f"step {step.index}  {step.tool}"
-            stands = action.kind in LEAVES_STANDING
-            if action.kind is ActionKind.SKIP:
-                report.skipped.append(step.index)
-                report.lines.append(f"{label}  skipped  {action.reason}")
-            elif action.kind is ActionKind.UNRESOLVED:
-                report.unresolved.append(step.index)
-                report.lines.append(f"{label}  unresolved  {action.reason}")
-            elif action.kind is ActionKind.UNMANIFESTED:
-                report.unmanifested.append(step.index)
-                report.lines.append(f"{label}  unmanifested  {action.reason}")
-            elif action.kind is ActionKind.UNRECOVERABLE:
-                report.unrecoverable.append(Unrecoverable(step.index, action.reason or ""))
-                report.lines.append(f"{label}  unrecoverable  {action.reason}")
-            else:
+            if action.kind is ActionKind.COMPENSATE:
                 assert action.compensation is not None
-                blocked_by = blockers.blocked_by(step.index, step.tool)
-                if blocked_by:
-                    report.deferred.append(Deferred(step.index, blocked_by))
-                    report.lines.append(f"{label}  deferred  {Reason.blocked_by(blocked_by)}")
-                    stands = True
-                else:
-                    stands = not await self._undo(snapshot, step, action.compensation, report, label)
-            if stands:
-                blockers.stands(step.index)
-            if self.progress is not None:
-                self.progress(done, len(actions))
+                label = f"step {step.index}  {step.tool}"
+                if not await self._undo(snapshot, step, action.compensation, report, label):
+                    walk.still_stands(step.index)
+            else:
+                _report_unchanged(action, report)
+            if self.options.progress is not None:
+                await _call(self.options.progress, done, total)
         return report
+
+    def _snapshot(self, run_id: str) -> RunSnapshot | None:
+        with self.store.read() as q:
+            return q.snapshot(run_id)
 
     async def _undo(
         self, snapshot: RunSnapshot, step: StepState, call: CompensationCall, report: RollbackReport, label: str
@@ -125,18 +124,7 @@ class RollbackExecutor:
             return False
         approval_id: str | None = None
         if call.needs_approval:
-            with self.store.write() as q:
-                q.lock_run(call.run_id)
-                approval = compensation_approval(
-                    q,
-                    call.run_id,
-                    step.index,
-                    call.tool,
-                    call.args,
-                    requested_by=self.actor,
-                    approve_pending=self.approve_compensations,
-                    actor=self.actor,
-                )
+            approval = await self._write(call.run_id, lambda q: self._approval(q, call))
             if approval.status is not ApprovalStatus.APPROVED:
                 report.awaiting_approval.append(
                     AwaitingApproval(step.index, approval.approval_id, approval.status.value)
@@ -153,11 +141,12 @@ class RollbackExecutor:
 
     async def _attempts(self, call: CompensationCall, approval_id: str | None) -> tuple[Any, int, str | None]:
         """Run the compensation (and the verify check) up to `retry.attempts` times with one key."""
-        assert self.compensate is not None
+        compensate, retry = self.options.compensate, self.options.retry
+        assert compensate is not None
         error = ""
-        for attempt in range(1, self.retry.attempts + 1):
+        for attempt in range(1, retry.attempts + 1):
             if attempt > 1:
-                await self.sleep(self.retry.delay_s(attempt, random.uniform(0.5, 1.0)))
+                await self.sleep(retry.delay_s(attempt, random.uniform(0.5, 1.0)))
             data: dict[str, Any] = {
                 "tool": call.tool,
                 "args": call.args,
@@ -166,25 +155,19 @@ class RollbackExecutor:
             }
             if approval_id:
                 data["approval_id"] = approval_id
-            self._journal(call, [NewEvent(EventType.COMPENSATING, call.step, self.actor, data)])
+            await self._journal(call, [self._event(EventType.COMPENSATING, call.step, data)])
             payload = {**call.call_json(), "attempt": attempt}
             try:
-                result = to_json(await _call(self.compensate, payload))
-                if self.verify is not None and not await _call(self.verify, payload):
+                result = to_json(await _call(compensate, payload))
+                if self.options.verify is not None and not await _call(self.options.verify, payload):
                     raise AssertionError("the verify check did not confirm the undo")
             except Exception as exc:
                 error = _error_text(exc)
-                self._journal(
-                    call,
-                    [
-                        NewEvent(
-                            EventType.COMPENSATION_FAILED, call.step, self.actor, {"error": error, "attempt": attempt}
-                        )
-                    ],
-                )
+                failed = self._event(EventType.COMPENSATION_FAILED, call.step, {"error": error, "attempt": attempt})
+                await self._journal(call, [failed])
                 continue
             return result, attempt, None
-        return None, self.retry.attempts, error
+        return None, retry.attempts, error
 
     async def _read_back(
         self,
@@ -197,13 +180,13 @@ class RollbackExecutor:
         label: str,
     ) -> bool:
         """Run the declared read-back, if any, and journal the step's final outcome."""
-        done = NewEvent(EventType.COMPENSATED, call.step, self.actor, {"result": result, "attempts": attempts})
+        done = self._event(EventType.COMPENSATED, call.step, {"result": result, "attempts": attempts})
         ok_line = f"{label}  compensated -> {call.tool} ({_attempts(attempts)})"
         check = call.verification
         if check is None:
-            self._journal(call, [done])
-        elif self.verifier is None:
-            self._journal(call, [NewEvent(EventType.UNVERIFIED, call.step, self.actor, {"reason": NOT_VERIFIED}), done])
+            await self._journal(call, [done])
+        elif self.options.verifier is None:
+            await self._journal(call, [self._event(EventType.UNVERIFIED, call.step, {"reason": NOT_VERIFIED}), done])
             report.unverified.append(step.index)
             ok_line += ", not verified"
         else:
@@ -222,21 +205,21 @@ class RollbackExecutor:
     ) -> str | None:
         """Read back until the answer matches `expect`; None on a match, else the failure journaled."""
         assert call.verification is not None
-        assert self.verifier is not None
+        assert self.options.verifier is not None
         check = call.verification
         ctx = reference_context(snapshot, step)
         try:
             arguments = resolve(dict(check.args), ctx)
             expect = resolve(dict(check.expect), ctx)
         except MissingReference as missing:
-            self._fail_verification(call, {"error": CANNOT_VERIFY, "missing": missing.ref}, CANNOT_VERIFY)
+            await self._fail_verification(call, {"error": CANNOT_VERIFY, "missing": missing.ref}, CANNOT_VERIFY)
             return CANNOT_VERIFY
         mismatch, answer = "", None
         for i in range(check.retries + 1):
             if i:
                 await self.sleep(check.backoff_ms * 2 ** (i - 1) / 1000)
             try:
-                answer = to_json(await _call(self.verifier, check.tool, arguments))
+                answer = to_json(await _call(self.options.verifier, check.tool, arguments))
             except Exception as exc:
                 mismatch, answer = f"read failed: {_error_text(exc)}", None
                 continue
@@ -245,14 +228,14 @@ class RollbackExecutor:
                 verified = NewEvent(
                     EventType.VERIFIED,
                     call.step,
-                    self.actor,
+                    self.options.actor,
                     {"tool": check.tool, "arguments": arguments, "answer": answer},
                 )
-                self._journal(call, [verified, done])
+                await self._journal(call, [verified, done])
                 return None
             mismatch = found
         error = f"{VERIFICATION_FAILED}: {mismatch}"
-        self._fail_verification(
+        await self._fail_verification(
             call,
             {
                 "tool": check.tool,
@@ -265,20 +248,66 @@ class RollbackExecutor:
         )
         return error
 
-    def _fail_verification(self, call: CompensationCall, data: dict[str, Any], error: str) -> None:
-        self._journal(
+    async def _fail_verification(self, call: CompensationCall, data: dict[str, Any], error: str) -> None:
+        await self._journal(
             call,
             [
-                NewEvent(EventType.VERIFICATION_FAILED, call.step, self.actor, data),
-                NewEvent(EventType.COMPENSATION_FAILED, call.step, self.actor, {"error": error}),
+                self._event(EventType.VERIFICATION_FAILED, call.step, data),
+                self._event(EventType.COMPENSATION_FAILED, call.step, {"error": error}),
             ],
         )
 
-    def _journal(self, call: CompensationCall, events: list[NewEvent]) -> None:
-        with self.store.write() as q:
-            q.lock_run(call.run_id)
+    def _event(self, kind: EventType, step: int, data: dict[str, Any]) -> NewEvent:
+        return NewEvent(kind, step, self.options.actor, data)
+
+    async def _journal(self, call: CompensationCall, events: list[NewEvent]) -> None:
+        def append(q: Queries) -> None:
             q.append(call.run_id, events)
+
+        await self._write(call.run_id, append)
+
+    def _approval(self, q: Queries, call: CompensationCall) -> Approval:
+        actor = self.options.actor
+        return compensation_approval(
+            q, call.run_id, call.step, call.tool, call.args,
+            requested_by=actor, approve_pending=self.options.approve_compensations, actor=actor,
+        )
+
+    async def _write(self, run_id: str, fn: Callable[[Queries], T]) -> T:
+        """Run `fn` in a write transaction that holds the run's row lock, off the event loop."""
+
+        def locked(q: Queries) -> T:
+            q.lock_run(run_id)
+            return fn(q)
+
+        return await self.store.arun_write(locked, order=run_id)
 
 
 def _attempts(n: int) -> str:
     return f"{n} attempt" if n == 1 else f"{n} attempts"
+
+
+def _report_unchanged(action: Action, report: RollbackReport) -> None:
+    """Report a step the rollback leaves as it is, with the walk's reason."""
+    step, reason = action.step, action.reason or ""
+    kind = action.kind
+    if kind is ActionKind.SKIP:
+        report.skipped.append(step)
+    elif kind is ActionKind.UNRESOLVED:
+        report.unresolved.append(step)
+    elif kind is ActionKind.UNMANIFESTED:
+        report.unmanifested.append(step)
+    elif kind is ActionKind.UNRECOVERABLE:
+        report.unrecoverable.append(Unrecoverable(step, reason))
+    else:
+        report.deferred.append(Deferred(step, action.blocked_by))
+    report.lines.append(f"step {step}  {action.tool}  {_REPORTED_AS[kind]}  {reason}")
+
+
+_REPORTED_AS = {
+    ActionKind.SKIP: "skipped",
+    ActionKind.UNRESOLVED: "unresolved",
+    ActionKind.UNMANIFESTED: "unmanifested",
+    ActionKind.UNRECOVERABLE: "unrecoverable",
+    ActionKind.DEFER: "deferred",
+}

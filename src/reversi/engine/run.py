@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from reversi.core.backoff import Retry
 from reversi.core.manifest import ManifestSet
@@ -27,13 +27,26 @@ from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
-from reversi.engine.rollback import Compensate, Progress, RollbackExecutor, Verifier, Verify
+from reversi.engine.rollback import Compensate, Progress, RollbackExecutor, RollbackOptions, Verifier, Verify
 from reversi.errors import BadInput, Conflict, NotFound
 
 if TYPE_CHECKING:
     from reversi.engine.ledger import Ledger
 
 T = TypeVar("T")
+
+
+class RollbackArguments(TypedDict, total=False):
+    """The keyword options of `Run.rollback` and `Run.arollback`."""
+
+    retry: Retry | Mapping[str, Any] | None
+    verify: Verify | None
+    verifier: Verifier | None
+    approve_compensations: bool
+    actor: str | None
+    progress: Progress | None
+    manifests: ManifestSet | None
+
 _NO_RESULT: Any = object()
 
 
@@ -104,11 +117,6 @@ class StepHandle:
             (self.uncertain if _uncertain(exc) else self.failed)(exc)
 
 
-def _keyword_arguments(args: Any) -> None:
-    if args is not None and not isinstance(args, Mapping):
-        raise BadInput(f"args are passed to fn as keyword arguments: give a dict, not {type(args).__name__}")
-
-
 def _step_number(step: object) -> int:
     if isinstance(step, (StepHandle, StepState)):
         return step.index
@@ -169,9 +177,8 @@ class Run:
         """Journal, call `fn(**args)`, journal its result; returns what `fn` returned.
 
         Raises:
-            BadInput: `args` is not a mapping of keyword arguments (before anything is journaled).
+            BadInput: `args` is not a dict of named arguments (nothing is journaled then).
         """
-        _keyword_arguments(args)
         with self.step(tool, args, depends_on) as handle:
             result = awaited(fn(**(args or {})))
             handle.succeeded(result)
@@ -179,7 +186,6 @@ class Run:
 
     async def acall(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
         """`call` for async code: `fn` may be a coroutine function; the journal writes run off the loop."""
-        _keyword_arguments(args)
         handle = await asyncio.to_thread(self.begin, tool, args, depends_on)
         try:
             result = fn(**(args or {}))
@@ -227,55 +233,44 @@ class Run:
         return plan_rollback(self.snapshot(), manifests or self._ledger.manifests)
 
     async def arollback(
-        self,
-        compensate: Compensate | None = None,
-        retry: Retry | Mapping[str, Any] | None = None,
-        verify: Verify | None = None,
-        verifier: Verifier | None = None,
-        approve_compensations: bool = False,
-        actor: str | None = None,
-        progress: Progress | None = None,
-        manifests: ManifestSet | None = None,
+        self, compensate: Compensate | None = None, **options: Unpack[RollbackArguments]
     ) -> RollbackReport:
-        """Roll the run back; see `rollback`."""
+        """Roll the run back without blocking the event loop: every store read and write is awaited
+        off it. See `rollback`."""
         executor = RollbackExecutor(
             self._ledger.store,
-            manifests or self._ledger.manifests,
-            compensate,
-            Retry.of(retry),
-            verify,
-            verifier,
-            approve_compensations,
-            self._ledger.actor(actor),
-            progress,
+            options.get("manifests") or self._ledger.manifests,
+            RollbackOptions(
+                compensate=compensate,
+                retry=Retry.of(options.get("retry")),
+                verify=options.get("verify"),
+                verifier=options.get("verifier"),
+                approve_compensations=options.get("approve_compensations", False),
+                actor=self._ledger.actor(options.get("actor")),
+                progress=options.get("progress"),
+            ),
         )
-        with self._ledger.store.lock_run(self.id):
+        lock = await asyncio.to_thread(self._ledger.store.lock_run, self.id)
+        try:
             return await executor.execute(self.id)
+        finally:
+            await asyncio.shield(asyncio.to_thread(lock.release))
 
-    def rollback(
-        self,
-        compensate: Compensate | None = None,
-        retry: Retry | Mapping[str, Any] | None = None,
-        verify: Verify | None = None,
-        verifier: Verifier | None = None,
-        approve_compensations: bool = False,
-        actor: str | None = None,
-        progress: Progress | None = None,
-        manifests: ManifestSet | None = None,
-    ) -> RollbackReport:
+    def rollback(self, compensate: Compensate | None = None, **options: Unpack[RollbackArguments]) -> RollbackReport:
         """Undo the run's standing steps, newest first, and report what was and was not done.
 
-        `compensate(call)` runs one undo (the call JSON as a dict); `verify(call)` returns truthy when
-        the undo is visible; `verifier(tool, arguments)` runs a declared read-back. Each may be async.
-        `retry` is a `Retry` or a mapping of its fields (`{"attempts": 3, "base_ms": 100, "max_ms": 2000}`).
+        `compensate(call)` runs one undo (the call JSON as a dict). The keyword options:
+        `retry`, a `Retry` or a mapping of its fields (`{"attempts": 3, "base_ms": 100, "max_ms": 2000}`);
+        `verify(call)`, truthy when the undo is visible; `verifier(tool, arguments)`, which runs a
+        declared read-back; `approve_compensations`, to grant pending compensation approvals as one
+        decision of `actor`; `progress(done, total)`, told after each step; `manifests`, instead of
+        the ledger's. Each callable may be async.
 
         Raises:
             RollbackInProgress: another rollback of this run is running.
             ConfigError: a step needs compensating and `compensate` is None.
         """
-        return run_coroutine(
-            self.arollback(compensate, retry, verify, verifier, approve_compensations, actor, progress, manifests)
-        )
+        return run_coroutine(self.arollback(compensate, **options))
 
     def resolve(
         self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None

@@ -1,0 +1,138 @@
+"""The rollback's one decision walk: which step is undone next, and what is deferred and why. Pure: no I/O.
+
+The planner, the rollback executor and remote claims all walk a run the same way, newest first:
+
+    walk = RollbackWalk(snapshot, manifests)
+    for action in walk:                      # one Action per step, dependencies already applied
+        if action.kind is ActionKind.COMPENSATE and not undo(action):
+            walk.still_stands(action.step)   # tell the walk what really happened
+
+An action that leaves its step standing (unresolved, unmanifested, unrecoverable, deferred, or a
+compensation whose approval was denied) holds back what the step depends on by itself. A
+`compensate` action is assumed to succeed, which is what the planner wants; the executor says
+otherwise with `still_stands` when an undo fails or waits, before it asks for the next action, and
+remote claims say so for every newer step that nobody is undoing now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from reversi.core.dependencies import Blockers
+from reversi.core.manifest import Effect, ManifestSet, ToolEntry
+from reversi.core.models import RunSnapshot, StepState, StepStatus
+from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, compensation_key
+from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
+
+
+def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContext:
+    """What `$args`, `$result`, `$run` and `$step` name for one step."""
+    run = snapshot.run
+    return ReferenceContext(
+        args=step.args,
+        result=step.result if step.has_result else None,
+        run=RunContext(run.run_id, run.scope.actor, run.scope.tenant, run.scope.environment),
+        step=step.index,
+    )
+
+
+def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) -> Action:
+    """The action for one step on its own, before its dependents are taken into account."""
+    index, tool = step.index, step.tool
+    if step.status is StepStatus.FAILED:
+        return Action(index, tool, ActionKind.SKIP, Reason.NEVER_TOOK_EFFECT)
+    if step.status is StepStatus.COMPENSATED:
+        return Action(index, tool, ActionKind.SKIP, Reason.ALREADY_COMPENSATED)
+    if step.status.unresolved:
+        return Action(index, tool, ActionKind.UNRESOLVED, Reason.UNRESOLVED)
+    if entry is None:
+        return Action(index, tool, ActionKind.UNMANIFESTED, Reason.UNMANIFESTED)
+    if entry.effect is Effect.READ:
+        return Action(index, tool, ActionKind.SKIP, Reason.READ)
+    if entry.idempotent:
+        return Action(index, tool, ActionKind.SKIP, Reason.IDEMPOTENT)
+    if entry.irreversible:
+        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.CANNOT_BE_UNDONE)
+    comp = entry.compensation
+    if comp is None:
+        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.NO_COMPENSATION)
+    try:
+        args = resolve(dict(comp.args), reference_context(snapshot, step))
+    except MissingReference as missing:
+        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.arguments_unavailable(missing.ref))
+    call = CompensationCall(
+        run_id=snapshot.run.run_id,
+        step=index,
+        tool=comp.tool,
+        original_tool=tool,
+        args=args,
+        idempotency_key=compensation_key(snapshot.run.run_id, index, comp.tool),
+        kind=comp.kind,
+        residue=comp.residue,
+        needs_approval=_needs_approval(step, comp.requires_approval),
+        verification=entry.verification,
+    )
+    return Action(index, tool, ActionKind.COMPENSATE, compensation=call)
+
+
+def _needs_approval(step: StepState, required_now: bool) -> bool:
+    """Whether the step's undo waits for an approval: as snapshotted when the step ran, so a later edit
+    of the manifest changes nothing for it; the manifest in force only for a step that ran without
+    an entry (there was nothing to snapshot)."""
+    if step.record.manifest_digest is not None:
+        return step.record.compensation_needs_approval
+    return required_now
+
+
+class RollbackWalk:
+    """The run's steps as rollback actions, newest first, each decided once the newer ones are known.
+
+    Iterate it once. Call `still_stands(step)` for a `compensate` action whose undo did not happen,
+    before taking the next action.
+    """
+
+    def __init__(self, snapshot: RunSnapshot, manifests: ManifestSet) -> None:
+        self.snapshot = snapshot
+        self._entries = [manifests.lookup(step.tool) for step in snapshot.steps]
+        self._blockers = Blockers(
+            [step.record.depends_on for step in snapshot.steps],
+            [entry.requires if entry is not None else () for entry in self._entries],
+        )
+
+    def entry(self, step: int) -> ToolEntry | None:
+        """The manifest entry in force for a step's tool."""
+        return self._entries[step]
+
+    def needs_compensator(self) -> bool:
+        """Whether some step has an undo to run (now, or once what holds it back is gone)."""
+        return any(
+            classify(self.snapshot, step, self._entries[step.index]).kind is ActionKind.COMPENSATE
+            for step in self.snapshot.steps
+        )
+
+    def __iter__(self) -> Iterator[Action]:
+        for step in reversed(self.snapshot.steps):
+            action = self._decide(step)
+            if action.leaves_standing:
+                self._blockers.stands(step.index)
+            yield action
+
+    def still_stands(self, step: int) -> None:
+        """Record that `step`, walked already, still stands: its undo failed, waits or is not run now."""
+        self._blockers.stands(step)
+
+    def _decide(self, step: StepState) -> Action:
+        action = classify(self.snapshot, step, self._entries[step.index])
+        if action.kind is not ActionKind.COMPENSATE:
+            return action
+        blocked_by = self._blockers.blocked_by(step.index, step.tool)
+        if blocked_by:
+            return Action(
+                action.step, action.tool, ActionKind.DEFER, Reason.blocked_by(blocked_by), action.compensation,
+                blocked_by,
+            )
+        comp = action.compensation
+        if step.denied_approval is not None and comp is not None and comp.needs_approval:
+            return replace(action, denied_approval=step.denied_approval)
+        return action

@@ -1,0 +1,1 @@
+"""The engine: recording, rollback, approvals, halts and access, reached through the `Ledger`."""

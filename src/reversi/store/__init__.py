@@ -1,0 +1,1 @@
+"""The store: one interface over SQLite and PostgreSQL, and the SQL both share."""
