@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 from reversi.core.models import EventType, Halt, HaltScope
-from reversi.errors import BadInput, ConfigError, Forbidden, NotFound
+from reversi.errors import BadInput, ConfigError, NotFound
 from reversi.store.base import Store
 
 KILL_FILE_HELP = "no kill file configured: set REVERSI_KILL_FILE or kill_switch_file: in reversi.yaml"
@@ -27,20 +27,6 @@ def add_halt(store: Store, reason: str, scope: HaltScope, by: str) -> Halt:
     with store.write() as q:
         at = q.append_system(EventType.HALT_ADDED, by, halt_id, {"reason": reason, "scope": scope.to_dict()})
     return Halt(halt_id, reason, scope, by, at)
-
-
-def halt_tenant(confined_to: str | None, requested: str | None) -> str | None:
-    """The tenant scope of a halt made by a principal confined to `confined_to` (or to none): an admin of
-    one tenant halts that tenant's calls only.
-
-    Raises:
-        Forbidden: the principal asks to halt another tenant.
-    """
-    if confined_to is None:
-        return requested
-    if requested not in (None, confined_to):
-        raise Forbidden(f"a key confined to tenant {confined_to} can only halt tenant {confined_to}")
-    return confined_to
 
 
 def list_halts(store: Store, tenant: str | None = None) -> list[Halt]:
