@@ -1,12 +1,14 @@
 """Listings paged and filtered by the store's own queries: events after a seq, approvals by status
-and by their run's tenant with a cursor, keys by tenant, and a page of runs' snapshots at once."""
+and by their run's tenant with a cursor, keys and halts by tenant, and a page of runs' snapshots at
+once."""
 
 from __future__ import annotations
 
 import pytest
 
 import reversi
-from reversi.engine import approvals
+from reversi.core.models import EventType
+from reversi.engine import approvals, halts
 from reversi.engine.keys import create_key, list_keys, revoke_key
 from reversi.errors import ApprovalRequired, NotFound
 
@@ -70,3 +72,22 @@ def test_a_page_of_runs_snapshots_is_read_at_once_as_each_would_be_alone(ledger:
     with ledger.store.read() as q:
         together = q.snapshots([r.record for r in runs])
     assert together == [r.snapshot() for r in runs]
+
+
+def test_halts_are_listed_by_tenant_in_sql_and_so_are_those_added_before_the_tenant_column(
+    ledger: reversi.Ledger,
+) -> None:
+    acme = ledger.add_halt("acme's", tenant="acme", by="dana")
+    everyone = ledger.add_halt("everyone's", by="dana")
+    with ledger.store.write() as q:  # as a store migrated from before the column holds its halts
+        q.append_system(EventType.HALT_ADDED, "dana", "halt_old", {"reason": "old", "scope": {"tenant": "acme"}})
+        q.append_system(EventType.HALT_ADDED, "dana", "halt_older", {"reason": "older", "scope": {}})
+    with ledger.store.read() as q:
+        columns = q.execute("SELECT halt_id, tenant FROM system_events ORDER BY seq").fetchall()
+    assert [tuple(c) for c in columns] == [(acme.halt_id, "acme"), (everyone.halt_id, ""), ("halt_old", None),
+                                           ("halt_older", None)]
+    assert [h.halt_id for h in halts.list_halts(ledger.store, "acme")] == [acme.halt_id, "halt_old"]
+    assert halts.list_halts(ledger.store, "other") == []
+    assert len(ledger.halts()) == 4
+    assert halts.lift_halts(ledger.store, None, "dana", "acme") == 2
+    assert [h.halt_id for h in ledger.halts()] == [everyone.halt_id, "halt_older"]

@@ -25,19 +25,15 @@ def add_halt(store: Store, reason: str, scope: HaltScope, by: str) -> Halt:
             raise BadInput(f"the halt's {part} is empty: leave it out to halt every {part}")
     halt_id = f"halt_{uuid.uuid4()}"
     with store.write() as q:
-        at = q.append_system(EventType.HALT_ADDED, by, halt_id, {"reason": reason, "scope": scope.to_dict()})
+        at = q.append_system(EventType.HALT_ADDED, by, halt_id, {"reason": reason, "scope": scope.to_dict()},
+                             scope.tenant or "")
     return Halt(halt_id, reason, scope, by, at)
 
 
 def list_halts(store: Store, tenant: str | None = None) -> list[Halt]:
     """The active halts; with `tenant`, only those scoped to exactly that tenant."""
     with store.read() as q:
-        return _of_tenant(q.active_halts(), tenant)
-
-
-def _of_tenant(halts: list[Halt], tenant: str | None) -> list[Halt]:
-    """All the halts, or (for a principal confined to `tenant`) those scoped to exactly that tenant."""
-    return [h for h in halts if tenant is None or h.scope.tenant == tenant]
+        return q.active_halts(tenant=tenant)
 
 
 def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = None) -> int:
@@ -49,7 +45,7 @@ def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = 
     """
     with store.write() as q:
         q.lock_name("system_events")  # two concurrent "lift all" must not both lift the same halts
-        active = {h.halt_id for h in _of_tenant(q.active_halts(), tenant)}
+        active = {h.halt_id for h in q.active_halts(tenant=tenant)}
         if halt_id is not None and halt_id not in active:
             raise NotFound(f"no active halt {halt_id}")
         targets = [halt_id] if halt_id is not None else sorted(active)

@@ -456,30 +456,37 @@ class Queries:
 
     # -- halts ---------------------------------------------------------------------------------
 
-    def append_system(self, type_: EventType, actor: str, halt_id: str, data: Mapping[str, Any]) -> str:
+    def append_system(
+        self, type_: EventType, actor: str, halt_id: str, data: Mapping[str, Any], tenant: str | None = None
+    ) -> str:
+        """Append to the halts' stream; `tenant` is a new halt's tenant scope ("" for every tenant)."""
         self.lock_name("system_events")
         row = self._exec("SELECT MAX(seq) FROM system_events").fetchone()
         seq = 0 if row[0] is None else int(row[0]) + 1
         at = utc_now()
         self._exec(
-            "INSERT INTO system_events (seq, type, at, actor, halt_id, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (seq, type_.value, at, actor, halt_id, dumps(dict(data))),
+            "INSERT INTO system_events (seq, type, at, actor, halt_id, data, tenant) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (seq, type_.value, at, actor, halt_id, dumps(dict(data)), tenant),
         )
         return at
 
-    def active_halts(self, *, lock_run: str | None = None) -> list[Halt]:
-        """The halts in force; with `lock_run`, also take that run's write lock (`lock_run()`)."""
+    def active_halts(self, *, lock_run: str | None = None, tenant: str | None = None) -> list[Halt]:
+        """The halts in force (with `tenant`, those scoped to exactly that tenant); with `lock_run`,
+        also take that run's write lock (`lock_run()`)."""
         prefix, guard, params = self._run_guard(lock_run)
+        of_tenant = " AND (a.tenant = ? OR a.tenant IS NULL)" if tenant is not None else ""
         rows = self._exec(
-            f"{prefix}SELECT a.halt_id, a.actor, a.at, a.data FROM system_events a WHERE a.type = 'halt_added' "
-            "AND NOT EXISTS (SELECT 1 FROM system_events b WHERE b.type = 'halt_lifted' AND b.halt_id = a.halt_id)"
-            f"{guard} ORDER BY a.seq",
-            params,
+            f"{prefix}SELECT a.halt_id, a.actor, a.at, a.data, a.tenant FROM system_events a "
+            f"WHERE a.type = 'halt_added'{of_tenant} AND NOT EXISTS (SELECT 1 FROM system_events b "
+            f"WHERE b.type = 'halt_lifted' AND b.halt_id = a.halt_id){guard} ORDER BY a.seq",
+            (*params, *([tenant] if tenant is not None else [])),
         ).fetchall()
         halts = []
-        for halt_id, by, at, data in rows:
+        for halt_id, by, at, data, column in rows:
             d = json.loads(data)
-            halts.append(Halt(halt_id, d["reason"], HaltScope(**d.get("scope", {})), by, at))
+            halt = Halt(halt_id, d["reason"], HaltScope(**d.get("scope", {})), by, at)
+            if column is not None or tenant is None or halt.scope.tenant == tenant:  # NULL: added before 0005
+                halts.append(halt)
         return halts
 
     def system_events(self, since: str | None = None) -> list[Event]:
