@@ -3,9 +3,12 @@
     ReversiError
     ├── BadInput                 a value from outside is wrong (ids, flags, JSON, step numbers)
     │   ├── ManifestError        a manifest file is invalid; `.problems` lists each as FILE:LINE
-    │   └── ConfigError          something needed is not configured (kill file, compensator)
+    │   ├── ConfigError          something needed is not configured (kill file, compensator)
+    │   └── BodyTooLarge         a request body over the HTTP surfaces' limit (1 MiB)
+    ├── Unauthorized             no API key, or one that is unknown or revoked
     ├── NotFound                 no such run, step, approval or halt
-    ├── Forbidden                the run belongs to another principal
+    ├── Forbidden                the run belongs to another principal, or the role is too low
+    │   └── CsrfRefused          a console form without its session's token
     ├── Conflict                 the request clashes with the state of the run
     │   ├── RollbackInProgress   another process holds the run's rollback lock
     │   └── NotCompensable       a step cannot be claimed for a remote compensation
@@ -65,6 +68,23 @@ class ConfigError(BadInput):
     code = "not_configured"
 
 
+class BodyTooLarge(BadInput):
+    """A request body over the limit (1 MiB)."""
+
+    code = "too_large"
+    http_status = 413
+
+    def __init__(self, limit: int = 1 << 20) -> None:
+        super().__init__(f"the body is larger than {limit} bytes")
+
+
+class Unauthorized(ReversiError):
+    """No key, or a key that is unknown or revoked."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
 class NotFound(ReversiError):
     """No such run, step, approval or halt."""
 
@@ -77,6 +97,12 @@ class Forbidden(ReversiError):
 
     code = "forbidden"
     http_status = 403
+
+
+class CsrfRefused(Forbidden):
+    """A console form posted without the token of its session."""
+
+    code = "csrf"
 
 
 class Conflict(ReversiError):

@@ -21,7 +21,7 @@ from starlette.responses import PlainTextResponse
 from tests.gateway.conftest import GATEWAY, WAIT_S, Shop, until
 
 import reversi
-from reversi.engine.keys import create_key
+from reversi.engine.keys import Role, create_key
 from reversi.gateway.http import _Guard
 
 pytestmark = pytest.mark.anyio
@@ -202,7 +202,7 @@ async def test_a_remote_client_is_401_once_the_store_holds_no_keys(tmp_path: Pat
     """As the server answers it: a store without keys serves loopback clients only (the gateway
     refuses to bind elsewhere without keys, but it may sit behind a proxy on this machine)."""
     with reversi.open(f"sqlite:///{tmp_path}/r.db") as ledger:
-        guard = _Guard(ledger, operator=False)
+        guard = _Guard(ledger, Role.AGENT)
         guard.app = PlainTextResponse("served")
         for client, status in ((("10.1.2.3", 5000), 401), (("127.0.0.1", 5000), 200)):
             transport = httpx.ASGITransport(app=guard, client=client)

@@ -1,22 +1,33 @@
-"""Principals, roles and tenants on every endpoint. The tests read the route table, so a new route
-without a sample body here, or without the isolation every run-scoped route has, fails."""
+"""Principals, roles and tenants on every endpoint of the server and of the gateway over HTTP. The
+tests read the route tables, so a new route without a sample body here, or without the isolation
+every run-scoped route has, fails."""
 
 from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
-from tests.server.conftest import SERVER, Site
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from starlette.applications import Starlette
+from starlette.routing import Route
+from tests.server.conftest import SERVER, WAIT_S, Site, ThreadServer
 
+from reversi.engine.access import NO_KEYS_REMOTE
 from reversi.engine.keys import Role, create_key, revoke_key
 from reversi.engine.run import run_coroutine
+from reversi.gateway.http import GUARDED
+from reversi.gateway.http import create_app as gateway_app
+from reversi.gateway.operator import TOOLS as OPERATOR_TOOLS
+from reversi.gateway.options import GatewayOptions, UpstreamSpec
+from reversi.gateway.upstream import UpstreamPool
 from reversi.server import create_app
 from reversi.server.api import ENDPOINTS
-from reversi.server.auth import NO_KEYS_REMOTE
 from reversi.server.endpoint import Endpoint
 
 RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
@@ -384,3 +395,87 @@ def test_signing_out_twice_or_without_signing_in_is_harmless(site: Site) -> None
     assert anonymous.post("/logout", data={"csrf": csrf_of(anonymous.get("/login").text)}).status_code == 303
     with site.ledger.store.read() as q:
         assert q.execute("SELECT count(*) FROM console_signouts").fetchone()[0] == 1  # only the one above
+
+
+# -- the gateway's HTTP endpoints: the same keys, roles and runs -----------------------------------
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+
+
+def gateway(site: Site) -> Starlette:
+    """The gateway's HTTP app over the site's ledger, with one upstream that is never started (only
+    the guards and the operator tools are under test)."""
+    options = GatewayOptions((), db=site.ledger.settings.db, http=("127.0.0.1", 0))
+    return gateway_app(options, site.ledger, UpstreamPool((UpstreamSpec("idle", ("true",)),)))
+
+
+@pytest.fixture
+def gateway_url(site: Site) -> Iterator[str]:
+    """`gateway(site)` served on a loopback port."""
+    served = ThreadServer(gateway(site))
+    yield served.url
+    served.stop()
+
+
+def test_every_gateway_route_but_health_and_metrics_is_guarded_by_a_role(site: Site) -> None:
+    paths = {route.path for route in gateway(site).routes if isinstance(route, Route)}
+    assert paths - {"/healthz", "/metrics"} == {path for path, _ in GUARDED}
+
+
+@pytest.mark.parametrize("role", ["agent", "operator", "admin"])
+def test_each_role_reaches_exactly_the_gateway_endpoints_its_role_allows(site: Site, gateway_url: str,
+                                                                        role: str) -> None:
+    client = httpx.Client(base_url=gateway_url, headers={"Authorization": f"Bearer {site.keys[role]}"})
+    site.clients.append(client)
+    for path, needed in GUARDED:
+        answer = client.post(path, json=TOOLS_LIST, headers=MCP_HEADERS)
+        if RANK[Role(role)] >= RANK[needed]:
+            assert answer.status_code not in (401, 403), (path, answer.text)
+        else:
+            assert answer.status_code == 403, (path, answer.text)
+            assert answer.json()["error"]["message"].startswith(f"this needs an {needed.value} key")
+
+
+def test_without_a_valid_key_every_gateway_endpoint_answers_401(site: Site, gateway_url: str) -> None:
+    _, revoked = create_key(site.ledger.store, "gone", "admin")
+    revoke_key(site.ledger.store, revoked.split("_")[1])
+    for headers in ({}, {"Authorization": "Bearer rvk_nope"}, {"Authorization": f"Bearer {revoked}"},
+                    {"Authorization": "Basic abc"}):
+        for path, _ in GUARDED:
+            answer = httpx.post(f"{gateway_url}{path}", json=TOOLS_LIST, headers={**MCP_HEADERS, **headers})
+            assert answer.status_code == 401, (headers, path, answer.text)
+            assert answer.json()["error"]["code"] == "unauthorized"
+            assert answer.headers["www-authenticate"] == "Bearer"
+
+
+def test_another_principals_run_is_refused_on_the_gateways_endpoints(site: Site, gateway_url: str) -> None:
+    values = setup_run(site.client("agent"))
+    run_id = values["run_id"]
+    for who in ("agent2", "outsider", "operator"):
+        answer = httpx.post(f"{gateway_url}/mcp", json=TOOLS_LIST, headers={
+            **MCP_HEADERS, "Authorization": f"Bearer {site.keys[who]}", "Reversi-Run-Id": run_id})
+        assert answer.status_code == 403, (who, answer.text)
+        assert answer.json()["error"] == {"code": "forbidden", "message": f"{run_id} belongs to another principal"}
+    own = httpx.post(f"{gateway_url}/mcp", json=TOOLS_LIST, headers={
+        **MCP_HEADERS, "Authorization": f"Bearer {site.keys['agent']}", "Reversi-Run-Id": run_id})
+    assert own.status_code not in (401, 403), own.text
+
+    async def operator_tools(who: str) -> dict[str, str]:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {site.keys[who]}"}, timeout=WAIT_S) as http,
+            Client(streamable_http_client(f"{gateway_url}/operator/mcp", http_client=http), cache=None) as mcp,
+        ):
+            answers = {}
+            for tool in OPERATOR_TOOLS:
+                if "run_id" in tool.input_schema["properties"]:
+                    args = {"run_id": run_id} | ({"step": 0, "status": "failed", "note": "no"}
+                                                 if tool.name == "reversi.resolve_step" else {})
+                    result = await mcp.call_tool(tool.name, args)
+                    answers[tool.name] = result.content[0].text if result.is_error else "ok"  # type: ignore[union-attr]
+            return answers
+
+    refused = run_coroutine(operator_tools("other-operator"))
+    assert len(refused) == 3 and set(refused.values()) == {f"{run_id} belongs to another principal"}, refused
+    assert run_coroutine(operator_tools("acme-operator"))["reversi.plan_rollback"] == "ok"
+    assert site.client("other-operator").get(f"/v1/runs/{run_id}").status_code == 403

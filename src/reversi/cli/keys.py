@@ -20,10 +20,8 @@ def keys() -> None:
 @click.pass_context
 def create(ctx: click.Context, name: str, role: str, tenant: str | None, as_json: bool) -> int:
     """Create a key for principal NAME; the key is printed this once only."""
-    from reversi.engine.keys import create_key
-
     with state(ctx).ledger() as ledger:
-        row, key = create_key(ledger.store, name, role, tenant)
+        row, key = ledger.create_key(name, role, tenant)
     if as_json:
         echo_json({"id": row.key_id, "name": row.name, "role": row.role, "tenant": row.tenant, "key": key})
     else:
@@ -39,10 +37,8 @@ def create(ctx: click.Context, name: str, role: str, tenant: str | None, as_json
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> int:
     """List keys (never their secrets)."""
-    from reversi.engine.keys import list_keys
-
     with state(ctx).ledger() as ledger:
-        rows = list_keys(ledger.store)
+        rows = ledger.list_keys()
     if as_json:
         echo_json([r.to_dict() for r in rows])
     elif not rows:
@@ -59,9 +55,7 @@ def list_(ctx: click.Context, as_json: bool) -> int:
 @click.pass_context
 def revoke(ctx: click.Context, key_id: str, as_json: bool) -> int:
     """Revoke a key at once."""
-    from reversi.engine.keys import revoke_key
-
     with state(ctx).ledger() as ledger:
-        row = revoke_key(ledger.store, key_id)
+        row = ledger.revoke_key(key_id)
     echo_json(row.to_dict()) if as_json else click.echo(f"revoked {row.key_id} ({row.name})")
     return 0

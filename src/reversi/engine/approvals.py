@@ -21,8 +21,17 @@ def new_approval_id() -> str:
     return f"apr_{uuid.uuid4().hex}"
 
 
-def list_approvals(store: Store, status: str | None = None, run_id: str | None = None) -> list[Approval]:
-    """Approvals, pending first, then oldest first.
+def list_approvals(
+    store: Store,
+    status: str | None = None,
+    run_id: str | None = None,
+    *,
+    tenant: str | None = None,
+    after: tuple[int, str, str] | None = None,
+    limit: int | None = None,
+) -> list[Approval]:
+    """Approvals, pending first, then oldest first: of runs of `tenant` when given, at most `limit`,
+    from after `after` (the `approval_page_key` of the last one of the previous page).
 
     Raises:
         BadInput: `status` is not pending, approved or denied; or `run_id` is not a run id.
@@ -36,9 +45,12 @@ def list_approvals(store: Store, status: str | None = None, run_id: str | None =
         except ValueError:
             raise BadInput(f"status {status!r} is not one of pending, approved, denied") from None
     with store.read() as q:
-        found = q.list_approvals(run_id)
-    found = [a for a in found if wanted is None or a.status is wanted]
-    return sorted(found, key=lambda a: (a.status is not ApprovalStatus.PENDING, a.requested_at))
+        return q.list_approvals(run_id, status=wanted, tenant=tenant, after=after, limit=limit)
+
+
+def approval_page_key(approval: Approval) -> tuple[int, str, str]:
+    """Where an approval sits in `list_approvals`' order: the `after` of the page that follows it."""
+    return int(approval.status is not ApprovalStatus.PENDING), approval.requested_at, approval.approval_id
 
 
 def get_approval(store: Store, approval_id: str) -> Approval:

@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 from reversi.core.models import EventType, Halt, HaltScope
-from reversi.errors import BadInput, ConfigError, Forbidden, NotFound
+from reversi.errors import BadInput, ConfigError, NotFound
 from reversi.store.base import Store
 
 KILL_FILE_HELP = "no kill file configured: set REVERSI_KILL_FILE or kill_switch_file: in reversi.yaml"
@@ -25,33 +25,15 @@ def add_halt(store: Store, reason: str, scope: HaltScope, by: str) -> Halt:
             raise BadInput(f"the halt's {part} is empty: leave it out to halt every {part}")
     halt_id = f"halt_{uuid.uuid4()}"
     with store.write() as q:
-        at = q.append_system(EventType.HALT_ADDED, by, halt_id, {"reason": reason, "scope": scope.to_dict()})
+        at = q.append_system(EventType.HALT_ADDED, by, halt_id, {"reason": reason, "scope": scope.to_dict()},
+                             scope.tenant or "")
     return Halt(halt_id, reason, scope, by, at)
-
-
-def halt_tenant(confined_to: str | None, requested: str | None) -> str | None:
-    """The tenant scope of a halt made by a principal confined to `confined_to` (or to none): an admin of
-    one tenant halts that tenant's calls only.
-
-    Raises:
-        Forbidden: the principal asks to halt another tenant.
-    """
-    if confined_to is None:
-        return requested
-    if requested not in (None, confined_to):
-        raise Forbidden(f"a key confined to tenant {confined_to} can only halt tenant {confined_to}")
-    return confined_to
 
 
 def list_halts(store: Store, tenant: str | None = None) -> list[Halt]:
     """The active halts; with `tenant`, only those scoped to exactly that tenant."""
     with store.read() as q:
-        return _of_tenant(q.active_halts(), tenant)
-
-
-def _of_tenant(halts: list[Halt], tenant: str | None) -> list[Halt]:
-    """All the halts, or (for a principal confined to `tenant`) those scoped to exactly that tenant."""
-    return [h for h in halts if tenant is None or h.scope.tenant == tenant]
+        return q.active_halts(tenant=tenant)
 
 
 def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = None) -> int:
@@ -63,7 +45,7 @@ def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = 
     """
     with store.write() as q:
         q.lock_name("system_events")  # two concurrent "lift all" must not both lift the same halts
-        active = {h.halt_id for h in _of_tenant(q.active_halts(), tenant)}
+        active = {h.halt_id for h in q.active_halts(tenant=tenant)}
         if halt_id is not None and halt_id not in active:
             raise NotFound(f"no active halt {halt_id}")
         targets = [halt_id] if halt_id is not None else sorted(active)

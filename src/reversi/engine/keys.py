@@ -90,19 +90,21 @@ def create_key(store: Store, name: str, role: str, tenant: str | None = None) ->
     return row, f"rvk_{key_id}_{secret}"
 
 
-def list_keys(store: Store) -> list[KeyRow]:
+def list_keys(store: Store, tenant: str | None = None) -> list[KeyRow]:
+    """Every key, or (with `tenant`) the keys of that tenant, oldest first."""
     with store.read() as q:
-        return key_sql.list_keys(q)
+        return key_sql.list_keys(q, tenant)
 
 
-def revoke_key(store: Store, key_id: str) -> KeyRow:
-    """Revoke a key at once; requests with it get 401 from then on.
+def revoke_key(store: Store, key_id: str, tenant: str | None = None) -> KeyRow:
+    """Revoke a key at once (with `tenant`, only a key of that tenant); requests with it get 401 from then on.
 
     Raises:
-        NotFound: no such key.
+        NotFound: no such key (of `tenant`).
     """
     with store.write() as q:
-        if key_sql.get_key(q, key_id) is None:
+        found = key_sql.get_key(q, key_id)
+        if found is None or (tenant is not None and found.tenant != tenant):
             raise NotFound(f"no key {key_id}")
         key_sql.revoke_key(q, key_id, utc_now())
         row = key_sql.get_key(q, key_id)

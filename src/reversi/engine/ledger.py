@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import anyio
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
+from reversi.core.bounded_cache import BoundedCache
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
     Approval,
@@ -24,13 +27,20 @@ from reversi.core.models import (
     new_run_id,
     utc_now,
 )
-from reversi.engine import approvals, halts
+from reversi.engine import access, approvals, halts, jobs, keys
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
+from reversi.engine.keys import Principal, store_has_keys
 from reversi.engine.manifest_files import load_manifest_files
+from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.engine.recorder import Recorder
+from reversi.engine.rollback import Compensate, Verifier
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Forbidden, NotFound, WriteConflict
+from reversi.store import sessions as session_sql
 from reversi.store.base import Store, open_store
+from reversi.store.keys import KeyRow
+
+_RUNS_KEPT = 4096  # run records kept by `run_record`
 
 
 @dataclass(frozen=True)
@@ -54,17 +64,24 @@ class Ledger:
     """The journal of every run in one store. Open it with `reversi.open()`; close it when done."""
 
     def __init__(self, store: Store, manifests: ManifestSet, *, principal: str, settings: Settings,
-                 owns_store: bool = True) -> None:
+                 owns_store: bool = True, _runs: BoundedCache[str, RunRecord] | None = None,
+                 _recorder: Recorder | None = None) -> None:
         self.store = store
         self.manifests = manifests
         self.principal = principal
         self.settings = settings
-        self.recorder = Recorder(store, manifests, settings.kill_switch_file)
+        self.recorder = _recorder or Recorder(store, manifests, settings.kill_switch_file)
         self._owns_store = owns_store
+        self._runs: BoundedCache[str, RunRecord] = _runs if _runs is not None else BoundedCache(_RUNS_KEPT)
 
     def acting_as(self, principal: str) -> Ledger:
         """The same ledger acting for another principal (a server's per-request view); closing it is a no-op."""
-        return Ledger(self.store, self.manifests, principal=principal, settings=self.settings, owns_store=False)
+        return Ledger(self.store, self.manifests, principal=principal, settings=self.settings, owns_store=False,
+                      _runs=self._runs, _recorder=self.recorder)
+
+    def for_principal(self, principal: Principal) -> PrincipalLedger:
+        """The ledger as `principal` may use it: its role and tenant applied to every call (the surfaces' door)."""
+        return PrincipalLedger(self, principal)
 
     def close(self) -> None:
         if self._owns_store:
@@ -192,6 +209,21 @@ class Ledger:
             raise NotFound(f"no run {run_id}")
         return Run(self, record)
 
+    def run_record(self, run_id: str) -> RunRecord:
+        """A run's record, kept once read (it never changes), for the surfaces' hot paths.
+
+        Raises:
+            BadInput: a bad run id.
+            NotFound: no such run.
+        """
+        record = self._runs.get(run_id)
+        return record if record is not None else self._runs.put(run_id, self.get_run(run_id).record)
+
+    async def arun_record(self, run_id: str) -> RunRecord:
+        """`run_record` without blocking the event loop."""
+        record = self._runs.get(run_id)
+        return record if record is not None else await anyio.to_thread.run_sync(self.run_record, run_id)
+
     def list_runs(self, filters: RunFilter | None = None) -> list[RunSummary]:
         """Runs newest first, with counts of their steps.
 
@@ -256,6 +288,84 @@ class Ledger:
 
     def deny(self, approval_id: str, note: str, by: str | None = None) -> Approval:
         return approvals.decide(self.store, approval_id, approve=False, by=self.actor(by), note=note)
+
+
+    def approval(self, approval_id: str) -> Approval:
+        """One approval.
+
+        Raises:
+            NotFound: no such approval.
+        """
+        return approvals.get_approval(self.store, approval_id)
+
+    def kill_reason(self) -> str | None:
+        """The kill file's reason when it is on (`""` when empty), else None, as the recorder reads it:
+        a kill file that cannot be read shows as on (calls are refused then)."""
+        return self.recorder.kill_reason()
+
+    # -- recording for a caller on an event loop (the gateway) -----------------------------------------
+
+    async def abegin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *,
+                     alone: Callable[[], bool] | None = None) -> int:
+        """`Recorder.abegin`: journal `intended` without blocking the loop. Raises as `Recorder.begin`."""
+        return await self.recorder.abegin(run, tool, args, depends_on, alone=alone)
+
+    async def aoutcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
+                       error: str | None = None, alone: Callable[[], bool] | None = None) -> None:
+        """`Recorder.aoutcome`: journal an outcome without blocking the loop. Raises as `Recorder.outcome`."""
+        await self.recorder.aoutcome(run, step, status, result=result, error=error, alone=alone)
+
+    # -- keys and sessions (who a request is: see `reversi.engine.access`) -----------------------------
+
+    def authenticate(self, key: str | None, *, local_ok: bool) -> Principal:
+        """The principal of a request carrying `key`; see `access.authenticate`.
+
+        Raises:
+            Unauthorized: no valid key (or, with no keys in the store, a request that may not act as `local`).
+        """
+        with self.store.read() as q:
+            return access.authenticate(q, key, local_ok)
+
+    def has_keys(self) -> bool:
+        """Whether the store holds any key, even a revoked one (see `keys.store_has_keys`)."""
+        return store_has_keys(self.store)
+
+    def session_principal(self, key_id: str | None, token: str, *, local_ok: bool) -> Principal | None:
+        """Who a console session is; see `access.session_principal`."""
+        with self.store.read() as q:
+            return access.session_principal(q, key_id, token, local_ok)
+
+    def sign_out(self, token: str, until: str) -> None:
+        """Remember that the console session of `token` was signed out, until its cookie expires."""
+        with self.store.write() as q:
+            session_sql.sign_out(q, access.session_hash(token), until, utc_now())
+
+    def create_key(self, name: str, role: str, tenant: str | None = None) -> tuple[KeyRow, str]:
+        """Create an API key; returns its row and the key (shown this once). Raises as `keys.create_key`."""
+        return keys.create_key(self.store, name, role, tenant)
+
+    def list_keys(self) -> list[KeyRow]:
+        """Every API key (never their secrets), oldest first."""
+        return keys.list_keys(self.store)
+
+    def revoke_key(self, key_id: str) -> KeyRow:
+        """Revoke an API key at once. Raises NotFound: no such key."""
+        return keys.revoke_key(self.store, key_id)
+
+    # -- rollback jobs (the server's worker) ---------------------------------------------------------
+
+    def job_runner(self, compensate: Compensate, verifier: Verifier | None = None,
+                   on_done: Callable[[jobs.Job], None] | None = None) -> jobs.JobRunner:
+        """A runner of this store's rollback jobs, with the manifests in force."""
+        return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done)
+
+    def unfinished_jobs(self) -> list[jobs.Job]:
+        """The rollback jobs not done yet, whoever queued them."""
+        return jobs.unfinished_jobs(self.store)
+
+    def requeue_job(self, job_id: str) -> None:
+        """Put a job this process stopped running back in the queue (a clean shutdown)."""
+        jobs.requeue(self.store, job_id)
 
 
 def open(

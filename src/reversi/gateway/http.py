@@ -26,19 +26,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reversi.core.bounded_cache import BoundedCache
-from reversi.core.models import RunRecord, check_run_id
-from reversi.engine.keys import (
-    KEYLESS_SERVES,
-    LOCAL_ADMIN,
-    Principal,
-    authenticate,
-    is_loopback,
-    keyless_request_allowed,
-    store_has_keys,
-)
+from reversi.core.models import RunRecord
+from reversi.engine.access import Access, bearer, check_run, require_role
+from reversi.engine.keys import Principal, Role, is_loopback, keyless_request_allowed
 from reversi.engine.ledger import Ledger
-from reversi.errors import ConfigError, Forbidden, NotFound, ReversiError
+from reversi.errors import ConfigError, Forbidden, ReversiError, Unauthorized
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
@@ -49,7 +41,8 @@ log = logging.getLogger("reversi.gateway")
 
 MAX_BODY = 1024 * 1024
 PRINCIPAL_KEY = "reversi.principal"
-_OWNERS_KEPT = 4096  # runs whose owner the guard remembers
+# The endpoints that need a key, and the role each needs: the agents' proxy, then the operator tools.
+GUARDED: tuple[tuple[str, Role], ...] = (("/mcp", Role.AGENT), ("/operator/mcp", Role.OPERATOR))
 NO_KEYS = "no keys in the store: serving loopback only; every request acts as the admin principal local"
 
 
@@ -60,40 +53,27 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 class _Guard:
     """Authenticates each request, checks the run header, and hands the principal on in the scope."""
 
-    def __init__(self, ledger: Ledger, *, operator: bool) -> None:
+    def __init__(self, ledger: Ledger, role: Role) -> None:
         self.ledger = ledger
-        self.operator = operator
+        self.role = role
         self.app: ASGIApp | None = None
-        self._owners: BoundedCache[str, str] = BoundedCache(_OWNERS_KEPT)  # run id -> its principal, fixed
-
-    def _principal(self, headers: Headers, client: Any) -> Principal:
-        store = self.ledger.store
-        if not store_has_keys(store):
-            host = str(client[0]) if client is not None else None
-            if not keyless_request_allowed(host, headers.get("host"), headers.get("origin")):
-                raise _Unauthorized(f"this gateway's store holds no API keys: {KEYLESS_SERVES}")
-            return LOCAL_ADMIN
-        scheme, _, key = headers.get("authorization", "").partition(" ")
-        principal = authenticate(store, key) if scheme.lower() == "bearer" and key else None
-        if principal is None:
-            raise _Unauthorized("a valid key is required: Authorization: Bearer KEY")
-        if self.operator and not principal.is_operator:
-            raise Forbidden("the operator endpoint needs an operator or admin key")
-        return principal
 
     def _admit(self, headers: Headers, client: Any) -> Principal:
-        """The request's principal, once it may use the run its `Reversi-Run-Id` names (if any)."""
-        principal = self._principal(headers, client)
+        """The request's principal, once it may use its endpoint and the run its `Reversi-Run-Id`
+        names (if any).
+
+        Raises:
+            Unauthorized: see `access.authenticate`.
+            Forbidden: an agent key on the operator endpoint, or another principal's run.
+            BadInput: a bad run id.
+        """
+        host = str(client[0]) if client is not None else None
+        local_ok = keyless_request_allowed(host, headers.get("host"), headers.get("origin"))
+        principal = self.ledger.authenticate(bearer(headers.get("authorization")), local_ok=local_ok)
+        require_role(principal, self.role)
         run_id = headers.get("reversi-run-id")
-        if run_id is not None and not self.operator:
-            owner = self._owners.get(run_id)
-            if owner is None:
-                try:
-                    owner = self._owners.put(run_id, self.ledger.get_run(check_run_id(run_id)).principal)
-                except NotFound:
-                    owner = principal.name  # a new run, opened under this principal by its first call
-            if owner != principal.name:
-                raise Forbidden(f"{run_id} belongs to another principal")
+        if self.role is Role.AGENT and run_id is not None:  # the operator endpoint records in no run
+            self.ledger.for_principal(principal).run_to_continue(run_id)
         return principal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -101,18 +81,13 @@ class _Guard:
         headers = Headers(scope=scope)
         try:
             scope[PRINCIPAL_KEY] = await anyio.to_thread.run_sync(self._admit, headers, scope.get("client"))
-        except _Unauthorized as exc:
-            await _error(401, "unauthorized", str(exc))(scope, receive, send)
-            return
         except ReversiError as exc:
-            await _error(exc.http_status, exc.code, exc.message)(scope, receive, send)
+            answer = _error(exc.http_status, exc.code, exc.message)
+            if isinstance(exc, Unauthorized):
+                answer.headers["WWW-Authenticate"] = "Bearer"
+            await answer(scope, receive, send)
             return
         await self.app(scope, receive, send)
-
-
-
-class _Unauthorized(Exception):
-    pass
 
 
 def _principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
@@ -146,17 +121,16 @@ class RunBinder:
             if record is None:
                 record = await anyio.to_thread.run_sync(lambda: self._open(principal, run_id, request))
                 self._runs[record.run_id] = record
-            elif record.principal != principal.name:
-                raise Forbidden(f"{record.run_id} belongs to another principal")
+            else:
+                check_run(principal, record, Access.RECORD)
             if session is not None:
                 self._sessions[f"{principal.name}\n{session}"] = record.run_id
         return record
 
     def _open(self, principal: Principal, run_id: str | None, request: Request) -> RunRecord:
-        run = self.ledger.acting_as(principal.name).start_run(
+        run, _ = self.ledger.for_principal(principal).open_run(
             run_id,
             actor=request.headers.get("reversi-actor", ""),
-            tenant=principal.tenant or "",
             environment=request.headers.get("reversi-environment", ""),
             mode=self.mode,
         )
@@ -182,7 +156,7 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
     assert options.http is not None
     host = options.http[0]
     metrics = GatewayMetrics(pool)
-    proxy = Proxy(pool, ledger.recorder, RunBinder(ledger, options.mode).run_for, options.call_timeout, metrics)
+    proxy = Proxy(pool, ledger, RunBinder(ledger, options.mode).run_for, options.call_timeout, metrics)
     operator = Operator(ledger, pool, _principal_for, options.call_timeout)
     managers = [
         StreamableHTTPSessionManager(
@@ -193,9 +167,9 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
         )
         for server in (proxy.server(), operator.server())
     ]
-    agent_guard, operator_guard = _Guard(ledger, operator=False), _Guard(ledger, operator=True)
-    agent_guard.app = StreamableHTTPASGIApp(managers[0])
-    operator_guard.app = StreamableHTTPASGIApp(managers[1])
+    guards = [_Guard(ledger, role) for _, role in GUARDED]
+    for guard, manager in zip(guards, managers, strict=True):
+        guard.app = StreamableHTTPASGIApp(manager)
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse(
@@ -220,8 +194,7 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
 
     return Starlette(
         routes=[
-            Route("/mcp", endpoint=agent_guard),
-            Route("/operator/mcp", endpoint=operator_guard),
+            *(Route(path, endpoint=guard) for (path, _), guard in zip(GUARDED, guards, strict=True)),
             Route("/healthz", endpoint=healthz),
             Route("/metrics", endpoint=metrics_page),
         ],
@@ -237,7 +210,7 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
     """
     assert options.http is not None
     host, port = options.http
-    if not store_has_keys(ledger.store):
+    if not ledger.has_keys():
         if not is_loopback(host):
             raise ConfigError(
                 f"refusing to serve {host} with no keys in the store: create one with "

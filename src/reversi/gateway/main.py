@@ -133,7 +133,7 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
             async def run_for(ctx: ServerRequestContext[Any, Any]) -> RunRecord:
                 return record
 
-            server = Proxy(pool, ledger.recorder, run_for, options.call_timeout).server()
+            server = Proxy(pool, ledger, run_for, options.call_timeout).server()
         async with agent_stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()

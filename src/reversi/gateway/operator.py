@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+import anyio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 
 from reversi.core.backoff import Retry
-from reversi.engine.halts import halt_tenant
+from reversi.engine.access import Access
 from reversi.engine.keys import Principal
-from reversi.engine.ledger import Ledger, RunFilter
+from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
-from reversi.errors import BadInput, Forbidden, NotFound, ReversiError
+from reversi.errors import BadInput, NotFound, ReversiError
 from reversi.gateway.results import error_text, from_error, is_error, result_value, structured
 from reversi.gateway.upstream import UpstreamPool
 
@@ -150,19 +151,16 @@ class Operator:
             return from_error(exc)
 
     def _run(self, principal: Principal, args: dict[str, Any]) -> Run:
-        run = self.ledger.acting_as(principal.name).get_run(_arg(args, "run_id", str))
-        if principal.tenant is not None and run.tenant != principal.tenant:
-            raise Forbidden(f"{run.id} belongs to another principal")  # as the HTTP API says it
-        return run
+        return self.ledger.for_principal(principal).get_run(_arg(args, "run_id", str), Access.OPERATE)
 
     async def _plan(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        plan = self._run(principal, args).plan()
+        plan = await anyio.to_thread.run_sync(lambda: self._run(principal, args).plan())
         return structured(plan.to_dict(), plan.to_text())
 
     async def _execute(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        run = self._run(principal, args)
+        run = await anyio.to_thread.run_sync(self._run, principal, args)
         if not _arg(args, "confirm", bool, False):
-            plan = run.plan()
+            plan = await anyio.to_thread.run_sync(run.plan)
             return structured(plan.to_dict(), plan.to_text())
         report = await run.arollback(
             compensate=self._compensate,
@@ -174,38 +172,36 @@ class Operator:
         return structured(report.to_dict(), report.to_text())
 
     async def _resolve(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        run = self._run(principal, args)
+        run_id = _arg(args, "run_id", str)
         step = _arg(args, "step", int)
         status = _arg(args, "status", str)
         note = _arg(args, "note", str)
-        actor = _arg(args, "actor", str, None) or principal.name
-        if "result" in args:
-            state = run.resolve(step, status, args["result"], note=note, actor=actor)
-        else:
-            state = run.resolve(step, status, note=note, actor=actor)
-        return structured(state.to_dict(), f"step {step} of {run.id} is now {state.status.value}")
+        actor = _arg(args, "actor", str, None)
+        found = {"result": args["result"]} if "result" in args else {}
+        ledger = self.ledger.for_principal(principal)
+        state = await anyio.to_thread.run_sync(
+            lambda: ledger.resolve(run_id, step, status, note=note, actor=actor, **found))
+        return structured(state.to_dict(), f"step {step} of {run_id} is now {state.status.value}")
 
     async def _list_runs(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         limit = _arg(args, "limit", int, 50)
         if not 1 <= limit <= 1000:
             raise BadInput("limit must be from 1 to 1000")
-        runs = self.ledger.list_runs(
-            RunFilter(status=_arg(args, "status", str, None), tenant=principal.tenant, limit=limit)
-        )
+        status = _arg(args, "status", str, None)
+        ledger = self.ledger.for_principal(principal)
+        runs = await anyio.to_thread.run_sync(lambda: ledger.list_runs(status=status, limit=limit).items)
         items = [r.to_dict() for r in runs]
         text = "\n".join(f"{r['run_id']}  steps={r['steps']} standing={r['standing']} unresolved={r['unresolved']}"
                          for r in items)
         return structured({"runs": items}, text or "no runs")
 
     async def _halt(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        _admin(principal)
-        halt = self.ledger.acting_as(principal.name).add_halt(_arg(args, "reason", str),
-                                                              tenant=halt_tenant(principal.tenant, None))
+        reason = _arg(args, "reason", str)
+        halt = await anyio.to_thread.run_sync(lambda: self.ledger.for_principal(principal).add_halt(reason))
         return structured(halt.to_dict(), f"{halt.halt_id}  {halt.reason}")
 
     async def _resume(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        _admin(principal)
-        lifted = self.ledger.acting_as(principal.name).lift_halts(tenant=principal.tenant)
+        lifted = await anyio.to_thread.run_sync(self.ledger.for_principal(principal).lift_halts)
         return structured({"lifted": lifted}, f"lifted {lifted}")
 
     # -- the upstream calls a rollback makes ------------------------------------------------------
@@ -240,11 +236,6 @@ class Operator:
         )
         server.middleware = []
         return server
-
-
-def _admin(principal: Principal) -> None:
-    if not principal.is_admin:
-        raise Forbidden("halts are managed with an admin key")
 
 
 def _version() -> str:

@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from reversi.core.models import RunRecord, StepStatus
-from reversi.engine.recorder import Recorder
+from reversi.engine.ledger import Ledger
 from reversi.errors import Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, result_value, tool_error
@@ -76,13 +76,13 @@ class Proxy:
     def __init__(
         self,
         pool: UpstreamPool,
-        recorder: Recorder,
+        ledger: Ledger,
         run_for: RunFor,
         call_timeout: float,
         metrics: GatewayMetrics | None = None,
     ) -> None:
         self.pool = pool
-        self.recorder = recorder
+        self.ledger = ledger
         self.run_for = run_for
         self.call_timeout = call_timeout
         self.metrics = metrics or GatewayMetrics(pool)
@@ -129,7 +129,7 @@ class Proxy:
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
-            step = await self.recorder.abegin(run, params.name, arguments, alone=self._alone)
+            step = await self.ledger.abegin(run, params.name, arguments, alone=self._alone)
         except ReversiError as exc:
             if isinstance(exc, Refused):
                 self.metrics.refusal(exc.code)
@@ -179,7 +179,7 @@ class Proxy:
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
     ) -> None:
         try:
-            await self.recorder.aoutcome(run, step, status, result=result, error=error, alone=self._alone)
+            await self.ledger.aoutcome(run, step, status, result=result, error=error, alone=self._alone)
             self.metrics.outcome(status.value)
         except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
             log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)

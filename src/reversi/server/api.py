@@ -9,15 +9,14 @@ import json
 
 from starlette.responses import Response
 
-from reversi.core.models import RunSnapshot, RunSummary, StepStatus, check_run_id
+from reversi.core.models import RunSnapshot, RunSummary, StepStatus
 from reversi.core.times import parse_since
-from reversi.engine import approvals, jobs, keys
-from reversi.engine.halts import halt_tenant
+from reversi.engine import jobs
+from reversi.engine.access import Access
+from reversi.engine.approvals import approval_page_key
 from reversi.engine.keys import Role
-from reversi.engine.paging import RunQuery, list_runs_page
-from reversi.errors import BadInput, Forbidden, NotFound
+from reversi.errors import BadInput
 from reversi.server import bodies
-from reversi.server.auth import Access, check_run, in_reach, run_tenant
 from reversi.server.endpoint import Call, Endpoint, Param, offset_page, page, reply
 
 NDJSON = "application/x-ndjson"
@@ -39,75 +38,53 @@ def run_document(snap: RunSnapshot) -> dict[str, object]:
 
 def open_run(call: Call) -> Response:
     body = call.body(bodies.OpenRun)
-    run_id = call.headers.get("reversi-run-id")
-    existing = None
-    if run_id is not None:
-        try:
-            existing = call.server.run_record(check_run_id(run_id))
-        except NotFound:
-            existing = None
-        if existing is not None:
-            check_run(call.principal, existing, Access.RECORD)
-    run = call.ledger.start_run(
-        run_id,
-        actor=body.scope.actor,
-        tenant=run_tenant(call.principal, body.scope.tenant),
-        environment=body.scope.environment,
-        mode=body.mode,
-        labels=body.labels,
-    )
-    return reply(run_document(run.snapshot()), 200 if existing else 201)
+    run, existed = call.ledger.open_run(call.headers.get("reversi-run-id"), actor=body.scope.actor,
+                                        tenant=body.scope.tenant, environment=body.scope.environment,
+                                        mode=body.mode, labels=body.labels)
+    return reply(run_document(run.snapshot()), 200 if existed else 201)
 
 
 def list_runs(call: Call) -> Response:
-    p, tenant = call.principal, call.query.get("tenant")
-    if p.tenant is not None:
-        if tenant is not None and tenant != p.tenant:
-            return page([], None)
-        tenant = p.tenant
     since = call.query.get("since")
-    query = RunQuery(call.query.get("status"), call.query.get("actor"), tenant,
-                     parse_since(since) if since is not None else None, None if p.is_operator else p.name)
-    after = call.cursor()
-    if after is not None and not (isinstance(after, list) and len(after) == 2
-                                  and all(isinstance(a, str) for a in after)):
-        raise BadInput("bad cursor: pass the `next` of the previous page as it was")
-    found = list_runs_page(call.ledger.store, query, after=tuple(after) if after else None, limit=call.limit())
+    found = call.ledger.list_runs(status=call.query.get("status"), actor=call.query.get("actor"),
+                                  tenant=call.query.get("tenant"),
+                                  since=parse_since(since) if since is not None else None,
+                                  after=call.cursor_of((str, str)), limit=call.limit())
     return page([s.to_dict() for s in found.items], list(found.next) if found.next else None)
 
 
 def get_run(call: Call) -> Response:
-    return reply(run_document(call.run(Access.READ).snapshot()))
+    return reply(run_document(call.ledger.get_run(call.run_id, Access.READ).snapshot()))
 
 
 async def record_step(call: Call) -> Response:
-    run = await call.arecord(Access.RECORD)
+    await call.ledger.arun_record(call.run_id, Access.RECORD)  # before the body: an intruder learns nothing
     body = call.body(bodies.RecordStep)
     args = {} if body.args is None else body.args
-    step = await call.write(call.server.ledger.recorder.begin_write(run, body.tool, args, body.depends_on))
+    step = await call.recording(call.ledger.abegin(call.run_id, body.tool, args, body.depends_on,
+                                                   alone=call.server.alone))
     call.server.metrics.calls.inc()
     return reply({"step": step, "status": "intended"}, 201)
 
 
 async def record_outcome(call: Call) -> Response:
-    run = await call.arecord(Access.RECORD)
+    await call.ledger.arun_record(call.run_id, Access.RECORD)
     body, step = call.body(bodies.Outcome), call.step
-    write = call.server.ledger.recorder.outcome_write(
-        run, step, StepStatus(body.status), result=body.result, error=body.error
-    )
-    return reply((await call.write(write)).to_dict())
+    state = await call.recording(call.ledger.aoutcome(call.run_id, step, StepStatus(body.status), result=body.result,
+                                                      error=body.error, alone=call.server.alone))
+    return reply(state.to_dict())
 
 
 def get_events(call: Call) -> Response:
-    run, after = call.run(Access.READ), call.cursor()
+    run_id, after = call.run_id, call.cursor()
     if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
         raise BadInput("bad cursor: pass the `next` of the previous page as it was")
-    events = [e for e in run.events() if after is None or e.seq > after]
     if NDJSON in call.headers.get("accept", ""):
-        shown = events[: call.limit()] if "limit" in call.query else events
+        shown = call.ledger.events(run_id, after=after, limit=call.limit() if "limit" in call.query else None)
         lines = "".join(json.dumps(e.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n" for e in shown)
         return Response(lines, media_type=NDJSON)
     limit = call.limit()
+    events = call.ledger.events(run_id, after=after, limit=limit + 1)
     return page([e.to_dict() for e in events[:limit]], events[limit - 1].seq if len(events) > limit else None)
 
 
@@ -115,60 +92,59 @@ def get_events(call: Call) -> Response:
 
 
 def get_plan(call: Call) -> Response:
-    return reply(call.run(Access.READ).plan().to_dict())
+    return reply(call.ledger.plan(call.run_id).to_dict())
 
 
 def start_rollback(call: Call) -> Response:
-    run = call.run(Access.OPERATE)
+    run = call.ledger.get_run(call.run_id, Access.OPERATE)
     body = call.body(bodies.Rollback)
     if not body.confirm:
         return reply(run.plan().to_dict())
     if not call.server.compensator_cmd:
         raise jobs.NoCompensator()
-    job = jobs.submit_rollback(call.ledger.store, run.id, actor=body.actor or call.principal.name,
-                               approve_compensations=body.approve_compensations, attempts=body.retries)
+    job = call.ledger.submit_rollback(run.id, actor=body.actor, approve_compensations=body.approve_compensations,
+                                      attempts=body.retries)
     call.server.wake_worker()
     return reply(job.to_dict(), 202)
 
 
 def rollback_progress(call: Call) -> Response:
-    return reply(jobs.latest_job(call.ledger.store, call.run(Access.OPERATE).id).to_dict())
+    return reply(call.ledger.latest_job(call.run_id).to_dict())
 
 
 def resolve_step(call: Call) -> Response:
-    run = call.run(Access.OPERATE)
+    run_id = call.ledger.run_record(call.run_id, Access.OPERATE).run_id
     body, step = call.body(bodies.Resolve), call.step
     found = {"result": body.result} if "result" in body.model_fields_set else {}
-    settled = run.resolve(step, body.status, note=body.note, actor=body.actor or call.principal.name, **found)
-    return reply(settled.to_dict())
+    return reply(call.ledger.resolve(run_id, step, body.status, note=body.note, actor=body.actor, **found).to_dict())
 
 
 # -- approvals ------------------------------------------------------------------------------------
 
 
 def list_approvals(call: Call) -> Response:
-    found = call.ledger.approvals(call.query.get("status"), call.query.get("run_id"))
-    if call.principal.tenant is not None:
-        found = [a for a in found if in_reach(call.principal, call.server.run_record(a.run_id).scope.tenant)]
-    return offset_page(call, [a.to_dict() for a in found])
+    after, limit = call.cursor_of((int, str, str)), call.limit()
+    found = call.ledger.approvals(call.query.get("status"), call.query.get("run_id"), after=after, limit=limit + 1)
+    more = len(found) > limit
+    return page([a.to_dict() for a in found[:limit]], list(approval_page_key(found[limit - 1])) if more else None)
 
 
 def _approval_id(call: Call) -> str:
-    approval_id = str(call.path["approval_id"])
-    approval = approvals.get_approval(call.ledger.store, approval_id)
-    if not in_reach(call.principal, call.server.run_record(approval.run_id).scope.tenant):
-        raise Forbidden(f"{approval_id} belongs to another principal")
-    return approval_id
+    return str(call.path["approval_id"])
 
 
 def approve(call: Call) -> Response:
-    approval_id, body = _approval_id(call), call.body(bodies.Approve)
-    return reply(call.ledger.approve(approval_id, by=body.by or call.principal.name, note=body.note).to_dict())
+    approval_id = _approval_id(call)
+    call.ledger.approval_to_decide(approval_id)  # before the body, as for runs
+    body = call.body(bodies.Approve)
+    return reply(call.ledger.approve(approval_id, by=body.by, note=body.note).to_dict())
 
 
 def deny(call: Call) -> Response:
-    approval_id, body = _approval_id(call), call.body(bodies.Deny)
-    return reply(call.ledger.deny(approval_id, note=body.note, by=body.by or call.principal.name).to_dict())
+    approval_id = _approval_id(call)
+    call.ledger.approval_to_decide(approval_id)
+    body = call.body(bodies.Deny)
+    return reply(call.ledger.deny(approval_id, note=body.note, by=body.by).to_dict())
 
 
 # -- halts and keys (admin) -----------------------------------------------------------------------
@@ -177,42 +153,30 @@ def deny(call: Call) -> Response:
 def add_halt(call: Call) -> Response:
     body = call.body(bodies.AddHalt)
     s = body.scope
-    tenant = halt_tenant(call.principal.tenant, s.tenant)
-    halt = call.ledger.add_halt(body.reason, tool=s.tool, actor=s.actor, tenant=tenant, environment=s.environment,
-                                by=call.principal.name)
+    halt = call.ledger.add_halt(body.reason, tool=s.tool, actor=s.actor, tenant=s.tenant, environment=s.environment)
     return reply(halt.to_dict(), 201)
 
 
 def resume(call: Call) -> Response:
-    body = call.body(bodies.Resume)
-    lifted = call.ledger.lift_halts(body.halt_id, by=call.principal.name, tenant=call.principal.tenant)
-    return reply({"lifted": lifted})
+    return reply({"lifted": call.ledger.lift_halts(call.body(bodies.Resume).halt_id)})
 
 
 def list_halts(call: Call) -> Response:
-    return offset_page(call, [h.to_dict() for h in call.ledger.halts(call.principal.tenant)])
+    return offset_page(call, [h.to_dict() for h in call.ledger.halts()])
 
 
 def create_key(call: Call) -> Response:
     body = call.body(bodies.CreateKey)
-    confined = call.principal.tenant
-    if confined is not None and body.tenant != confined:
-        raise Forbidden(f"a key confined to tenant {confined} can only create keys of tenant {confined}")
-    row, key = keys.create_key(call.ledger.store, body.name, body.role, body.tenant)
+    row, key = call.ledger.create_key(body.name, body.role, body.tenant)
     return reply({"id": row.key_id, "name": row.name, "role": row.role, "tenant": row.tenant, "key": key}, 201)
 
 
 def list_keys(call: Call) -> Response:
-    rows = [r for r in keys.list_keys(call.ledger.store) if in_reach(call.principal, r.tenant or "")]
-    return offset_page(call, [r.to_dict() for r in rows])
+    return offset_page(call, [r.to_dict() for r in call.ledger.list_keys()])
 
 
 def revoke_key(call: Call) -> Response:
-    key_id = str(call.path["key_id"])
-    if not any(r.key_id == key_id and in_reach(call.principal, r.tenant or "") for r in keys.list_keys(
-            call.ledger.store)):
-        raise NotFound(f"no key {key_id}")
-    return reply(keys.revoke_key(call.ledger.store, key_id).to_dict())
+    return reply(call.ledger.revoke_key(str(call.path["key_id"])).to_dict())
 
 
 # -- the route table ------------------------------------------------------------------------------

@@ -20,11 +20,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
-from reversi.engine.approvals import get_approval
 from reversi.engine.ledger import Ledger
-from reversi.errors import ApprovalRequired, Refused, ReversiError
+from reversi.errors import ApprovalRequired, Refused, ReversiError, Unauthorized
 from reversi.server.api import ENDPOINTS
-from reversi.server.auth import Unauthorized
 from reversi.server.console import console_routes
 from reversi.server.endpoint import ServerState
 from reversi.server.jobs import JobWorker
@@ -48,7 +46,7 @@ def _error_handler(ledger: Ledger, metrics: Metrics) -> ErrorHandler:
             if isinstance(exc, Refused):
                 metrics.refusals.labels(exc.code).inc()
             if isinstance(exc, ApprovalRequired):
-                approval = await anyio.to_thread.run_sync(get_approval, ledger.store, exc.approval_id)
+                approval = await anyio.to_thread.run_sync(ledger.approval, exc.approval_id)
                 body["approval"] = approval.to_dict()
             if isinstance(exc, Unauthorized):
                 headers["WWW-Authenticate"] = "Bearer"
@@ -152,7 +150,7 @@ def create_app(
     reader_cmd = settings.reader_cmd if reader_cmd is _UNSET else reader_cmd
     metrics = Metrics()
     worker = (
-        JobWorker(ledger.store, ledger.manifests, compensator_cmd, reader_cmd, metrics, poll_s=poll_s)
+        JobWorker(ledger, compensator_cmd, reader_cmd, metrics, poll_s=poll_s)
         if run_jobs and compensator_cmd
         else None
     )

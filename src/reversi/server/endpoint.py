@@ -5,8 +5,9 @@ body has been read with its size limit and the principal has been authenticated 
 against the role. Most endpoints are plain functions run in a worker thread. The recording
 endpoints, which agents call for every tool call, are coroutines run on the event loop: the
 principal and the run come from caches, and only the journal write goes to the store, as one slot
-of its group commit (concurrent requests share a transaction and its fsync). That write checks
-again that the key was not revoked meanwhile, so a revocation still takes effect at once.
+of its group commit (concurrent requests share a transaction and its fsync). That write
+(`PrincipalLedger.abegin`, `aoutcome`) checks again that the key was not revoked meanwhile, so a
+revocation still takes effect at once.
 """
 
 from __future__ import annotations
@@ -26,38 +27,19 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from reversi.core.bounded_cache import BoundedCache
-from reversi.core.models import RunRecord, check_run_id
+from reversi.core.models import check_run_id
+from reversi.engine.access import bearer, require_role
 from reversi.engine.keys import Principal, Role, keyless_request_allowed
 from reversi.engine.ledger import Ledger
-from reversi.engine.run import Run
-from reversi.errors import BadInput
-from reversi.server.auth import (
-    Access,
-    Unauthorized,
-    check_run,
-    check_still_valid,
-    principal_for,
-    require_role,
-)
+from reversi.engine.principal_ledger import PrincipalLedger
+from reversi.errors import BadInput, BodyTooLarge, Unauthorized
 from reversi.server.bodies import Body, parse_body
 from reversi.server.metrics import Metrics
-from reversi.store.queries import Queries
 
 MAX_BODY_BYTES = 1 << 20
-_RUN_CACHE = 4096
 _PRINCIPAL_CACHE = 1024
 B = TypeVar("B", bound=Body)
 T = TypeVar("T")
-
-
-class BodyTooLarge(BadInput):
-    """A request body over the limit (1 MiB)."""
-
-    code = "too_large"
-    http_status = 413
-
-    def __init__(self) -> None:
-        super().__init__(f"the body is larger than {MAX_BODY_BYTES} bytes")
 
 
 @dataclass
@@ -71,40 +53,21 @@ class ServerState:
     wake_worker: Callable[[], None] = lambda: None
     limiter: anyio.CapacityLimiter | None = None
     in_flight: int = 0  # HTTP requests being answered (counted by the app)
-    _runs: BoundedCache[str, RunRecord] = field(default_factory=lambda: BoundedCache(_RUN_CACHE))
     _principals: BoundedCache[str | None, Principal] = field(
         default_factory=lambda: BoundedCache(_PRINCIPAL_CACHE)
     )
-
-    def run_record(self, run_id: str) -> RunRecord:
-        """A run's record (fixed for its lifetime, so it is kept once read).
-
-        Raises:
-            BadInput: a bad run id.
-            NotFound: no such run.
-        """
-        record = self._runs.get(run_id)
-        if record is None:
-            record = self._runs.put(run_id, self.ledger.get_run(run_id).record)
-        return record
 
     def alone(self) -> bool:
         """Whether the request asking is the only one being answered."""
         return self.in_flight <= 1
 
-    async def arun_record(self, run_id: str) -> RunRecord:
-        """`run_record` without blocking the event loop."""
-        record = self._runs.get(run_id)
-        return record if record is not None else await anyio.to_thread.run_sync(self.run_record, run_id)
-
     def principal(self, authorization: str | None, local_ok: bool) -> Principal:
         """The principal of a request, read from the store.
 
         Raises:
-            Unauthorized: see `principal_for`.
+            Unauthorized: see `access.authenticate`.
         """
-        with self.ledger.store.read() as q:
-            return principal_for(q, authorization, local_ok)
+        return self.ledger.authenticate(bearer(authorization), local_ok=local_ok)
 
     async def cached_principal(self, request: Request) -> Principal:
         """The request's principal, kept once read: only for endpoints whose write checks it again
@@ -145,28 +108,24 @@ class Call:
     def headers(self) -> Headers:
         return self.request.headers
 
-    async def write(self, fn: Callable[[Queries], T]) -> T:
-        """Run a write function in the group commit, once the principal's key is seen still valid there.
+    @cached_property
+    def ledger(self) -> PrincipalLedger:
+        """The ledger as this request's principal may use it."""
+        return self.server.ledger.for_principal(self.principal)
+
+    async def recording(self, journal: Awaitable[T]) -> T:
+        """Await a journal write of `ledger.abegin`/`aoutcome`; a key found revoked in that write is
+        forgotten here, so the next request with it reads the store again.
 
         Raises:
             Unauthorized: the key was revoked since it was read (or, acting as the loopback admin,
                 the store now holds keys).
         """
-
-        def checked(q: Queries) -> T:
-            check_still_valid(q, self.principal)
-            return fn(q)
-
         try:
-            return await self.server.ledger.store.arun_write(checked, self.server.alone, self.path.get("run_id"))
+            return await journal
         except Unauthorized:
             self.server.forget_principal(self.headers.get("authorization"))
             raise
-
-    @cached_property
-    def ledger(self) -> Ledger:
-        """The ledger acting as this request's principal."""
-        return self.server.ledger.acting_as(self.principal.name)
 
     def body(self, model: type[B]) -> B:
         return parse_body(self.raw_body, model)
@@ -174,23 +133,6 @@ class Call:
     @property
     def run_id(self) -> str:
         return check_run_id(self.path["run_id"])
-
-    def run(self, access: Access) -> Run:
-        """The run of the path, if this principal may do `access` on it.
-
-        Raises:
-            BadInput, NotFound: a bad or unknown run id.
-            Forbidden: `RUN belongs to another principal`.
-        """
-        return Run(self.ledger, self._checked(self.server.run_record(self.run_id), access))
-
-    async def arecord(self, access: Access) -> RunRecord:
-        """The record of the run of the path, checked as `run` does, for a coroutine endpoint."""
-        return self._checked(await self.server.arun_record(self.run_id), access)
-
-    def _checked(self, record: RunRecord, access: Access) -> RunRecord:
-        check_run(self.principal, record, access)
-        return record
 
     @property
     def step(self) -> int:
@@ -216,6 +158,21 @@ class Call:
             return json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
         except (ValueError, binascii.Error, UnicodeDecodeError):
             raise BadInput(f"bad cursor {text!r}: pass the `next` of the previous page as it was") from None
+
+
+    def cursor_of(self, kinds: tuple[type, ...]) -> Any:
+        """The `cursor` query parameter as a tuple of values of these types, or None.
+
+        Raises:
+            BadInput: a cursor that is not the `next` of a page of this listing.
+        """
+        value = self.cursor()
+        if value is None:
+            return None
+        if not (isinstance(value, list) and len(value) == len(kinds) and all(
+                isinstance(v, kind) and not isinstance(v, bool) for v, kind in zip(value, kinds, strict=True))):
+            raise BadInput("bad cursor: pass the `next` of the previous page as it was")
+        return tuple(value)
 
 
 def encode_cursor(value: Any) -> str:
@@ -319,7 +276,7 @@ async def read_body(request: Request) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise BodyTooLarge()
+            raise BodyTooLarge(MAX_BODY_BYTES)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)

@@ -11,13 +11,13 @@ import asyncio
 import contextlib
 import logging
 import threading
+from contextlib import AbstractContextManager
 
-from reversi.core.manifest import ManifestSet
 from reversi.engine.commands import command_compensator, command_reader
-from reversi.engine.jobs import Job, JobRunner, requeue, unfinished_jobs
+from reversi.engine.jobs import Job
+from reversi.engine.ledger import Ledger
 from reversi.errors import StoreUnavailable
 from reversi.server.metrics import Metrics
-from reversi.store.base import RunLock, Store
 
 log = logging.getLogger("reversi.server")
 
@@ -27,8 +27,7 @@ class JobWorker:
 
     def __init__(
         self,
-        store: Store,
-        manifests: ManifestSet,
+        ledger: Ledger,
         compensator_cmd: str,
         reader_cmd: str | None,
         metrics: Metrics,
@@ -36,10 +35,8 @@ class JobWorker:
         poll_s: float = 2.0,
         max_jobs: int = 4,
     ) -> None:
-        self.store = store
-        self.runner = JobRunner(
-            store,
-            manifests,
+        self.ledger = ledger
+        self.runner = ledger.job_runner(
             command_compensator(compensator_cmd),
             command_reader(reader_cmd) if reader_cmd else None,
             on_done=self._count,
@@ -97,7 +94,7 @@ class JobWorker:
         if len(self._active) >= self.max_jobs:
             return
         try:
-            jobs = unfinished_jobs(self.store)
+            jobs = self.ledger.unfinished_jobs()
         except StoreUnavailable as exc:
             log.warning("cannot look for rollback jobs: %s", exc.message)
             return
@@ -112,14 +109,14 @@ class JobWorker:
             if claimed is not None:
                 self._active[job.job_id] = asyncio.ensure_future(self._run(*claimed))
 
-    async def _run(self, job: Job, lock: RunLock) -> None:
+    async def _run(self, job: Job, lock: AbstractContextManager[object]) -> None:
         with lock:
             try:
                 log.info("rollback job %s of %s: running", job.job_id, job.row.run_id)
                 await self.runner.run(job)
             except asyncio.CancelledError:
                 with contextlib.suppress(StoreUnavailable):
-                    requeue(self.store, job.job_id)
+                    self.ledger.requeue_job(job.job_id)
                 log.info("rollback job %s of %s: stopped by shutdown, left to resume", job.job_id, job.row.run_id)
                 raise
             except StoreUnavailable as exc:

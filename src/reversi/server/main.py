@@ -36,14 +36,14 @@ def serve(host: str, port: int, db: str | None, config: str | None, manifests: t
 
     import reversi
     from reversi.engine.config import load_settings
-    from reversi.engine.keys import is_loopback, store_has_keys
+    from reversi.engine.keys import is_loopback
     from reversi.errors import ConfigError
     from reversi.server.app import create_app
 
     _log_to_stderr(log_level)
     settings = load_settings(config=config, db=db, manifests=manifests)
     with reversi.open(settings.db, manifests=settings.manifests, config=config) as ledger:
-        if not store_has_keys(ledger.store):
+        if not ledger.has_keys():
             if not is_loopback(host):
                 raise ConfigError(
                     f"the store holds no API keys: refusing to serve {host} without them; create one with "

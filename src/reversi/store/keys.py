@@ -36,8 +36,11 @@ def get_key(q: Queries, key_id: str) -> KeyRow | None:
     return KeyRow(*row) if row else None
 
 
-def list_keys(q: Queries) -> list[KeyRow]:
-    return [KeyRow(*r) for r in q.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created_at, key_id").fetchall()]
+def list_keys(q: Queries, tenant: str | None = None) -> list[KeyRow]:
+    """Every key, or (with `tenant`) the keys of that tenant, oldest first."""
+    where, params = (" WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
+    rows = q.execute(f"SELECT {_COLUMNS} FROM api_keys{where} ORDER BY created_at, key_id", params).fetchall()
+    return [KeyRow(*r) for r in rows]
 
 
 def revoke_key(q: Queries, key_id: str, at: str) -> None:

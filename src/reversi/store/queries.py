@@ -77,6 +77,16 @@ _RUN_COLUMNS = "run_id, principal, mode, actor, tenant, environment, labels, cre
 _STEP_COLUMNS = "run_id, step, tool, args, depends_on, compensation_needs_approval, manifest_digest, dup_key"
 _EVENT_COLUMNS = "run_id, seq, step, type, at, actor, data"
 _APPROVAL_COLUMNS = "approval_id, run_id, step, kind, tool, args, call_digest, requested_by, requested_at"
+_DECISIONS = {ApprovalStatus.APPROVED: "approval_granted", ApprovalStatus.DENIED: "approval_denied"}
+_CHUNK = 500  # ids per `IN (...)`: well under every back end's limit of parameters
+
+
+def _where(conditions: Sequence[str]) -> str:
+    return " WHERE " + " AND ".join(conditions) if conditions else ""
+
+
+def _approval_row(r: Any) -> ApprovalRow:
+    return ApprovalRow(r[0], r[1], r[2], ApprovalKind(r[3]), r[4], json.loads(r[5]), r[6], r[7], r[8])
 
 
 def _run(row: Any) -> RunRecord:
@@ -256,9 +266,17 @@ class Queries:
             written.append(Event(run_id, seq, ev.step, ev.type.value, at, ev.actor, ev.data))
         return written
 
-    def run_events(self, run_id: str) -> list[Event]:
-        rows = self._exec(f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
-        return [_event(r) for r in rows.fetchall()]
+    def run_events(self, run_id: str, *, after: int | None = None, limit: int | None = None) -> list[Event]:
+        """A run's events in `seq` order: those after `after` (a `seq`), at most `limit` of them."""
+        sql = f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if after is not None:
+            sql += " AND seq > ?"
+            params.append(after)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_event(r) for r in self._exec(sql, params).fetchall()]
 
     def step_events(self, run_id: str, step: int, *, lock_run: bool = False) -> list[Event]:
         """A step's events in seq order; with `lock_run`, also take the run's write lock (`lock_run()`)."""
@@ -328,6 +346,26 @@ class Queries:
         steps = tuple(derive_step(rec, by_step.get(rec.step, ())) for rec in self.step_records(run_id))
         return RunSnapshot(run, steps)
 
+    def snapshots(self, runs: Sequence[RunRecord]) -> list[RunSnapshot]:
+        """`snapshot` of each run, in their order, read with two statements per 500 runs (a listing's page)."""
+        found: list[RunSnapshot] = []
+        with gc_paused():
+            for start in range(0, len(runs), _CHUNK):
+                chunk = runs[start : start + _CHUNK]
+                ids = [r.run_id for r in chunk]
+                marks = ", ".join("?" for _ in ids)
+                records: dict[str, list[StepRecord]] = defaultdict(list)
+                for row in self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id IN ({marks}) "
+                                      "ORDER BY run_id, step", ids).fetchall():
+                    records[row[0]].append(_step(row))
+                events: dict[tuple[str, int], list[Event]] = defaultdict(list)
+                for row in self._exec(f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id IN ({marks}) "
+                                      "AND step IS NOT NULL ORDER BY run_id, seq", ids).fetchall():
+                    events[(row[0], row[2])].append(_event(row))
+                found += [RunSnapshot(run, tuple(derive_step(rec, events.get((run.run_id, rec.step), ()))
+                                                 for rec in records.get(run.run_id, ()))) for run in chunk]
+        return found
+
     # -- approvals -----------------------------------------------------------------------------
 
     def insert_approval(self, row: ApprovalRow) -> None:
@@ -350,17 +388,15 @@ class Queries:
         rows = self._exec(
             f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {where} ORDER BY requested_at, approval_id", params
         ).fetchall()
-        return [
-            ApprovalRow(r[0], r[1], r[2], ApprovalKind(r[3]), r[4], json.loads(r[5]), r[6], r[7], r[8]) for r in rows
-        ]
+        return [_approval_row(r) for r in rows]
 
     def _with_status(self, rows: list[ApprovalRow]) -> list[Approval]:
         if not rows:
             return []
         events: dict[str, list[tuple[str, str, str, Mapping[str, Any]]]] = defaultdict(list)
         ids = [r.approval_id for r in rows]
-        for chunk_start in range(0, len(ids), 500):
-            chunk = ids[chunk_start : chunk_start + 500]
+        for chunk_start in range(0, len(ids), _CHUNK):
+            chunk = ids[chunk_start : chunk_start + _CHUNK]
             marks = ", ".join("?" for _ in chunk)
             found = self._exec(
                 f"SELECT approval_id, type, at, actor, data FROM events "
@@ -379,36 +415,78 @@ class Queries:
         rows = self._approval_rows("run_id = ? AND kind = ? AND call_digest = ?", (run_id, kind.value, call_digest))
         return self._with_status(rows)
 
-    def list_approvals(self, run_id: str | None = None) -> list[Approval]:
-        rows = self._approval_rows("run_id = ?", (run_id,)) if run_id else self._approval_rows("1 = 1", ())
-        return self._with_status(rows)
+    def list_approvals(
+        self,
+        run_id: str | None = None,
+        *,
+        status: ApprovalStatus | None = None,
+        tenant: str | None = None,
+        after: tuple[int, str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[Approval]:
+        """Approvals pending first, then oldest first; filtered by run, status and the tenant of their
+        run. `after` is (0 pending, else 1; requested_at; approval_id) of the last approval of the previous page."""
+        inner: list[str] = []
+        params: list[Any] = []
+        if run_id is not None:
+            inner.append("a.run_id = ?")
+            params.append(run_id)
+        if tenant is not None:
+            inner.append("r.tenant = ?")
+            params.append(tenant)
+        outer: list[str] = []
+        outer_params: list[Any] = []
+        if status is not None:
+            outer.append("y.decision IS NULL" if status is ApprovalStatus.PENDING else "y.decision = ?")
+            outer_params += [] if status is ApprovalStatus.PENDING else [_DECISIONS[status]]
+        if after is not None:
+            outer.append("(y.decided > ? OR (y.decided = ? AND (y.requested_at > ? OR (y.requested_at = ? "
+                         "AND y.approval_id > ?))))")
+            outer_params += [after[0], after[0], after[1], after[1], after[2]]
+        decision = ("(SELECT e.type FROM events e WHERE e.approval_id = a.approval_id AND e.type IN "
+                    "('approval_granted', 'approval_denied') ORDER BY e.seq DESC LIMIT 1)")
+        sql = (f"SELECT {', '.join('a.' + c for c in _APPROVAL_COLUMNS.split(', '))}, {decision} AS decision "
+               "FROM approvals a JOIN runs r ON r.run_id = a.run_id" + _where(inner))
+        sql = f"SELECT x.*, CASE WHEN x.decision IS NULL THEN 0 ELSE 1 END AS decided FROM ({sql}) x"
+        sql = (f"SELECT {', '.join('y.' + c for c in _APPROVAL_COLUMNS.split(', '))} FROM ({sql}) y"
+               + _where(outer) + " ORDER BY y.decided, y.requested_at, y.approval_id")
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return self._with_status([_approval_row(r) for r in self._exec(sql, [*params, *outer_params]).fetchall()])
 
     # -- halts ---------------------------------------------------------------------------------
 
-    def append_system(self, type_: EventType, actor: str, halt_id: str, data: Mapping[str, Any]) -> str:
+    def append_system(
+        self, type_: EventType, actor: str, halt_id: str, data: Mapping[str, Any], tenant: str | None = None
+    ) -> str:
+        """Append to the halts' stream; `tenant` is a new halt's tenant scope ("" for every tenant)."""
         self.lock_name("system_events")
         row = self._exec("SELECT MAX(seq) FROM system_events").fetchone()
         seq = 0 if row[0] is None else int(row[0]) + 1
         at = utc_now()
         self._exec(
-            "INSERT INTO system_events (seq, type, at, actor, halt_id, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (seq, type_.value, at, actor, halt_id, dumps(dict(data))),
+            "INSERT INTO system_events (seq, type, at, actor, halt_id, data, tenant) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (seq, type_.value, at, actor, halt_id, dumps(dict(data)), tenant),
         )
         return at
 
-    def active_halts(self, *, lock_run: str | None = None) -> list[Halt]:
-        """The halts in force; with `lock_run`, also take that run's write lock (`lock_run()`)."""
+    def active_halts(self, *, lock_run: str | None = None, tenant: str | None = None) -> list[Halt]:
+        """The halts in force (with `tenant`, those scoped to exactly that tenant); with `lock_run`,
+        also take that run's write lock (`lock_run()`)."""
         prefix, guard, params = self._run_guard(lock_run)
+        of_tenant = " AND (a.tenant = ? OR a.tenant IS NULL)" if tenant is not None else ""
         rows = self._exec(
-            f"{prefix}SELECT a.halt_id, a.actor, a.at, a.data FROM system_events a WHERE a.type = 'halt_added' "
-            "AND NOT EXISTS (SELECT 1 FROM system_events b WHERE b.type = 'halt_lifted' AND b.halt_id = a.halt_id)"
-            f"{guard} ORDER BY a.seq",
-            params,
+            f"{prefix}SELECT a.halt_id, a.actor, a.at, a.data, a.tenant FROM system_events a "
+            f"WHERE a.type = 'halt_added'{of_tenant} AND NOT EXISTS (SELECT 1 FROM system_events b "
+            f"WHERE b.type = 'halt_lifted' AND b.halt_id = a.halt_id){guard} ORDER BY a.seq",
+            (*params, *([tenant] if tenant is not None else [])),
         ).fetchall()
         halts = []
-        for halt_id, by, at, data in rows:
+        for halt_id, by, at, data, column in rows:
             d = json.loads(data)
-            halts.append(Halt(halt_id, d["reason"], HaltScope(**d.get("scope", {})), by, at))
+            halt = Halt(halt_id, d["reason"], HaltScope(**d.get("scope", {})), by, at)
+            if column is not None or tenant is None or halt.scope.tenant == tenant:  # NULL: added before 0005
+                halts.append(halt)
         return halts
 
     def system_events(self, since: str | None = None) -> list[Event]:

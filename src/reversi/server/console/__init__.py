@@ -11,7 +11,7 @@ from reversi.server.endpoint import ServerState
 
 def console_routes(state: ServerState, session_secret: str | None = None) -> list[BaseRoute]:
     """The console's routes (pages, forms, static files) for an app serving `state`."""
-    return Console(state, Sessions(state.ledger.store, session_secret)).routes()
+    return Console(state, Sessions(state.ledger, session_secret)).routes()
 
 
 __all__ = ["console_routes"]

@@ -22,17 +22,16 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from reversi.engine import jobs
-from reversi.engine.approvals import get_approval
-from reversi.engine.halts import halt_tenant
-from reversi.engine.keys import Principal, Role, authenticate
-from reversi.engine.run import Run
-from reversi.errors import BadInput, Forbidden, NotFound, ReversiError
-from reversi.server.auth import Access, check_run, require_role
+from reversi.engine.access import Access
+from reversi.engine.keys import Principal
+from reversi.engine.principal_ledger import PrincipalLedger
+from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, NotFound, ReversiError, Unauthorized
 from reversi.server.console import views
-from reversi.server.console.session import CsrfRefused, Session, Sessions, check_csrf
-from reversi.server.endpoint import MAX_BODY_BYTES, BodyTooLarge, ServerState, is_whole_number
+from reversi.server.console.session import Session, Sessions, check_csrf
+from reversi.server.endpoint import MAX_BODY_BYTES, ServerState, is_whole_number
 
 HERE = Path(__file__).parent
+TOO_LARGE = BodyTooLarge(MAX_BODY_BYTES).message
 Handler = Callable[[Request], Awaitable[Response]]
 
 # Every page: scripts, styles and requests from this server only, and never inside another site's
@@ -73,7 +72,7 @@ class Console:
                 return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
             if request.method == "POST":
                 if _too_large(request):
-                    return self.render(request, session, "error.html", 413, error=BodyTooLarge().message)
+                    return self.render(request, session, "error.html", 413, error=TOO_LARGE)
                 form = await request.form()
                 try:
                     check_csrf(session, form.get("csrf"))
@@ -86,13 +85,8 @@ class Console:
 
         return page
 
-    def ledger_for(self, principal: Principal) -> Any:
-        return self.state.ledger.acting_as(principal.name)
-
-    def run_for(self, principal: Principal, run_id: str, access: Access) -> Run:
-        record = self.state.run_record(run_id)
-        check_run(principal, record, access)
-        return Run(self.ledger_for(principal), record)
+    def ledger_for(self, principal: Principal) -> PrincipalLedger:
+        return self.state.ledger.for_principal(principal)
 
     # -- sign in and out ---------------------------------------------------------------------------
 
@@ -102,14 +96,16 @@ class Console:
         if request.method == "GET":
             return self.render(request, session, "login.html", next=target)
         if _too_large(request):
-            return self.render(request, session, "login.html", 413, error=BodyTooLarge().message, next=target)
+            return self.render(request, session, "login.html", 413, error=TOO_LARGE, next=target)
         form = await request.form()
         try:
             check_csrf(session, form.get("csrf"))
         except CsrfRefused as exc:
             return self.render(request, session, "login.html", 403, error=exc.message, next=target)
-        principal = await run_in_threadpool(authenticate, self.state.ledger.store, str(form.get("key") or ""))
-        if principal is None:
+        try:
+            principal = await run_in_threadpool(
+                lambda: self.state.ledger.authenticate(str(form.get("key") or "") or None, local_ok=False))
+        except Unauthorized:
             return self.render(request, session, "login.html", 401, error="unknown or revoked key", next=target)
         response = RedirectResponse(target, status_code=303)
         self.sessions.save(request, response, principal.key_id)
@@ -118,7 +114,7 @@ class Console:
     async def logout(self, request: Request) -> Response:
         session = await run_in_threadpool(self.sessions.read, request)
         if _too_large(request):
-            return self.render(request, session, "error.html", 413, error=BodyTooLarge().message)
+            return self.render(request, session, "error.html", 413, error=TOO_LARGE)
         check_csrf(session, (await request.form()).get("csrf"))
         await run_in_threadpool(self.sessions.end, session)
         response = RedirectResponse("/login", status_code=303)
@@ -131,7 +127,7 @@ class Console:
         q = request.query_params
         filters = {k: (q.get(k) or None) for k in ("status", "actor", "tenant")}
         after = _cursor(q.get("after"))
-        rows, following = await run_in_threadpool(views.runs_page, self.state.ledger, principal, filters, after)
+        rows, following = await run_in_threadpool(views.runs_page, self.ledger_for(principal), filters, after)
         template = "runs_rows.html" if q.get("fragment") == "rows" else "runs.html"
         next_link = f"/?{urlencode({**{k: v for k, v in filters.items() if v}, 'after': json.dumps(following)})}" \
             if following else None
@@ -140,8 +136,7 @@ class Console:
 
     async def run(self, request: Request, session: Session, principal: Principal, **errors: Any) -> Response:
         run_id = request.path_params["run_id"]
-        run = await run_in_threadpool(self.run_for, principal, run_id, Access.READ)
-        view = await run_in_threadpool(views.run_page, self.ledger_for(principal), run)
+        view = await run_in_threadpool(views.run_page, self.ledger_for(principal), run_id)
         return self.render(request, session, "run.html", view=view, pretty=views.pretty, age=views.age,
                            can_operate=principal.is_operator, has_compensator=bool(self.state.compensator_cmd),
                            status=errors.pop("status", 200), **errors)
@@ -150,53 +145,49 @@ class Console:
         run_id = request.path_params["run_id"]
         form = await request.form()
         try:
-            run = await run_in_threadpool(self.run_for, principal, run_id, Access.OPERATE)
+            ledger = self.ledger_for(principal)
+            await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
             if not self.state.compensator_cmd:
                 raise jobs.NoCompensator()
-            await run_in_threadpool(lambda: jobs.submit_rollback(
-                self.state.ledger.store, run.id, actor=principal.name,
-                approve_compensations=form.get("approve_compensations") == "on", attempts=3))
+            await run_in_threadpool(lambda: ledger.submit_rollback(
+                run_id, approve_compensations=form.get("approve_compensations") == "on", attempts=3))
         except ReversiError as exc:
             return await self.run(request, session, principal, rollback_error=exc.message, status=exc.http_status)
         self.state.wake_worker()
         return RedirectResponse(f"/runs/{run_id}#rollback", status_code=303)
 
     async def rollback_progress(self, request: Request, session: Session, principal: Principal) -> Response:
-        run = await run_in_threadpool(self.run_for, principal, request.path_params["run_id"], Access.OPERATE)
-        job = await run_in_threadpool(jobs.latest_job, self.state.ledger.store, run.id)
+        job = await run_in_threadpool(self.ledger_for(principal).latest_job, request.path_params["run_id"])
         return JSONResponse(job.to_dict())
 
     async def resolve(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id, step = request.path_params["run_id"], int(request.path_params["step"])
         form = await request.form()
         try:
-            run = await run_in_threadpool(self.run_for, principal, run_id, Access.OPERATE)
+            ledger = self.ledger_for(principal)
+            await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
             kwargs = _resolve_arguments(form)
-            await run_in_threadpool(lambda: run.resolve(step, actor=principal.name, **kwargs))
+            await run_in_threadpool(lambda: ledger.resolve(run_id, step, **kwargs))
         except ReversiError as exc:
             return await self.run(request, session, principal, resolve_error={step: exc.message},
                                   resolve_form={step: dict(form)}, status=exc.http_status)
         return RedirectResponse(f"/runs/{run_id}#step-{step}", status_code=303)
 
     async def journal(self, request: Request, session: Session, principal: Principal) -> Response:
-        run = await run_in_threadpool(self.run_for, principal, request.path_params["run_id"], Access.READ)
-        events = await run_in_threadpool(run.events)
+        run_id = request.path_params["run_id"]
+        events = await run_in_threadpool(self.ledger_for(principal).events, run_id)
         lines = "".join(json.dumps(e.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n" for e in events)
         return Response(lines, media_type="application/x-ndjson",
-                        headers={"Content-Disposition": f'attachment; filename="{run.id}.jsonl"'})
+                        headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'})
 
     # -- approvals and halts -------------------------------------------------------------------------
 
     async def approvals(self, request: Request, session: Session, principal: Principal, **extra: Any) -> Response:
-        require_role(principal, Role.OPERATOR)
-        found = await run_in_threadpool(self.state.ledger.approvals)
-        reachable = [a for a in found if principal.tenant is None
-                     or self.state.run_record(a.run_id).scope.tenant == principal.tenant]
-        return self.render(request, session, "approvals.html", approvals=reachable, pretty=views.pretty,
+        found = await run_in_threadpool(lambda: self.ledger_for(principal).approvals(limit=views.APPROVALS_SHOWN))
+        return self.render(request, session, "approvals.html", approvals=found, pretty=views.pretty,
                            status=extra.pop("status", 200), **extra)
 
     async def decide(self, request: Request, session: Session, principal: Principal) -> Response:
-        require_role(principal, Role.OPERATOR)
         approval_id, verdict = request.path_params["approval_id"], request.path_params["verdict"]
         if verdict not in ("approve", "deny"):
             raise NotFound(f"no such action {verdict!r}: approve or deny")
@@ -204,20 +195,18 @@ class Console:
         back = _safe_next(str(form.get("next") or "/approvals"))
         ledger = self.ledger_for(principal)
         try:
-            approval = await run_in_threadpool(get_approval, ledger.store, approval_id)
-            check_run(principal, self.state.run_record(approval.run_id), Access.OPERATE)
             note = str(form.get("note") or "") or None
             if verdict == "approve":
-                await run_in_threadpool(lambda: ledger.approve(approval_id, by=principal.name, note=note))
+                await run_in_threadpool(lambda: ledger.approve(approval_id, note=note))
             else:
-                await run_in_threadpool(lambda: ledger.deny(approval_id, note=note or "", by=principal.name))
+                await run_in_threadpool(lambda: ledger.deny(approval_id, note=note or ""))
         except ReversiError as exc:
             return await self.approvals(request, session, principal, errors={approval_id: exc.message},
                                         status=exc.http_status)
         return RedirectResponse(back, status_code=303)
 
     async def halts(self, request: Request, session: Session, principal: Principal, **extra: Any) -> Response:
-        found = await run_in_threadpool(self.state.ledger.halts, principal.tenant)
+        found = await run_in_threadpool(self.ledger_for(principal).halts)
         return self.render(request, session, "halts.html", halts=found, can_manage=principal.is_admin,
                            status=extra.pop("status", 200), **extra)
 
@@ -225,20 +214,15 @@ class Console:
         form = await request.form()
         scope = {k: (str(form.get(k) or "").strip() or None) for k in ("tool", "actor", "tenant", "environment")}
         try:
-            _require_admin(principal)
-            scope["tenant"] = halt_tenant(principal.tenant, scope["tenant"])
-            await run_in_threadpool(lambda: self.state.ledger.add_halt(
-                str(form.get("reason") or ""), by=principal.name, **scope))
+            ledger = self.ledger_for(principal)
+            await run_in_threadpool(lambda: ledger.add_halt(str(form.get("reason") or ""), **scope))
         except ReversiError as exc:
             return await self.halts(request, session, principal, error=exc.message, form=dict(form),
                                     status=exc.http_status)
         return RedirectResponse("/halts", status_code=303)
 
     async def lift_halt(self, request: Request, session: Session, principal: Principal) -> Response:
-        _require_admin(principal)
-        halt_id = request.path_params["halt_id"]
-        await run_in_threadpool(
-            lambda: self.state.ledger.lift_halts(halt_id, by=principal.name, tenant=principal.tenant))
+        await run_in_threadpool(self.ledger_for(principal).lift_halts, request.path_params["halt_id"])
         return RedirectResponse("/halts", status_code=303)
 
     # -- the routes ----------------------------------------------------------------------------------
@@ -261,11 +245,6 @@ class Console:
             Route("/halts/{halt_id}/lift", s(self.lift_halt), methods=["POST"]),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
-
-
-def _require_admin(principal: Principal) -> None:
-    if not principal.is_admin:
-        raise Forbidden(f"halts are managed with an admin key; {principal.name} is {principal.role.value}")
 
 
 def _safe_next(target: str | None) -> str:

@@ -10,7 +10,6 @@ process (a restart signs everyone out).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import secrets
@@ -22,20 +21,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reversi.core.times import format_time
-from reversi.engine.keys import LOCAL_ADMIN, Principal, Role, keyless_request_allowed, store_has_keys
-from reversi.errors import Forbidden
-from reversi.store import keys as key_sql
-from reversi.store import sessions as session_sql
-from reversi.store.base import Store
+from reversi.engine.keys import Principal, keyless_request_allowed
+from reversi.engine.ledger import Ledger
+from reversi.errors import CsrfRefused
 
 COOKIE = "reversi_session"
 MAX_AGE_S = 12 * 3600
-
-
-class CsrfRefused(Forbidden):
-    """A form posted without the token of its session."""
-
-    code = "csrf"
 
 
 @dataclass(frozen=True)
@@ -50,8 +41,8 @@ class Session:
 class Sessions:
     """Reads and writes the console's session cookie."""
 
-    def __init__(self, store: Store, secret: str | None = None) -> None:
-        self.store = store
+    def __init__(self, ledger: Ledger, secret: str | None = None) -> None:
+        self.ledger = ledger
         key = secret or os.environ.get("REVERSI_SESSION_SECRET") or secrets.token_urlsafe(32)
         self._signer = URLSafeTimedSerializer(key, salt="reversi-console")
 
@@ -65,18 +56,11 @@ class Sessions:
             except BadSignature:
                 data = {}
         csrf = str(data.get("csrf") or "")
-        key_id = data.get("key")
-        if key_id:
-            with self.store.read() as q:
-                row = key_sql.get_key(q, key_id)
-                ended = session_sql.is_signed_out(q, _session_hash(csrf))
-            if row is not None and row.revoked_at is None and not ended:
-                return Session(Principal(row.name, Role(row.role), row.tenant, row.key_id), csrf, key_id)
+        key_id = data.get("key") or None
         local_ok = keyless_request_allowed(request.client.host if request.client else None,
                                            request.headers.get("host"), request.headers.get("origin"))
-        if local_ok and not store_has_keys(self.store):
-            return Session(LOCAL_ADMIN, csrf)
-        return Session(None, csrf)
+        principal = self.ledger.session_principal(key_id, csrf, local_ok=local_ok)
+        return Session(principal, csrf, key_id if principal is not None and principal.key_id else None)
 
     def save(self, request: Request, response: Response, key_id: str | None, csrf: str | None = None) -> None:
         """Set the session cookie; `Secure` when the request came over HTTPS (directly, or through a
@@ -92,15 +76,7 @@ class Sessions:
         """Sign the session out for good: its cookie, or any copy of it, no longer signs anyone in."""
         if not session.csrf or session.key_id is None:  # nobody signed in: nothing to remember
             return
-        now = datetime.now(UTC)
-        with self.store.write() as q:
-            session_sql.sign_out(q, _session_hash(session.csrf), format_time(now + timedelta(seconds=MAX_AGE_S)),
-                                 format_time(now))
-
-
-def _session_hash(csrf: str) -> str:
-    """What the store keeps of a session: a hash of its token (unique per sign-in), never the token."""
-    return hashlib.sha256(csrf.encode()).hexdigest()
+        self.ledger.sign_out(session.csrf, format_time(datetime.now(UTC) + timedelta(seconds=MAX_AGE_S)))
 
 
 def check_csrf(session: Session, submitted: object) -> None:

@@ -7,16 +7,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reversi.core.models import Approval, ApprovalStatus, Event, EventType, RunRecord, StepState
+from reversi.core.models import Approval, Event, EventType, RunRecord, StepState
 from reversi.core.plan import Plan
-from reversi.engine import jobs
-from reversi.engine.keys import Principal
+from reversi.engine.access import Access
 from reversi.engine.ledger import Ledger
-from reversi.engine.paging import RunQuery, list_runs_page
-from reversi.engine.run import Run
-from reversi.errors import NotFound
+from reversi.engine.principal_ledger import PrincipalLedger
+from reversi.errors import Forbidden, NotFound
 
 PAGE_SIZE = 25
+APPROVALS_SHOWN = 200  # on the approvals page, pending first
 _OUTCOMES = {EventType.SUCCEEDED, EventType.FAILED, EventType.UNCERTAIN, EventType.RESOLVED}
 
 
@@ -58,7 +57,7 @@ def pretty(value: Any) -> str:
 def kill_switch(ledger: Ledger) -> str | None:
     """The kill switch's reason when it is on ("" for an empty file), else None: as the recorder sees
     it, so a kill file that cannot be read shows as on (calls are refused then)."""
-    return ledger.recorder.kill_reason()
+    return ledger.kill_reason()
 
 
 @dataclass
@@ -75,16 +74,13 @@ class RunRow:
     active: bool
 
 
-def runs_page(ledger: Ledger, principal: Principal, filters: dict[str, str | None],
+def runs_page(ledger: PrincipalLedger, filters: dict[str, str | None],
               after: tuple[str, str] | None) -> tuple[list[RunRow], tuple[str, str] | None]:
-    """One page of the runs this principal may see, newest first."""
-    tenant = principal.tenant or filters.get("tenant")
-    query = RunQuery(filters.get("status"), filters.get("actor"), tenant, None,
-                     None if principal.is_operator else principal.name)
-    found = list_runs_page(ledger.store, query, after=after, limit=PAGE_SIZE)
+    """One page of the runs this principal may see, newest first, with their plans."""
+    found = ledger.list_runs(status=filters.get("status"), actor=filters.get("actor"), tenant=filters.get("tenant"),
+                             after=after, limit=PAGE_SIZE)
     rows = []
-    for s in found.items:
-        plan = Run(ledger, s.run).plan()
+    for s, plan in zip(found.items, ledger.plans([s.run for s in found.items]), strict=True):
         status = "needs attention" if s.unresolved else "standing" if s.standing else "settled"
         rows.append(RunRow(s.run.run_id, status, s.run.scope.actor, s.run.scope.tenant, age(s.run.created_at),
                            s.steps, s.standing, s.unresolved, plan.fully_reversible,
@@ -134,11 +130,17 @@ def _timings(events: list[Event]) -> dict[int, dict[str, str]]:
     return found
 
 
-def run_page(ledger: Ledger, run: Run) -> RunView:
-    """Everything the run page shows: steps with timings, the plan, the journal, approvals, the job."""
+def run_page(ledger: PrincipalLedger, run_id: str) -> RunView:
+    """Everything the run page shows: steps with timings, the plan, the journal, and for an operator
+    of the run, its approvals and its last rollback job.
+
+    Raises:
+        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record`.
+    """
+    run = ledger.get_run(run_id, Access.READ)
     snap = run.snapshot()
     plan = run.plan()
-    events = run.events()
+    events = ledger.events(run.id)
     by_step = {a.step: a for a in plan.actions}
     timings = _timings(events)
     steps = []
@@ -149,11 +151,13 @@ def run_page(ledger: Ledger, run: Run) -> RunView:
         steps.append(StepView(state, pretty(state.args), outcome, clock(t.get("started")),
                               took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
                               action.describe()))
-    approvals = ledger.approvals(run_id=run.id)
-    approvals.sort(key=lambda a: (a.status is not ApprovalStatus.PENDING, a.requested_at))
-    try:
-        job: dict[str, Any] | None = jobs.latest_job(ledger.store, run.id).to_dict()
-    except NotFound:
-        job = None
+    approvals: list[Approval] = []
+    job: dict[str, Any] | None = None
+    if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
+        approvals = ledger.approvals(run_id=run.id)
+        try:
+            job = ledger.latest_job(run.id).to_dict()
+        except (NotFound, Forbidden):
+            job = None
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
     return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, residue)

@@ -1,0 +1,308 @@
+"""`PrincipalLedger`: the ledger as one principal may use it, from `Ledger.for_principal`.
+
+Every method applies the access policy (`reversi.engine.access`) itself: the role it needs, the
+principal's tenant on every listing, the run's owner for recording. A surface (the server's API and
+console, the gateway) acts only through it, so none can forget a filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from reversi.core.models import Approval, Event, Halt, HaltScope, RunRecord, StepState, StepStatus, check_run_id
+from reversi.core.plan import Plan
+from reversi.core.planner import plan_rollback
+from reversi.engine import approvals, halts, jobs, keys
+from reversi.engine.access import (
+    Access,
+    check_run,
+    check_still_valid,
+    halt_tenant,
+    in_reach,
+    key_tenant,
+    listing_owner,
+    listing_tenant,
+    require_role,
+    run_tenant,
+)
+from reversi.engine.keys import Principal, Role
+from reversi.engine.paging import RunPage, RunQuery, list_runs_page
+from reversi.engine.run import Run
+from reversi.errors import Forbidden, NotFound
+from reversi.store.keys import KeyRow
+from reversi.store.queries import Queries
+
+if TYPE_CHECKING:
+    from reversi.engine.ledger import Ledger
+
+T = TypeVar("T")
+
+
+class PrincipalLedger:
+    """The ledger acting as `principal`, with its role and tenant applied to every call."""
+
+    def __init__(self, ledger: Ledger, principal: Principal) -> None:
+        self._base = ledger
+        self.principal = principal
+
+    @property
+    def _ledger(self) -> Ledger:
+        """The ledger acting as this principal (who opens runs, who is journaled as acting)."""
+        return self._base.acting_as(self.principal.name)
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    def run_record(self, run_id: str, access: Access) -> RunRecord:
+        """The record of `run_id`, if this principal may do `access` on it.
+
+        Raises:
+            BadInput: a bad run id.
+            NotFound: no such run.
+            Forbidden: `RUN belongs to another principal` (or the role that `access` needs).
+        """
+        record = self._base.run_record(run_id)
+        check_run(self.principal, record, access)
+        return record
+
+    async def arun_record(self, run_id: str, access: Access) -> RunRecord:
+        """`run_record` without blocking the event loop (a run read once is not read again)."""
+        record = await self._base.arun_record(run_id)
+        check_run(self.principal, record, access)
+        return record
+
+    def get_run(self, run_id: str, access: Access = Access.READ) -> Run:
+        """The run, to read (`READ`), record in (`RECORD`) or operate on (`OPERATE`); raises as `run_record`."""
+        return Run(self._ledger, self.run_record(run_id, access))
+
+    def run_to_continue(self, run_id: str) -> RunRecord | None:
+        """The run `run_id` names if it exists and this principal may record in it; None when there
+        is no such run yet (opening it creates it under that id).
+
+        Raises:
+            BadInput: a bad run id.
+            Forbidden: another principal's run.
+        """
+        try:
+            return self.run_record(check_run_id(run_id), Access.RECORD)
+        except NotFound:
+            return None
+
+    def open_run(self, run_id: str | None = None, *, actor: str = "", tenant: str = "", environment: str = "",
+                 mode: str | None = None, labels: dict[str, str] | None = None) -> tuple[Run, bool]:
+        """Open a run (its tenant the key's, if the key has one), or continue `run_id`; returns the run
+        and whether it existed.
+
+        Raises:
+            BadInput: a bad run id, mode, scope or labels.
+            Forbidden: `run_id` is another principal's run.
+        """
+        existing = self.run_to_continue(run_id) if run_id is not None else None
+        run = self._ledger.start_run(run_id, actor=actor, tenant=run_tenant(self.principal, tenant),
+                                     environment=environment, mode=mode, labels=labels)
+        return run, existing is not None
+
+    def list_runs(self, *, status: str | None = None, actor: str | None = None, tenant: str | None = None,
+                  since: str | None = None, after: tuple[str, str] | None = None, limit: int = 100) -> RunPage:
+        """A page of the runs this principal sees, newest first: an agent its own, an operator those of
+        its tenant (or every tenant's).
+
+        Raises:
+            BadInput: `status` is not a step status, or `limit` is not 1-1000.
+        """
+        possible, tenant = listing_tenant(self.principal, tenant)
+        if not possible:  # a confined principal filtering on another tenant
+            return RunPage([], None)
+        query = RunQuery(status, actor, tenant, since, listing_owner(self.principal))
+        return list_runs_page(self._base.store, query, after=after, limit=limit)
+
+    def plans(self, runs: Sequence[RunRecord]) -> list[Plan]:
+        """The rollback plan of each run (read together: a listing's page).
+
+        Raises:
+            Forbidden: a run this principal may not read.
+        """
+        for record in runs:
+            check_run(self.principal, record, Access.READ)
+        with self._base.store.read() as q:
+            snapshots = q.snapshots(runs)
+        return [plan_rollback(snap, self._base.manifests) for snap in snapshots]
+
+    def events(self, run_id: str, *, after: int | None = None, limit: int | None = None) -> list[Event]:
+        """The run's journal in `seq` order: the events after `after`, at most `limit`; raises as `run_record`."""
+        self.run_record(run_id, Access.READ)
+        with self._base.store.read() as q:
+            return q.run_events(run_id, after=after, limit=limit)
+
+    def plan(self, run_id: str) -> Plan:
+        """The run's rollback plan; raises as `run_record`."""
+        return self.get_run(run_id, Access.READ).plan()
+
+    def resolve(self, run_id: str, step: int, status: str, *, note: str | None, actor: str | None = None,
+                **result: Any) -> StepState:
+        """Settle an unresolved step (`result=` to say what it returned); see `Run.resolve`.
+
+        Raises:
+            Forbidden: not an operator of the run's tenant.
+            BadInput, NotFound, Conflict: as `Run.resolve`.
+        """
+        run = self.get_run(run_id, Access.OPERATE)
+        return run.resolve(step, status, note=note, actor=actor or self.principal.name, **result)
+
+    # -- recording: the journal's hot path -------------------------------------------------------
+
+    async def abegin(self, run_id: str, tool: str, args: Any, depends_on: Sequence[int] = (), *,
+                     alone: Callable[[], bool] | None = None) -> int:
+        """Journal `intended` in the principal's own run (see `Recorder.begin`), as one slot of the
+        store's group commit, once the key is seen still valid in that write.
+
+        Raises:
+            Unauthorized: the key was revoked since it was read.
+            Forbidden: another principal's run.
+            Refused, BadInput: as `Recorder.begin`.
+        """
+        record = await self.arun_record(run_id, Access.RECORD)
+        return await self._awrite(self._base.recorder.begin_write(record, tool, args, depends_on), alone, run_id)
+
+    async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: Any = None,
+                       error: str | None = None, alone: Callable[[], bool] | None = None) -> StepState:
+        """Journal a call's outcome in the principal's own run; returns the step. Raises as `abegin`,
+        and NotFound or Conflict as `Recorder.outcome`."""
+        record = await self.arun_record(run_id, Access.RECORD)
+        write = self._base.recorder.outcome_write(record, step, status, result=result, error=error)
+        return await self._awrite(write, alone, run_id)
+
+    async def _awrite(self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None, run_id: str) -> T:
+        principal = self.principal
+
+        def checked(q: Queries) -> T:
+            check_still_valid(q, principal)
+            return fn(q)
+
+        return await self._base.store.arun_write(checked, alone, run_id)
+
+    # -- rollback jobs -----------------------------------------------------------------------------
+
+    def submit_rollback(self, run_id: str, *, actor: str | None = None, approve_compensations: bool = False,
+                        attempts: int = 3) -> jobs.Job:
+        """Queue a rollback job of the run (see `jobs.submit_rollback`).
+
+        Raises:
+            Forbidden: not an operator of the run's tenant.
+            RollbackInProgress, BadInput: as `jobs.submit_rollback`.
+        """
+        self.run_record(run_id, Access.OPERATE)
+        return jobs.submit_rollback(self._base.store, run_id, actor=actor or self.principal.name,
+                                    approve_compensations=approve_compensations, attempts=attempts)
+
+    def latest_job(self, run_id: str) -> jobs.Job:
+        """The run's newest rollback job.
+
+        Raises:
+            Forbidden: not an operator of the run's tenant.
+            NotFound: the run has never had one.
+        """
+        self.run_record(run_id, Access.OPERATE)
+        return jobs.latest_job(self._base.store, run_id)
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    def approvals(self, status: str | None = None, run_id: str | None = None, *,
+                  after: tuple[int, str, str] | None = None, limit: int | None = None) -> list[Approval]:
+        """Approvals of the runs of this operator's tenant (or every tenant's), pending first, then
+        oldest first; see `approvals.list_approvals` for `after` and `limit`.
+
+        Raises:
+            Forbidden: not an operator.
+            BadInput: a bad status or run id.
+        """
+        require_role(self.principal, Role.OPERATOR)
+        return approvals.list_approvals(self._base.store, status, run_id, tenant=self.principal.tenant,
+                                        after=after, limit=limit)
+
+    def approve(self, approval_id: str, *, note: str | None = None, by: str | None = None) -> Approval:
+        """Approve; see `Ledger.approve`. Raises as `deny`."""
+        self.approval_to_decide(approval_id)
+        return self._ledger.approve(approval_id, by=by or self.principal.name, note=note)
+
+    def deny(self, approval_id: str, *, note: str, by: str | None = None) -> Approval:
+        """Deny (a note is required); see `Ledger.deny`.
+
+        Raises:
+            Forbidden: not an operator, or `APPROVAL belongs to another principal`.
+            NotFound, BadInput, Conflict: as `approvals.decide`.
+        """
+        self.approval_to_decide(approval_id)
+        return self._ledger.deny(approval_id, note=note, by=by or self.principal.name)
+
+    def approval_to_decide(self, approval_id: str) -> Approval:
+        """The approval, if this principal may decide it: an operator of its run's tenant.
+
+        Raises:
+            Forbidden: not an operator, or `APPROVAL belongs to another principal`.
+            NotFound: no such approval.
+        """
+        require_role(self.principal, Role.OPERATOR)
+        approval = approvals.get_approval(self._base.store, approval_id)
+        if not in_reach(self.principal, self._base.run_record(approval.run_id).scope.tenant):
+            raise Forbidden(f"{approval_id} belongs to another principal")
+        return approval
+
+    # -- halts -------------------------------------------------------------------------------------
+
+    def halts(self) -> list[Halt]:
+        """The active halts this principal sees: every one, or (confined to a tenant) that tenant's."""
+        return halts.list_halts(self._base.store, self.principal.tenant)
+
+    def add_halt(self, reason: str, *, tool: str | None = None, actor: str | None = None,
+                 tenant: str | None = None, environment: str | None = None) -> Halt:
+        """Stop new calls that match the scope; an admin confined to a tenant halts that tenant only.
+
+        Raises:
+            Forbidden: not an admin, or a confined admin asks for another tenant.
+            BadInput: as `halts.add_halt`.
+        """
+        require_role(self.principal, Role.ADMIN)
+        scope = HaltScope(tool, actor, halt_tenant(self.principal, tenant), environment)
+        return halts.add_halt(self._base.store, reason, scope, self.principal.name)
+
+    def lift_halts(self, halt_id: str | None = None) -> int:
+        """Lift one halt, or all this principal sees; returns how many.
+
+        Raises:
+            Forbidden: not an admin.
+            NotFound: `halt_id` names no active halt this principal sees.
+        """
+        require_role(self.principal, Role.ADMIN)
+        return halts.lift_halts(self._base.store, halt_id, self.principal.name, self.principal.tenant)
+
+    # -- keys --------------------------------------------------------------------------------------
+
+    def create_key(self, name: str, role: str, tenant: str | None = None) -> tuple[KeyRow, str]:
+        """Create a key (see `keys.create_key`); an admin confined to a tenant creates keys of that tenant.
+
+        Raises:
+            Forbidden: not an admin, or a confined admin asks for a key of another tenant (or of none).
+            BadInput, Conflict: as `keys.create_key`.
+        """
+        require_role(self.principal, Role.ADMIN)
+        return keys.create_key(self._base.store, name, role, key_tenant(self.principal, tenant))
+
+    def list_keys(self) -> list[KeyRow]:
+        """The keys this admin manages: every one, or (confined to a tenant) that tenant's.
+
+        Raises:
+            Forbidden: not an admin.
+        """
+        require_role(self.principal, Role.ADMIN)
+        return keys.list_keys(self._base.store, self.principal.tenant)
+
+    def revoke_key(self, key_id: str) -> KeyRow:
+        """Revoke a key this admin manages.
+
+        Raises:
+            Forbidden: not an admin.
+            NotFound: no such key (of the admin's tenant, when it is confined to one).
+        """
+        require_role(self.principal, Role.ADMIN)
+        return keys.revoke_key(self._base.store, key_id, self.principal.tenant)

@@ -1,0 +1,42 @@
+"""The surfaces go through the Ledger: no CLI, server or gateway module touches the store, or the
+ledger's store and recorder, behind its back (where the access policy would be skipped)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).parent.parent / "src" / "reversi"
+SURFACES = ("cli", "server", "gateway")
+BEHIND_THE_LEDGER = {"store", "recorder"}
+
+
+def reaches_behind_the_ledger(source: str) -> list[str]:
+    """What a module's code does that only the engine may: import `reversi.store`, or name the
+    `.store` or `.recorder` of an object (a ledger's, in practice)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name.startswith("reversi.store")]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if module.startswith("reversi.store") or (module == "reversi" and any(a.name == "store"
+                                                                               for a in node.names)):
+                found.append(f"from {module} import ...")
+        elif isinstance(node, ast.Attribute) and node.attr in BEHIND_THE_LEDGER:
+            found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+def test_no_surface_module_imports_the_store_or_names_a_ledgers_store_or_recorder() -> None:
+    modules = [path for surface in SURFACES for path in sorted((SRC / surface).rglob("*.py"))]
+    assert len(modules) > 20
+    offending = {str(p.relative_to(SRC)): found for p in modules if (found := reaches_behind_the_ledger(p.read_text()))}
+    assert offending == {}
+
+
+def test_the_check_sees_each_way_of_reaching_behind_the_ledger() -> None:
+    for source in ("import reversi.store.keys", "from reversi.store.base import Store", "from reversi import store",
+                   "ledger.store.read()", "x = self.ledger.recorder", "server.ledger.store"):
+        assert reaches_behind_the_ledger(source), source
+    assert reaches_behind_the_ledger("ledger.for_principal(p).list_runs()\nfrom reversi.engine import access") == []
