@@ -237,16 +237,17 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
     """
     assert options.http is not None
     host, port = options.http
-    if not store_has_keys(ledger.store):
-        if not is_loopback(host):
-            raise ConfigError(
-                f"refusing to serve {host} with no keys in the store: create one with "
-                "`reversi keys create NAME --role agent`, or bind to 127.0.0.1"
-            )
-        print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
+    keyless = not store_has_keys(ledger.store)
+    if keyless and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve {host} with no keys in the store: create one with "
+            "`reversi keys create NAME --role agent`, or bind to 127.0.0.1"
+        )
     async with anyio.create_task_group() as tg:
         pool = UpstreamPool(options.upstreams)
-        await pool.start(tg)
+        await pool.start(tg)  # said after it: when no upstream starts, its error is all there is to say
+        if keyless:
+            print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
         app = create_app(options, ledger, pool)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         tg.start_soon(_announce, server)
