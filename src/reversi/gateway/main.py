@@ -39,12 +39,23 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
+class _Version(argparse.Action):
+    """`--version`, worded as `reversi --version` words it, from the installed package's metadata."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        from importlib.metadata import version
+
+        print(f"{PROG}, version {version('reversi')}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="MCP proxy that journals every tool call of an agent in the Reversi ledger. "
         "`reversi-gateway operator ...` serves the operator tools on stdio instead.",
     )
+    parser.add_argument("--version", action=_Version, nargs=0, help="Print the version and exit.")
     parser.add_argument("--upstream", action="append", default=[], metavar="NAME=COMMAND",
                         help="An upstream MCP server: a command (stdio) or an http(s) URL. Repeatable.")
     parser.add_argument("--config", metavar="FILE", help="Config file (reversi.yaml; its upstreams: key).")
