@@ -1,9 +1,10 @@
 """An upstream that cannot start (issue 12): with no upstream left to serve, the gateway and the operator
 stop at start with the upstream's own error; with others left, they serve those and say which one
-failed."""
+failed. The operator also warns when an upstream offers none of the compensations the manifests name."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -23,6 +24,15 @@ EXITS_AT_ONCE = "x=" + shlex.join([
     sys.executable, "-c", "import sys; print('starting the shop', file=sys.stderr); sys.exit('SHOP_TOKEN is not set')"
 ])
 HANGS = "import sys, time; print('fetching the server', file=sys.stderr, flush=True); time.sleep(60)"
+NO_COMPENSATION_MANIFEST = """\
+version: 1
+tools:
+  create_order:
+    compensation:
+      tool: refund_order
+      args: {order_id: "$args.order_id"}
+      kind: compensation
+"""
 MODES = {"stdio": [], "http": ["--http", "127.0.0.1:0"], "operator": ["operator"]}
 
 
@@ -56,6 +66,68 @@ async def test_a_gateway_serves_the_upstreams_that_start_and_says_which_one_did_
     said = (tmp_path / "stderr").read_text().splitlines()
     assert "reversi-gateway: upstream x could not start: /nonexistent/cmd: No such file or directory; serving " \
            "the others, and trying it again" in said, said
+
+
+def _no_compensation_manifest(tmp_path: Path) -> str:
+    path = tmp_path / "refunds.yaml"
+    path.write_text(NO_COMPENSATION_MANIFEST)
+    return str(path)
+
+
+WARNING = re.compile(r"reversi-gateway: upstream shop offers none of the compensation tools the manifests name "
+                     r"for its tools \(refund_order\): ")
+
+
+@pytest.mark.anyio
+async def test_an_operator_warns_once_when_its_upstream_offers_none_of_the_compensations_named(
+    tmp_path: Path, shop: Shop, shop_manifest: str
+) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    said: dict[str, list[str]] = {}
+    for manifest in (_no_compensation_manifest(tmp_path), shop_manifest):
+        with (tmp_path / "stderr").open("w") as errlog:
+            async with gateway("operator", "--upstream", shop.flag(), "--db", db, "-m", manifest,
+                               errlog=errlog) as operator:
+                assert not (await operator.call_tool("reversi.list_runs", {})).is_error
+        said[manifest] = (tmp_path / "stderr").read_text().splitlines()
+    warned = said[_no_compensation_manifest(tmp_path)]
+    assert len([line for line in warned if WARNING.match(line)]) == 1 and len(warned) == 1, warned
+    assert not said[shop_manifest], said[shop_manifest]  # cancel_order is there: nothing to say
+
+
+@pytest.mark.anyio
+async def test_with_several_upstreams_the_operator_checks_each_against_the_compensations_named_for_its_own_tools(
+    tmp_path: Path, shops: Callable[[str], Shop]
+) -> None:
+    manifest = tmp_path / "two.yaml"
+    manifest.write_text(NO_COMPENSATION_MANIFEST.replace("create_order", "b.create_order")
+                        .replace("refund_order", "b.refund_order")
+                        + "  a.create_order:\n    compensation: {tool: a.cancel_order, kind: inverse}\n")
+    with (tmp_path / "stderr").open("w") as errlog:
+        async with gateway("operator", "--upstream", shops("a").flag(), "--upstream", shops("b").flag(),
+                           "--db", f"sqlite:///{tmp_path}/r.db", "-m", str(manifest), errlog=errlog) as operator:
+            assert not (await operator.call_tool("reversi.list_runs", {})).is_error
+    said = (tmp_path / "stderr").read_text().splitlines()
+    assert len(said) == 1 and said[0].startswith("reversi-gateway: upstream b offers none of the compensation "
+                                                 "tools the manifests name for its tools (b.refund_order): "), said
+
+
+def test_a_gateway_over_http_warns_before_serving_its_operator_endpoint(tmp_path: Path, shop: Shop) -> None:
+    proc = subprocess.Popen(
+        [str(GATEWAY), "--http", "127.0.0.1:0", "--upstream", shop.flag(), "--db", f"sqlite:///{tmp_path}/r.db",
+         "-m", _no_compensation_manifest(tmp_path)],
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        before: list[str] = []
+        while not (line := proc.stderr.readline()).startswith("reversi-gateway: serving"):
+            assert line, f"the gateway stopped: {before}"
+            before.append(line.rstrip("\n"))
+        assert [line for line in before if WARNING.match(line)], before
+    finally:
+        proc.kill()
+        proc.wait(WAIT_S)
 
 
 @pytest.mark.anyio

@@ -39,6 +39,7 @@ from reversi.engine.keys import (
 )
 from reversi.engine.ledger import Ledger
 from reversi.errors import ConfigError, Forbidden, NotFound, ReversiError
+from reversi.gateway.compensation_check import warn_of_missing_compensations
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
@@ -248,6 +249,7 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
         await pool.start(tg)  # said after it: when no upstream starts, its error is all there is to say
         if keyless:
             print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
+        warn_of_missing_compensations(pool, ledger.manifests)
         app = create_app(options, ledger, pool)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         tg.start_soon(_announce, server)

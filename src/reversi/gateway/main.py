@@ -113,6 +113,7 @@ def open_ledger(options: GatewayOptions) -> Ledger:
 
 async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool) -> None:
     """One agent (or operator) on stdin/stdout until it hangs up."""
+    from reversi.gateway.compensation_check import warn_of_missing_compensations
     from reversi.gateway.operator import Operator
     from reversi.gateway.proxy import Proxy
     from reversi.gateway.stdio import agent_stdio
@@ -122,6 +123,7 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
         pool = UpstreamPool(options.upstreams)
         await pool.start(tg)
         if operator:
+            warn_of_missing_compensations(pool, ledger.manifests)
             principal = Principal(principal_from_env(), Role.ADMIN)
 
             async def principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:

@@ -365,10 +365,14 @@ class UpstreamPool:
         if not self.prefixed:
             return list(self.upstreams[0].tools)
         return [
-            tool.model_copy(update={"name": f"{upstream.name}.{tool.name}"})
+            tool.model_copy(update={"name": self.public_name(upstream, tool.name)})
             for upstream in self.upstreams
             for tool in upstream.tools
         ]
+
+    def public_name(self, upstream: Upstream, tool: str) -> str:
+        """The name the agent (and the manifests) know `upstream`'s `tool` by."""
+        return f"{upstream.name}.{tool}" if self.prefixed else tool
 
     def route(self, name: str) -> Route | None:
         """The upstream that serves `name`; with one upstream every name goes to it."""
