@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 GATEWAY = Path(sys.executable).parent / "reversi-gateway"
 UPSTREAM = Path(__file__).parent / "upstream_server.py"
@@ -75,12 +76,15 @@ def shops(tmp_path: Path) -> Callable[[str], Shop]:
 
 
 @asynccontextmanager
-async def gateway(*args: str, env: dict[str, str] | None = None, mode: str = "auto") -> AsyncIterator[Client]:
-    """The gateway on stdio (`args` are its flags), connected with the official MCP client."""
+async def gateway(
+    *args: str, env: dict[str, str] | None = None, mode: str = "auto", errlog: IO[str] = sys.stderr
+) -> AsyncIterator[Client]:
+    """The gateway on stdio (`args` are its flags), connected with the official MCP client; what it
+    says on stderr goes to `errlog`."""
     params = StdioServerParameters(
         command=str(GATEWAY), args=list(args), env={**os.environ, **(env or {})}, cwd=os.getcwd()
     )
-    async with Client(params, cache=None, mode=mode) as client:
+    async with Client(stdio_client(params, errlog=errlog), cache=None, mode=mode) as client:
         yield client
 
 

@@ -106,3 +106,13 @@ async def test_an_upstream_that_never_finishes_starting_is_given_up_on(tmp_path:
             await hung.started()
         tg.cancel_scope.cancel()
     assert not hung.connected and hung.last_error == "it did not finish starting within 0.5 s"
+
+
+def test_the_gateway_tells_its_version_as_the_cli_does() -> None:
+    from importlib.metadata import version
+
+    said = subprocess.run([str(GATEWAY), "--version"], capture_output=True, text=True, timeout=WAIT_S, check=False)
+    cli = subprocess.run([str(GATEWAY.parent / "reversi"), "--version"], capture_output=True, text=True,
+                         timeout=WAIT_S, check=False)
+    assert (said.returncode, said.stdout, said.stderr) == (0, f"reversi-gateway, version {version('reversi')}\n", "")
+    assert cli.stdout == f"reversi, version {version('reversi')}\n"

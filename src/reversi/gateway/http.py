@@ -31,6 +31,7 @@ from reversi.engine.access import Access, bearer, check_run, require_role
 from reversi.engine.keys import Principal, Role, is_loopback, keyless_request_allowed
 from reversi.engine.ledger import Ledger
 from reversi.errors import ConfigError, Forbidden, ReversiError, Unauthorized
+from reversi.gateway.compensation_check import warn_of_missing_compensations
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
@@ -210,16 +211,18 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
     """
     assert options.http is not None
     host, port = options.http
-    if not ledger.has_keys():
-        if not is_loopback(host):
-            raise ConfigError(
-                f"refusing to serve {host} with no keys in the store: create one with "
-                "`reversi keys create NAME --role agent`, or bind to 127.0.0.1"
-            )
-        print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
+    keyless = not ledger.has_keys()
+    if keyless and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve {host} with no keys in the store: create one with "
+            "`reversi keys create NAME --role agent`, or bind to 127.0.0.1"
+        )
     async with anyio.create_task_group() as tg:
         pool = UpstreamPool(options.upstreams)
-        await pool.start(tg)
+        await pool.start(tg)  # said after it: when no upstream starts, its error is all there is to say
+        if keyless:
+            print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
+        warn_of_missing_compensations(pool, ledger.manifests)
         app = create_app(options, ledger, pool)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         tg.start_soon(_announce, server)

@@ -39,12 +39,23 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
+class _Version(argparse.Action):
+    """`--version`, worded as `reversi --version` words it, from the installed package's metadata."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        from importlib.metadata import version
+
+        print(f"{PROG}, version {version('reversi')}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="MCP proxy that journals every tool call of an agent in the Reversi ledger. "
         "`reversi-gateway operator ...` serves the operator tools on stdio instead.",
     )
+    parser.add_argument("--version", action=_Version, nargs=0, help="Print the version and exit.")
     parser.add_argument("--upstream", action="append", default=[], metavar="NAME=COMMAND",
                         help="An upstream MCP server: a command (stdio) or an http(s) URL. Repeatable.")
     parser.add_argument("--config", metavar="FILE", help="Config file (reversi.yaml; its upstreams: key).")
@@ -102,6 +113,7 @@ def open_ledger(options: GatewayOptions) -> Ledger:
 
 async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool) -> None:
     """One agent (or operator) on stdin/stdout until it hangs up."""
+    from reversi.gateway.compensation_check import warn_of_missing_compensations
     from reversi.gateway.operator import Operator
     from reversi.gateway.proxy import Proxy
     from reversi.gateway.stdio import agent_stdio
@@ -111,6 +123,7 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
         pool = UpstreamPool(options.upstreams)
         await pool.start(tg)
         if operator:
+            warn_of_missing_compensations(pool, ledger.manifests)
             principal = Principal(principal_from_env(), Role.ADMIN)
 
             async def principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:

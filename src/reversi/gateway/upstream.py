@@ -4,6 +4,9 @@ A `Client` must be entered and left in one task, so each upstream's client lives
 long-lived task; requests from any task go through `Upstream.request`. Whether a request reached
 the upstream matters (a lost request never took effect; one in flight when the upstream died may
 have), so the supervisor watches the connection's read side and records the moment it ends.
+
+An upstream that cannot start is retried like one that died, but when none of them starts the
+gateway has nothing to serve: `UpstreamPool.start` then fails with each one's reason.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TextIO, cast
 
 import anyio
 from mcp import Client, StdioServerParameters, types
@@ -25,7 +28,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from pydantic import TypeAdapter, ValidationError
 
+from reversi.errors import ConfigError
 from reversi.gateway.options import UpstreamSpec
+from reversi.gateway.stderr_relay import StderrRelay
 
 log = logging.getLogger("reversi.gateway")
 
@@ -84,7 +89,7 @@ class _WatchedStream:
 
 
 @asynccontextmanager
-async def _watched(spec: UpstreamSpec, closed: anyio.Event) -> AsyncIterator[tuple[Any, Any]]:
+async def _watched(spec: UpstreamSpec, closed: anyio.Event, errlog: TextIO) -> AsyncIterator[tuple[Any, Any]]:
     if spec.url is not None:
         transport: Any = streamable_http_client(spec.url)
     else:
@@ -95,7 +100,7 @@ async def _watched(spec: UpstreamSpec, closed: anyio.Event) -> AsyncIterator[tup
             env={**os.environ, **spec.env},
             cwd=spec.cwd or os.getcwd(),
         )
-        transport = stdio_client(params, errlog=sys.stderr)
+        transport = stdio_client(params, errlog=errlog)
     try:
         async with transport as (read, write):
             yield _WatchedStream(read, closed), write
@@ -115,6 +120,9 @@ class Upstream:
     last_error: str | None = None
     restarts: int = 0
     start_timeout: float = START_TIMEOUT_S
+    has_connected: bool = False
+    _stderr: StderrRelay | None = None
+    _released: bool = False  # by the pool, once it has said how the start went
     _client: Client | None = None
     _closed: anyio.Event = field(default_factory=anyio.Event)
     _ready: anyio.Event = field(default_factory=anyio.Event)
@@ -129,15 +137,26 @@ class Upstream:
         return self._client is not None and not self._closed.is_set()
 
     async def supervise(self) -> None:
-        """Connect, serve until the connection ends, and connect again (backing off while it fails)."""
+        """Connect, serve until the connection ends, and connect again (backing off while it fails).
+        A stdio upstream's stderr is passed on (see `release`)."""
+        async with anyio.create_task_group() as tg:
+            if self.spec.url is None:
+                self._stderr = StderrRelay()
+                tg.start_soon(self._stderr.run)
+            await self._keep_connected()
+
+    async def _keep_connected(self) -> None:
         backoff = 0.1
         while True:
             closed, adopted = anyio.Event(), anyio.Event()
+            if self._stderr is not None:
+                self._stderr.forget()
             try:
                 with anyio.CancelScope() as attempt:
                     async with anyio.create_task_group() as watchdog:
                         watchdog.start_soon(_give_up_unless, adopted, attempt, self.start_timeout)
-                        async with Client(_watched(self.spec, closed), cache=None) as client:
+                        errlog = self._stderr.file if self._stderr is not None else sys.stderr
+                        async with Client(_watched(self.spec, closed, errlog), cache=None) as client:
                             await self._adopt(client, closed)
                             adopted.set()
                             backoff = 0.1
@@ -145,17 +164,48 @@ class Upstream:
                             self._mark_down()
                             log.warning("upstream %s: the connection ended; restarting it", self.name)
                 if attempt.cancelled_caught:
-                    self.last_error = f"it did not finish starting within {self.start_timeout:g} s"
-                    log.warning("upstream %s: %s", self.name, self.last_error)
+                    self._failed(f"it did not finish starting within {self.start_timeout:g} s", self._stderr_line())
             except Exception as exc:  # a failed start, a crash: record it and try again
-                self.last_error = _describe(exc)
-                log.warning("upstream %s: %s", self.name, self.last_error)
+                self._failed(*self._why(exc))
             finally:
                 self._mark_down()
                 self._tried.set()
             self.restarts += 1
             await anyio.sleep(backoff)
             backoff = min(_MAX_BACKOFF_S, backoff * 2)
+
+    def _failed(self, error: str, stderr_line: str | None = None) -> None:
+        self.last_error = f"{error} (its last line on stderr: {stderr_line})" if stderr_line else error
+        if self._released:  # until then how the start went is the pool's to say (`UpstreamPool.start`)
+            log.warning("upstream %s: %s", self.name, self.last_error)
+
+    def _stderr_line(self) -> str | None:
+        return self._stderr.last_line() if self._stderr is not None else None
+
+    def _why(self, exc: BaseException) -> tuple[str, str | None]:
+        """What went wrong, and the upstream's last line on stderr where it says more."""
+        leaf = _leaf(exc)
+        if isinstance(leaf, OSError) and leaf.strerror and self.spec.command and not self.connected:
+            return f"{self._unrunnable(leaf)}: {leaf.strerror}", None  # the command could not be run at all
+        line = self._stderr_line()
+        if isinstance(leaf, MCPError) and _connection_closed(leaf) and self._stderr is not None:
+            # it went away: what it said last is the reason, whatever the SDK makes of it
+            return (line, None) if line else ("it exited (or closed its stdout) saying nothing on stderr", None)
+        return _describe(exc), line
+
+    def _unrunnable(self, exc: OSError) -> str:
+        """What could not be run (uvloop does not say, asyncio does): the command, or its directory."""
+        if exc.filename is not None:
+            return str(exc.filename)
+        cwd = self.spec.cwd
+        return os.path.normpath(cwd) if cwd is not None and not os.path.isdir(cwd) else self.spec.command[0]
+
+    def release(self) -> None:
+        """Say from now on what goes wrong (on stderr), and pass the upstream's stderr on to ours, with
+        what it wrote so far."""
+        self._released = True
+        if self._stderr is not None:
+            self._stderr.release()
 
     def _mark_down(self) -> None:
         self._client = None
@@ -168,6 +218,7 @@ class Upstream:
         self.capabilities = client.server_capabilities
         self.instructions = client.instructions
         self.last_error = None
+        self.has_connected = True
         self._client, self._closed = client, closed
         self._ready.set()
         self._tried.set()
@@ -260,10 +311,15 @@ async def _list_tools(client: Client) -> list[types.Tool]:
             return tools
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _describe(exc.exceptions[0])
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    leaf = _leaf(exc)
+    return f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__
 
 
 @dataclass(frozen=True)
@@ -280,11 +336,24 @@ class UpstreamPool:
         self.prefixed = len(self.upstreams) > 1
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Start every supervisor and wait for each one's first connection attempt."""
+        """Start every supervisor and wait for each one's first connection attempt (a hung one is
+        given up on after its start timeout). Those that failed are said on stderr and tried again.
+
+        Raises:
+            ConfigError: none of the upstreams started; the message gives each one's reason.
+        """
         for upstream in self.upstreams:
             task_group.start_soon(upstream.supervise)
         for upstream in self.upstreams:
             await upstream.started()
+        failed = [u for u in self.upstreams if not u.has_connected]
+        if len(failed) == len(self.upstreams):
+            raise ConfigError("; ".join(f"upstream {u.name} could not start: {u.last_error}" for u in failed))
+        for upstream in self.upstreams:
+            upstream.release()
+        for upstream in failed:
+            log.warning("upstream %s could not start: %s; serving the others, and trying it again",
+                        upstream.name, upstream.last_error)
 
     async def refresh_tools(self, timeout: float) -> None:
         """Every upstream's tool list read again, all at once."""
@@ -296,10 +365,14 @@ class UpstreamPool:
         if not self.prefixed:
             return list(self.upstreams[0].tools)
         return [
-            tool.model_copy(update={"name": f"{upstream.name}.{tool.name}"})
+            tool.model_copy(update={"name": self.public_name(upstream, tool.name)})
             for upstream in self.upstreams
             for tool in upstream.tools
         ]
+
+    def public_name(self, upstream: Upstream, tool: str) -> str:
+        """The name the agent (and the manifests) know `upstream`'s `tool` by."""
+        return f"{upstream.name}.{tool}" if self.prefixed else tool
 
     def route(self, name: str) -> Route | None:
         """The upstream that serves `name`; with one upstream every name goes to it."""

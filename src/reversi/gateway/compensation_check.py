@@ -1,0 +1,49 @@
+"""The operator's start-up check that its upstreams are the ones the agent's calls went to.
+
+Compensations act on whatever the upstream process reaches (its working directory, environment,
+data and credentials), so the operator must start each upstream exactly as the agent's gateway did.
+That cannot be checked from here; what can, cheaply, is that an upstream offers at least one of the
+compensation tools the manifests name for its tools. One that offers none is most likely another
+server, or the same one started with other credentials or settings.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from reversi.core.manifest import ManifestSet
+from reversi.gateway.upstream import Upstream, UpstreamPool
+
+log = logging.getLogger("reversi.gateway")
+
+
+def compensations_named(pool: UpstreamPool, manifests: ManifestSet, upstream: Upstream) -> list[str]:
+    """The compensation tools (as the manifests name them) that the manifests name for the tools
+    `upstream` serves and that `upstream` would be asked to run."""
+    names = {pool.public_name(upstream, tool.name) for tool in upstream.tools}
+    names.update(entry.pattern for entry in manifests.entries)
+    named: set[str] = set()
+    for name in names:
+        route, entry = pool.route(name), manifests.lookup(name)
+        if route is None or route.upstream is not upstream or entry is None or entry.compensation is None:
+            continue
+        compensation = pool.route(entry.compensation.tool)
+        if compensation is not None and compensation.upstream is upstream:
+            named.add(entry.compensation.tool)
+    return sorted(named)
+
+
+def warn_of_missing_compensations(pool: UpstreamPool, manifests: ManifestSet) -> None:
+    """Say on stderr, one line each, which started upstreams offer none of the compensations named
+    for their tools."""
+    for upstream in pool.upstreams:
+        if not upstream.has_connected:
+            continue  # said already: it could not start
+        named = compensations_named(pool, manifests, upstream)
+        offered = {pool.public_name(upstream, tool.name) for tool in upstream.tools}
+        if named and offered.isdisjoint(named):
+            log.warning(
+                "upstream %s offers none of the compensation tools the manifests name for its tools (%s): start "
+                "the operator with the upstream command, working directory and environment the agent's gateway used",
+                upstream.name, ", ".join(named),
+            )
