@@ -38,8 +38,8 @@ from bench.common import (
     timed_calls,
     write_manifest,
 )
+from reversi.core.json_values import compact as dumps
 from reversi.core.models import utc_now
-from reversi.store.queries import dumps
 
 TOOL = "inventory.reserve"
 MANIFEST = """\

@@ -40,9 +40,9 @@ from bench.common import (
     with_search_path,
     write_manifest,
 )
+from reversi.core.json_values import compact as dumps
 from reversi.core.models import utc_now
 from reversi.core.plan import compensation_key
-from reversi.store.queries import dumps
 
 STEPS = 10_000
 BASELINE_STEPS = 4_000  # floor steps, half before and half after the rollback

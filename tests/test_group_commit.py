@@ -4,6 +4,7 @@ or mixing up their writes."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reversi.core.models import EventType, Mode, NewEvent, RunRecord, Scope
+from reversi.core.models import Event, EventType, Mode, NewEvent, RunRecord, Scope
 from reversi.store.base import Store, open_store
 from reversi.store.group_commit import KeepWrites
 from reversi.store.queries import Queries
@@ -43,6 +44,10 @@ def event(actor: str, **data: object) -> NewEvent:
     return NewEvent(EventType.INTENDED, None, actor, data)
 
 
+def append_one(actor: str, i: int, q: Queries) -> list[Event]:
+    return q.append(RUN_ID, [event(actor, i=i)])
+
+
 def journal(store: Store) -> list[tuple[str, dict[str, object]]]:
     with store.read() as q:
         events = q.run_events(RUN_ID)
@@ -68,7 +73,7 @@ def test_concurrent_writers_each_get_their_own_committed_event(store: Store) -> 
     def writer(n: int) -> None:
         start.wait()
         for i in range(20):
-            store.run_write(lambda q, i=i: q.append(RUN_ID, [event(f"w{n}", i=i)]))
+            store.run_write(functools.partial(append_one, f"w{n}", i))
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(16)]
     for t in threads:
@@ -84,12 +89,11 @@ def test_event_loop_writers_and_threads_share_the_commits(store: Store) -> None:
 
     def thread_writer(n: int) -> None:
         for i in range(10):
-            store.run_write(lambda q, i=i: q.append(RUN_ID, [event(f"t{n}", i=i)]))
+            store.run_write(functools.partial(append_one, f"t{n}", i))
 
     async def main() -> list[int]:
         async def writer(n: int) -> list[int]:
-            return [(await store.arun_write(lambda q, i=i: q.append(RUN_ID, [event(f"a{n}", i=i)])))[0].seq
-                    for i in range(10)]
+            return [(await store.arun_write(functools.partial(append_one, f"a{n}", i)))[0].seq for i in range(10)]
 
         threads = [threading.Thread(target=thread_writer, args=(n,)) for n in range(4)]
         for t in threads:
@@ -125,7 +129,7 @@ def test_keep_writes_commits_and_still_raises_alone_and_in_a_shared_batch(store:
 
     async def batch() -> list[object]:  # submitted together, so most share one transaction
         writes = [refused, failed, lambda q: q.append(RUN_ID, [event("fine")])] * 5
-        return await asyncio.gather(*(store.arun_write(w) for w in writes), return_exceptions=True)
+        return list(await asyncio.gather(*(store.arun_write(w) for w in writes), return_exceptions=True))
 
     outcomes = asyncio.run(batch())
     assert [type(o).__name__ for o in outcomes[:3]] == ["PermissionError", "ValueError", "list"]

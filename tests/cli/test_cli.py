@@ -56,8 +56,8 @@ def record_charge(here: Path, *, uncertain: bool = False) -> str:
 def test_every_command_has_help_text() -> None:
     ctx = click.Context(cli)
     missing = []
-    for name in cli.list_commands(ctx):  # type: ignore[attr-defined]
-        command = cli.get_command(ctx, name)  # type: ignore[attr-defined]
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
         commands = [command, *getattr(command, "commands", {}).values()]
         missing += [c.name for c in commands if not (c.help or "").strip()]
     assert missing == []

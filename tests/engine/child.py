@@ -63,7 +63,7 @@ def instrument(stop_at: int) -> None:
             say("stopped")
             sys.stdin.readline()  # the test kills us here
 
-    def wrap(original: Callable[[Store], AbstractContextManager[Any]]) -> Callable[[Store], Iterator[Any]]:
+    def wrap(original: Callable[[Any], AbstractContextManager[Any]]) -> Callable[[Store], AbstractContextManager[Any]]:
         @contextmanager
         def write(self: Store) -> Iterator[Any]:
             events: list[str] = []

@@ -41,7 +41,8 @@ def _apply(state: Path, key: str, result: dict[str, object]) -> dict[str, object
     try:
         fd = os.open(effects / key, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
-        return json.loads((effects / key).read_text())
+        answer: dict[str, object] = json.loads((effects / key).read_text())
+        return answer
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(result))
         f.flush()

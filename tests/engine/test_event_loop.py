@@ -33,12 +33,12 @@ def lock_held_elsewhere(db_url: str, run_id: str, released: threading.Event) -> 
 
     def hold() -> None:
         if db_url.startswith("sqlite:///"):
-            conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
-            conn.execute("BEGIN IMMEDIATE")
+            lite = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+            lite.execute("BEGIN IMMEDIATE")
             holding.set()
             released.wait(HOLD_S)
-            conn.execute("ROLLBACK")
-            conn.close()
+            lite.execute("ROLLBACK")
+            lite.close()
         else:
             with psycopg.connect(db_url) as conn:
                 conn.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (run_id,))

@@ -123,8 +123,8 @@ SCOPE_CASES = [
 def test_a_scoped_halt_stops_a_call_only_when_every_field_it_names_matches(
     ledger: reversi.Ledger,
     scope: dict[str, str],
-    stopped: tuple[str, dict[str, str]],
-    allowed: list[tuple[str, dict[str, str]]],
+    stopped: tuple[str, dict[str, Any]],
+    allowed: list[tuple[str, dict[str, Any]]],
 ) -> None:
     ledger.add_halt("investigating", by="dana", **scope)
 
@@ -526,10 +526,10 @@ def test_sdk_inputs_that_are_not_what_they_should_be_are_bad_input(ledger: rever
     run = ledger.start_run()
     before = journal(run)
     for bad in (
-        lambda: run.call("x.y", [1], Tool()),  # type: ignore[arg-type]
+        lambda: run.call("x.y", [1], Tool()),
         lambda: run.begin("x.k", {1: "one", "1": "uno"}),
         lambda: run.begin("x\x00y", {}),
-        lambda: run.resolve(True, "failed", note="n"),  # type: ignore[arg-type]
+        lambda: run.resolve(True, "failed", note="n"),
         lambda: run.begin_compensation("0"),  # type: ignore[arg-type]
         lambda: run.begin_compensation(None),  # type: ignore[arg-type]
         lambda: run.begin_compensation(0, lease_s=float("nan")),

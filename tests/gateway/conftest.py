@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO, cast
 
 import anyio
 import pytest
@@ -84,7 +84,7 @@ async def gateway(
     params = StdioServerParameters(
         command=str(GATEWAY), args=list(args), env={**os.environ, **(env or {})}, cwd=os.getcwd()
     )
-    async with Client(stdio_client(params, errlog=errlog), cache=None, mode=mode) as client:
+    async with Client(stdio_client(params, errlog=cast(TextIO, errlog)), cache=None, mode=mode) as client:
         yield client
 
 

@@ -105,12 +105,12 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
 
     async with connect(operator_url, _bearer(ops)) as operator:
         listed = (await operator.call_tool("reversi.list_runs", {})).structured_content
-        runs: dict[str, Any] = {r["run_id"]: r for r in listed["runs"]}  # type: ignore[index]
+        runs: dict[str, Any] = {r["run_id"]: r for r in listed["runs"]}
         assert runs["run_web"]["principal"] == "bot" and runs["run_web"]["steps"] == 2
         session_run = next(r for name, r in runs.items() if name != "run_web")
         assert session_run["steps"] == 2 and session_run["principal"] == "bot"
         plan = (await operator.call_tool("reversi.plan_rollback", {"run_id": "run_web"})).structured_content
-        assert [a["kind"] for a in plan["actions"]] == ["unmanifested", "unmanifested"]  # type: ignore[index]
+        assert [a["kind"] for a in plan["actions"]] == ["unmanifested", "unmanifested"]
         halted = await operator.call_tool("reversi.halt", {"reason": "no"})
         assert halted.is_error and "admin key" in halted.content[0].text  # type: ignore[union-attr]
     async with connect(operator_url, _bearer(elsewhere)) as confined:  # an operator of another tenant
@@ -131,7 +131,7 @@ async def test_an_admin_confined_to_a_tenant_halts_and_resumes_only_that_tenant(
     base = serve("--upstream", shop.flag(), "--db", db)
     async with connect(f"{base}/operator/mcp", _bearer(acme)) as operator:
         halt = (await operator.call_tool("reversi.halt", {"reason": "drill"})).structured_content
-        assert halt["scope"] == {"tenant": "acme"}  # type: ignore[index]
+        assert halt["scope"] == {"tenant": "acme"}
         assert (await operator.call_tool("reversi.resume", {})).structured_content == {"lifted": 1}
     with reversi.open(db) as ledger:
         assert [h.halt_id for h in ledger.halts()] == [everyone.halt_id]
@@ -146,7 +146,7 @@ async def test_without_keys_loopback_clients_act_as_local(
         await agent.call_tool("echo", {"text": "hi"})
     async with connect(f"{base}/operator/mcp", {}) as operator:
         halt = (await operator.call_tool("reversi.halt", {"reason": "drill"})).structured_content
-        assert halt["reason"] == "drill"  # type: ignore[index]
+        assert halt["reason"] == "drill"
         assert (await operator.call_tool("reversi.resume", {})).structured_content == {"lifted": 1}
     with reversi.open(db) as ledger:
         assert ledger.get_run("run_local").principal == "local"

@@ -4,7 +4,7 @@ journaled, results and errors passed back exactly as they came, everything else 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from mcp import types
@@ -117,7 +117,7 @@ async def test_an_unknown_tool_is_refused_unjournaled_and_reversi_meta_is_not_th
         with pytest.raises(MCPError, match="Unknown tool: nosuch"):
             await agent.call_tool("nosuch", {})
         forged = {"reversi/idempotency_key": "what a later rollback will use", "trace": "t-1"}
-        await agent.call_tool("echo", {"text": "hi"}, meta=forged)
+        await agent.call_tool("echo", {"text": "hi"}, meta=cast(types.RequestParamsMeta, forged))
     assert [s["tool"] for s in _steps(db, "run_meta")] == ["echo"]
     assert [(c["tool"], c["meta"]) for c in shop.calls()] == [("echo", {"trace": "t-1"})]
 
@@ -162,7 +162,7 @@ async def test_older_handshake_clients_are_served_too(tmp_path: Path, shop: Shop
     db = f"sqlite:///{tmp_path}/r.db"
     async with gateway("--upstream", shop.flag(), "--db", db, "--run-id", "run_old", mode="legacy") as agent:
         assert agent.protocol_version < "2026"
-        assert (await agent.call_tool("create_order", {"order_id": "o"})).structured_content["id"] == "ord_o"  # type: ignore[index]
+        assert (await agent.call_tool("create_order", {"order_id": "o"})).structured_content["id"] == "ord_o"
         assert types.Tool.model_validate(_dump((await agent.list_tools()).tools[0])).name == "create_order"
     assert _steps(db, "run_old")[0]["status"] == "succeeded"
 

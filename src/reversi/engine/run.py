@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
@@ -307,7 +307,9 @@ class Run:
             q.append(self.id, [NewEvent(EventType.RESOLVED, step, who, data)])
         return self.step_state(step)
 
-    def reconcile(self, probe: Callable[[StepState], Outcome | None], actor: str | None = None) -> list[int]:
+    def reconcile(
+        self, probe: Callable[[StepState], Outcome | Awaitable[Outcome | None] | None], actor: str | None = None
+    ) -> list[int]:
         """Ask `probe` about each unresolved step and settle those it answers; returns the settled steps."""
         settled = []
         for state in self.steps():
