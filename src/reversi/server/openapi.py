@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any
 
+from reversi.core.manifest import CompensationKind
+from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, Mode, StepStatus
+from reversi.core.plan import ActionKind
+from reversi.engine.jobs import JobState
+from reversi.engine.keys import Role
 from reversi.server.bodies import Body
 from reversi.server.endpoint import Endpoint
 
@@ -26,15 +33,19 @@ def _object(required: dict[str, Any], optional: dict[str, Any] | None = None) ->
     return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
 
 
+def _enum(kind: type[StrEnum], values: Iterable[StrEnum] | None = None) -> dict[str, Any]:
+    """A string schema whose values are the enum's (or those of `values`), so the document follows the code."""
+    return {"type": "string", "enum": [v.value for v in (values if values is not None else kind)]}
+
+
 def _list_of(name: str) -> dict[str, Any]:
     return _object({"items": {"type": "array", "items": _ref(name)}, "next": _nullable(_STR)})
 
 
-_STEP_STATUS = {"type": "string", "enum": ["intended", "succeeded", "failed", "uncertain", "compensating",
-                                           "compensated", "compensation_failed"]}
+_STEP_STATUS = _enum(StepStatus)
 _ERROR_DETAIL = _object({"code": _STR, "message": _STR})
 _STEPS = {"type": "array", "items": _INT}
-_SUMMARY = {"run_id": _STR, "principal": _STR, "mode": {"type": "string", "enum": ["observe", "enforce"]},
+_SUMMARY = {"run_id": _STR, "principal": _STR, "mode": _enum(Mode),
             "actor": _STR, "tenant": _STR, "environment": _STR, "created_at": _STR, "standing": _INT,
             "unresolved": _INT}
 
@@ -43,18 +54,17 @@ SCHEMAS: dict[str, Any] = {
     "ApprovalPending": _object({"error": _ERROR_DETAIL, "approval": _ref("Approval")}),
     "Step": _object({"step": _INT, "tool": _STR, "args": _ANY, "depends_on": _STEPS, "status": _STEP_STATUS,
                      "result": _ANY, "error": _nullable(_STR)}),
-    "StepIntended": _object({"step": _INT, "status": {"type": "string", "enum": ["intended"]}}),
+    "StepIntended": _object({"step": _INT, "status": _enum(StepStatus, [StepStatus.INTENDED])}),
     "Run": _object({**_SUMMARY, "steps": {"type": "array", "items": _ref("Step")}, "steps_count": _INT,
                     "labels": {"type": "object", "additionalProperties": _STR}}),
     "RunSummary": _object({**_SUMMARY, "steps": _INT}),
     "RunList": _list_of("RunSummary"),
     "Action": _object(
         {"step": _INT, "tool": _STR,
-         "kind": {"type": "string", "enum": ["compensate", "skip", "unrecoverable", "unresolved", "unmanifested",
-                                             "defer"]}},
+         "kind": _enum(ActionKind)},
         {"reason": _nullable(_STR), "compensation_tool": _STR, "args": _ANY, "idempotency_key": _STR,
-         "needs_approval": _BOOL, "residue": {"type": "array", "items": _STR}, "compensation_kind": _STR,
-         "verified": _BOOL, "blocked_by": _STEPS}),
+         "needs_approval": _BOOL, "residue": {"type": "array", "items": _STR},
+         "compensation_kind": _enum(CompensationKind), "verified": _BOOL, "blocked_by": _STEPS}),
     "Plan": _object({"run_id": _STR, "actions": {"type": "array", "items": _ref("Action")},
                      "fully_reversible": _BOOL, "notes": {"type": "array", "items": _STR}}),
     "Report": _object({
@@ -66,16 +76,16 @@ SCHEMAS: dict[str, Any] = {
         "awaiting_approval": {"type": "array",
                               "items": _object({"step": _INT, "approval_id": _STR, "status": _STR})},
         "complete": _BOOL}),
-    "Job": _object({"job_id": _STR, "run_id": _STR, "state": {"type": "string", "enum": ["queued", "running", "done"]},
+    "Job": _object({"job_id": _STR, "run_id": _STR, "state": _enum(JobState),
                     "current_step": _nullable(_INT), "report": _nullable(_ref("Report")),
                     "error": _nullable(_ERROR_DETAIL), "actor": _STR, "created_at": _STR,
                     "started_at": _nullable(_STR), "finished_at": _nullable(_STR)}),
-    "Event": _object({"run_id": _STR, "seq": _INT, "step": _nullable(_INT), "type": _STR, "at": _STR, "actor": _STR,
-                      "data": {"type": "object"}}),
+    "Event": _object({"run_id": _STR, "seq": _INT, "step": _nullable(_INT), "type": _enum(EventType), "at": _STR,
+                      "actor": _STR, "data": {"type": "object"}}),
     "EventList": _list_of("Event"),
     "Approval": _object({"approval_id": _STR, "run_id": _STR, "step": _nullable(_INT),
-                         "kind": {"type": "string", "enum": ["call", "compensation"]}, "tool": _STR, "args": _ANY,
-                         "status": {"type": "string", "enum": ["pending", "approved", "denied"]},
+                         "kind": _enum(ApprovalKind), "tool": _STR, "args": _ANY,
+                         "status": _enum(ApprovalStatus),
                          "requested_by": _STR, "requested_at": _STR, "decided_by": _nullable(_STR),
                          "decided_at": _nullable(_STR), "note": _nullable(_STR), "used": _BOOL}),
     "ApprovalList": _list_of("Approval"),
@@ -83,8 +93,8 @@ SCHEMAS: dict[str, Any] = {
                      "scope": {"type": "object", "additionalProperties": _STR}, "by": _STR, "created_at": _STR}),
     "HaltList": _list_of("Halt"),
     "Lifted": _object({"lifted": _INT}),
-    "NewKey": _object({"id": _STR, "name": _STR, "role": _STR, "tenant": _nullable(_STR), "key": _STR}),
-    "Key": _object({"id": _STR, "name": _STR, "role": _STR, "tenant": _nullable(_STR), "created_at": _STR,
+    "NewKey": _object({"id": _STR, "name": _STR, "role": _enum(Role), "tenant": _nullable(_STR), "key": _STR}),
+    "Key": _object({"id": _STR, "name": _STR, "role": _enum(Role), "tenant": _nullable(_STR), "created_at": _STR,
                     "revoked_at": _nullable(_STR)}),
     "KeyList": _list_of("Key"),
     "Health": _object({"status": _STR}),
