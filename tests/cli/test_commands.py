@@ -1,0 +1,87 @@
+"""The commands a rollback runs (`--compensator-cmd`, `--reader-cmd`): stopped with everything they
+started when they take too long, and failed when they write too much."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from tests.cli.conftest import COMPENSATOR, MANIFEST, record_charge, reversi_cli
+
+# A command that does its work in a child of its own and waits for it, as `sh -c 'sleep 20'` does.
+SPAWNS_SLEEP = '#!/bin/sh\nsleep 20 &\necho $! > "$0.child"\nwait\n'
+
+# The folder's manifest, with a read-back declared for the charge.
+VERIFIED = MANIFEST.replace("  email.send:", """    verification:
+      tool: stripe.get_charge
+      args: {id: "$result.id"}
+      expect: {refunded: true}
+  email.send:""")
+
+
+def alive(pid: int) -> bool:
+    """Whether the process is there and not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def script(here: Path, name: str, text: str) -> Path:
+    path = here / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_compensator_whose_child_hangs_is_stopped_with_its_child_at_the_timeout(here: Path) -> None:
+    run_id = record_charge(here)
+    undo = script(here, "undo.sh", SPAWNS_SLEEP)
+    started = time.monotonic()
+    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", str(undo), "--cmd-timeout", "1",
+                    "--json", cwd=here)
+    took = time.monotonic() - started
+    assert p.returncode == 2, p.stderr
+    assert "timed out after 1 s" in json.loads(p.stdout)["failed"][0]["error"]
+    assert took < 6, f"the rollback took {took:.1f} s: it waited for the command's child"
+    assert not alive(int((here / "undo.sh.child").read_text()))
+
+
+def test_a_reader_whose_child_hangs_is_stopped_with_its_child_at_the_timeout(here: Path) -> None:
+    (here / "tools.yaml").write_text(VERIFIED)
+    run_id = record_charge(here)
+    read = script(here, "read.sh", SPAWNS_SLEEP)
+    started = time.monotonic()
+    undo = f"{sys.executable} -c \"{COMPENSATOR}\""
+    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", undo,
+                    "--reader-cmd", str(read), "--cmd-timeout", "1", "--json", cwd=here)
+    took = time.monotonic() - started
+    assert p.returncode == 2, p.stderr
+    assert took < 6, f"the rollback took {took:.1f} s: it waited for the reader's child"
+    assert not alive(int((here / "read.sh.child").read_text()))
+
+
+def test_a_compensator_that_writes_over_a_mebibyte_fails_its_attempt_saying_so(here: Path) -> None:
+    run_id = record_charge(here)
+    for stream in ("stdout", "stderr"):
+        flood = f"import sys; sys.{stream}.write('x' * (2 << 20))"
+        p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", f"{sys.executable} -c \"{flood}\"",
+                        "--json", cwd=here)
+        assert p.returncode == 2, p.stderr
+        [failure] = json.loads(p.stdout)["failed"]
+        assert failure["error"].endswith(f": output over 1 MiB on {stream}")
+
+
+def test_a_long_last_line_of_stderr_is_cut_short_in_the_report_and_the_journal(here: Path) -> None:
+    run_id = record_charge(here)
+    fails = "import sys; sys.stderr.write('e' * 500_000); sys.exit(1)"
+    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", f"{sys.executable} -c \"{fails}\"",
+                    "--json", cwd=here)
+    [failure] = json.loads(p.stdout)["failed"]
+    assert failure["error"] == "e" * 1000 + "…"
+    events = [json.loads(line) for line in reversi_cli("export", "--run", run_id, cwd=here).stdout.splitlines()]
+    [event] = [e for e in events if e["type"] == "compensation_failed"]
+    assert event["data"]["error"] == "e" * 1000 + "…"
