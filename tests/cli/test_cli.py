@@ -139,6 +139,17 @@ def test_a_refused_resolve_changes_nothing(here: Path) -> None:
     assert shown["steps"][0]["status"] == "uncertain"
 
 
+@pytest.mark.parametrize("levels", [201, 20_000])
+def test_a_result_nested_too_deep_is_a_one_line_error_that_changes_nothing(here: Path, levels: int) -> None:
+    run_id = record_charge(here, uncertain=True)
+    p = reversi_cli("resolve", run_id, "0", "--status", "succeeded", "--result", "[" * levels + "]" * levels,
+                    "--note", "x", cwd=here)
+    assert p.returncode == 1
+    assert p.stderr == "reversi: error: --result: JSON nested deeper than 200 levels\n"
+    shown = json.loads(reversi_cli("show", run_id, "--json", cwd=here).stdout)
+    assert shown["steps"][0]["status"] == "uncertain"
+
+
 def test_runs_show_and_filters(here: Path) -> None:
     settled = record_charge(here)
     unknown = record_charge(here, uncertain=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -104,6 +103,7 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
 def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json: str | None, note: str | None,
             actor: str | None, as_json: bool) -> int:
     """Settle an unresolved (intended or uncertain) step after checking the downstream system."""
+    from reversi.core.json_values import parse_json
     from reversi.core.models import check_run_id
     from reversi.errors import BadInput
 
@@ -112,10 +112,7 @@ def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json
         raise BadInput("a note is required (--note): say how you settled the step")
     kwargs: dict[str, Any] = {}
     if result_json is not None:
-        try:
-            kwargs["result"] = json.loads(result_json)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"--result is not JSON: {exc}") from None
+        kwargs["result"] = parse_json(result_json, "--result")
     with state(ctx).ledger() as ledger:
         settled = ledger.get_run(run_id).resolve(step, status, note=note, actor=actor, **kwargs)
     if as_json:

@@ -15,6 +15,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from reversi.core.json_values import parse_json
 from reversi.errors import BadInput
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -158,8 +159,8 @@ def _json_or_text(text: str) -> Any:
     if not text:
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return parse_json(text, "the output")
+    except BadInput:
         return text
 
 
@@ -191,8 +192,8 @@ def command_reader(cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[[
     async def read(tool: str, arguments: Any) -> Any:
         out = await run_command(argv, {"tool": tool, "arguments": arguments}, timeout_s)
         try:
-            return json.loads(out)
-        except json.JSONDecodeError:
-            raise CommandFailed(f"{argv[0]} printed something that is not JSON") from None
+            return parse_json(out, "the output")
+        except BadInput as exc:
+            raise CommandFailed(f"{argv[0]} printed something that is not JSON ({exc.message})") from None
 
     return read

@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from reversi.core.bounded_cache import BoundedCache
+from reversi.core.json_values import parse_json
 from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import Principal, Role, keyless_request_allowed
 from reversi.engine.ledger import Ledger
@@ -213,8 +214,8 @@ class Call:
         if text is None:
             return None
         try:
-            return json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        except (ValueError, binascii.Error, UnicodeDecodeError):
+            return parse_json(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode(), "the cursor")
+        except (BadInput, ValueError, binascii.Error):
             raise BadInput(f"bad cursor {text!r}: pass the `next` of the previous page as it was") from None
 
 

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from reversi.core.json_values import parse_json
 from reversi.engine import jobs
 from reversi.engine.approvals import get_approval
 from reversi.engine.halts import halt_tenant
@@ -285,8 +286,8 @@ def _cursor(text: str | None) -> tuple[str, str] | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or JSON nested past what Python reads
+        value = parse_json(text, "the page link")
+    except BadInput:
         raise BadInput("bad page link: start again from the first page") from None
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
         raise BadInput("bad page link: start again from the first page")
@@ -299,8 +300,5 @@ def _resolve_arguments(form: FormData) -> dict[str, Any]:
     result_text = str(form.get("result") or "").strip()
     kwargs: dict[str, Any] = {"status": status, "note": note}
     if result_text:
-        try:
-            kwargs["result"] = json.loads(result_text)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"the result is not JSON: {exc}") from None
+        kwargs["result"] = parse_json(result_text, "the result")
     return kwargs
