@@ -107,6 +107,33 @@ def test_a_config_file_with_values_of_the_wrong_kind_is_named(here: Path, config
     assert p.returncode == 1 and "Traceback" not in p.stderr and message in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize(("config", "message"), [
+    ("mode: chaos\n", "mode must be observe or enforce, not 'chaos'"),
+    ("db: mysql://somewhere\n", "db must be a store URL (sqlite:///PATH or postgresql://...), not 'mysql://somewhere'"),
+    ("manifests: 5\n", "manifests must be a path or a list of paths, not 5"),
+    ("manifests: [tools.yaml, '']\n", "manifests holds an empty path"),
+    ("kill_switch_file: ''\n", "kill_switch_file is empty: give a value, or leave the key out"),
+    ("compensator_cmd: 'undo \"'\n", "compensator_cmd 'undo \"' cannot be parsed as a command: No closing quotation"),
+    ("reader_cmd: ' '\n", "reader_cmd is empty: give a value, or leave the key out"),
+    ("upstreams: {shop: 5}\n", "upstreams shop: expected a command, a URL, a list of words or a mapping, not 5"),
+])
+def test_a_config_value_its_key_does_not_take_is_named_with_the_file_when_it_is_loaded(
+    here: Path, config: str, message: str
+) -> None:
+    (here / "reversi.yaml").write_text(config)
+    p = reversi_cli("runs", cwd=here)
+    assert p.returncode == 1 and p.stderr == f"reversi: error: reversi.yaml: {message}\n"
+    with pytest.raises(reversi.errors.ConfigError) as refused:
+        reversi.open()
+    assert refused.value.message == f"reversi.yaml: {message}"
+
+
+def test_a_mode_in_the_environment_that_is_not_a_mode_is_named(here: Path) -> None:
+    p = reversi_cli("runs", cwd=here, env={"REVERSI_MODE": "chaos"})
+    assert p.returncode == 1
+    assert p.stderr == "reversi: error: REVERSI_MODE must be observe or enforce, not 'chaos'\n"
+
+
 def test_a_config_files_db_path_is_taken_from_its_folder(here: Path) -> None:
     (here / "cfg").mkdir()
     (here / "cfg" / "reversi.yaml").write_text("db: sqlite:///store.db\n")
