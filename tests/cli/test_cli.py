@@ -177,6 +177,17 @@ def test_a_result_nested_too_deep_is_a_one_line_error_that_changes_nothing(here:
     assert shown["steps"][0]["status"] == "uncertain"
 
 
+def test_a_plan_with_no_manifests_in_force_says_how_to_give_one(here: Path) -> None:
+    run_id = record_charge(here)
+    hint = "no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"
+    p = reversi_cli("plan", run_id, cwd=here)
+    assert p.returncode == 2
+    assert p.stdout.splitlines() == ["step 0  stripe.create_charge  unmanifested  no manifest entry", f"note: {hint}",
+                                     "NOT fully reversible: see above"]
+    assert json.loads(reversi_cli("plan", run_id, "--json", cwd=here).stdout)["notes"] == [hint]
+    assert json.loads(reversi_cli("plan", run_id, "-m", "tools.yaml", "--json", cwd=here).stdout)["notes"] == []
+
+
 def test_runs_show_and_filters(here: Path) -> None:
     settled = record_charge(here)
     unknown = record_charge(here, uncertain=True)

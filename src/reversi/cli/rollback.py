@@ -9,6 +9,8 @@ import click
 
 from reversi.cli.context import echo_json, json_option, manifest_option, state
 
+NO_MANIFESTS = "no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"
+
 
 @click.command()
 @click.argument("run_id", metavar="RUN")
@@ -17,8 +19,14 @@ from reversi.cli.context import echo_json, json_option, manifest_option, state
 @click.pass_context
 def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], as_json: bool) -> int:
     """Show what a rollback would do (a dry run). Exit 2 when the run is not fully reversible."""
+    import dataclasses
+
+    from reversi.core.plan import ActionKind
+
     with state(ctx).ledger(manifests) as ledger:
         result = ledger.get_run(run_id).plan()
+        if not ledger.settings.manifests and any(a.kind is ActionKind.UNMANIFESTED for a in result.actions):
+            result = dataclasses.replace(result, notes=(*result.notes, NO_MANIFESTS))
     if as_json:
         echo_json(result.to_dict())
     else:
