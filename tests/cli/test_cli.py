@@ -188,6 +188,23 @@ def test_a_plan_with_no_manifests_in_force_says_how_to_give_one(here: Path) -> N
     assert json.loads(reversi_cli("plan", run_id, "-m", "tools.yaml", "--json", cwd=here).stdout)["notes"] == []
 
 
+def test_the_completion_script_it_prints_completes_commands_in_bash(here: Path) -> None:
+    script = reversi_cli("completion", "bash", cwd=here)
+    assert script.returncode == 0 and "_REVERSI_COMPLETE=bash_complete" in script.stdout
+    bin_dir = Path(sys.executable).parent
+    # Source the script, then ask its completion function what `reversi ro<TAB>` offers.
+    asked = ('eval "$(reversi completion bash)"; COMP_WORDS=(reversi ro); COMP_CWORD=1; '
+             '_reversi_completion reversi; printf "%s\\n" "${COMPREPLY[@]}"')
+    p = subprocess.run(["bash", "-c", asked], capture_output=True, text=True, cwd=here, timeout=60,
+                       env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert p.stdout.split() == ["rollback"], p.stderr
+
+
+def test_completion_for_a_shell_it_does_not_know_is_a_one_line_error(here: Path) -> None:
+    p = reversi_cli("completion", "tcsh", cwd=here)
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1 and "'tcsh' is not one of" in p.stderr
+
+
 def test_runs_show_and_filters(here: Path) -> None:
     settled = record_charge(here)
     unknown = record_charge(here, uncertain=True)

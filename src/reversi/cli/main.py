@@ -28,6 +28,7 @@ COMMANDS = {
     "manifest": "reversi.cli.manifest:manifest",
     "demo": "reversi.cli.demo:demo",
     "keys": "reversi.cli.keys:keys",
+    "completion": "reversi.cli.completion:completion",
 }
 
 
