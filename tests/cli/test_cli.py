@@ -222,6 +222,17 @@ def test_runs_show_and_filters(here: Path) -> None:
     assert "step 0  stripe.create_charge  succeeded" in shown
 
 
+def test_show_gives_the_runs_labels_and_counts_one_step_as_one(here: Path) -> None:
+    with reversi.open() as ledger:
+        run = ledger.start_run(labels={"ticket": "INC-42", "team": "billing"})
+        run.begin("stripe.create_charge", {"amount": 1}).succeeded({"id": "ch_1"})
+    shown = json.loads(reversi_cli("show", run.id, "--json", cwd=here).stdout)
+    assert shown["labels"] == {"ticket": "INC-42", "team": "billing"} and shown["steps_count"] == 1
+    text = reversi_cli("show", run.id, cwd=here).stdout.splitlines()
+    assert text[1].endswith("; 1 step, 1 standing, 0 unresolved")
+    assert text[2] == "labels: team=billing, ticket=INC-42"
+
+
 def test_the_config_file_supplies_the_store_and_manifests(here: Path) -> None:
     (here / "reversi.yaml").write_text("db: sqlite:///elsewhere/ledger.db\nmanifests: [tools.yaml]\n")
     with reversi.open() as ledger:  # reads reversi.yaml too

@@ -276,6 +276,16 @@ class RunSnapshot:
     def step(self, index: int) -> StepState:
         return self.steps[index]
 
+    def to_dict(self) -> dict[str, Any]:
+        """The run as `reversi show --json` prints it and the HTTP API answers: its summary, its labels,
+        and `steps` the list of its steps (the count moves to `steps_count`)."""
+        summary = RunSummary.of(self.run, (s.status for s in self.steps))
+        return summary.to_dict() | {
+            "labels": dict(self.run.labels),
+            "steps": [s.to_dict() for s in self.steps],
+            "steps_count": summary.steps,
+        }
+
 
 class ApprovalKind(StrEnum):
     CALL = "call"

@@ -9,7 +9,7 @@ import json
 
 from starlette.responses import Response
 
-from reversi.core.models import RunSnapshot, RunSummary, StepStatus, check_run_id
+from reversi.core.models import StepStatus, check_run_id
 from reversi.core.times import parse_since
 from reversi.engine import approvals, jobs, keys
 from reversi.engine.halts import halt_tenant
@@ -21,17 +21,6 @@ from reversi.server.auth import Access, check_run, in_reach, run_tenant
 from reversi.server.endpoint import Call, Endpoint, Param, offset_page, page, reply
 
 NDJSON = "application/x-ndjson"
-
-
-def run_document(snap: RunSnapshot) -> dict[str, object]:
-    """A run as `reversi show --json` prints it, with its labels."""
-    statuses = [s.status for s in snap.steps]
-    summary = RunSummary(snap.run, len(statuses), sum(s.stands for s in statuses), sum(s.unresolved for s in statuses))
-    return summary.to_dict() | {
-        "labels": dict(snap.run.labels),
-        "steps": [s.to_dict() for s in snap.steps],
-        "steps_count": summary.steps,
-    }
 
 
 # -- runs and recording ---------------------------------------------------------------------------
@@ -56,7 +45,7 @@ def open_run(call: Call) -> Response:
         mode=body.mode,
         labels=body.labels,
     )
-    return reply(run_document(run.snapshot()), 200 if existing else 201)
+    return reply(run.snapshot().to_dict(), 200 if existing else 201)
 
 
 def list_runs(call: Call) -> Response:
@@ -77,7 +66,7 @@ def list_runs(call: Call) -> Response:
 
 
 def get_run(call: Call) -> Response:
-    return reply(run_document(call.run(Access.READ).snapshot()))
+    return reply(call.run(Access.READ).snapshot().to_dict())
 
 
 async def record_step(call: Call) -> Response:
