@@ -8,7 +8,8 @@
     ├── Forbidden                the run belongs to another principal
     ├── Conflict                 the request clashes with the state of the run
     │   ├── RollbackInProgress   another process holds the run's rollback lock
-    │   └── NotCompensable       a step cannot be claimed for a remote compensation
+    │   ├── NotCompensable       a step cannot be claimed for a remote compensation
+    │   └── NoCompensator        a rollback job was asked for and no compensator is configured
     ├── StoreUnavailable         the store cannot be reached or stays locked
     │   └── WriteConflict        the database undid a write to break a deadlock (it is retried)
     └── Refused                  a new call stopped before it ran (journaled as `refused`)
@@ -100,6 +101,18 @@ class NotCompensable(Conflict):
     """The step cannot be claimed for a remote compensation."""
 
     code = "not_compensable"
+
+
+class NoCompensator(Conflict):
+    """A rollback job was asked for, and nothing is configured to run the compensations."""
+
+    code = "no_compensator"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "no compensator configured: start the server with REVERSI_COMPENSATOR_CMD (or compensator_cmd: "
+            "in reversi.yaml) to run rollbacks"
+        )
 
 
 class StoreUnavailable(ReversiError):

@@ -59,12 +59,28 @@ def test_help_does_not_import_the_engine_or_its_drivers() -> None:
     ["halt", "add", "r", "--tool", ""],
     ["rollback", "run_x", "--compensator-cmd", ""],
     ["rollback", "run_x", "--retry-base-ms", "-1"],
+    ["--db", "postgresql://postgres@127.0.0.1:1/nothing", "runs"],  # psycopg's error is two lines
 ])
 def test_user_errors_exit_1_with_one_line_and_no_traceback(here: Path, args: list[str]) -> None:
     p = reversi_cli(*args, cwd=here)
     assert p.returncode == 1, (p.stdout, p.stderr)
-    assert "Traceback" not in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.splitlines()) <= 1, p.stderr
     assert p.stderr.startswith("reversi: error: ") or "missing.yaml" in p.stdout
+
+
+def test_a_config_file_that_is_not_yaml_is_one_line_naming_where(here: Path) -> None:
+    (here / "reversi.yaml").write_text("db: [\n  x: y\n")
+    p = reversi_cli("runs", cwd=here)
+    assert p.returncode == 1
+    assert p.stderr == ("reversi: error: cannot read the config file reversi.yaml: line 3, column 1: "
+                        "expected ',' or ']', but got '<stream end>'\n")
+
+
+def test_an_invalid_manifests_problems_are_one_line(here: Path) -> None:
+    (here / "bad.yaml").write_text("version: 1\ntools:\n  a.b: {effect: sometimes}\n  c.d: {colour: red}\n")
+    p = reversi_cli("plan", "run_x", "-m", "bad.yaml", cwd=here)
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("reversi: error: invalid manifest: bad.yaml:3: ") and "; bad.yaml:4: " in p.stderr
 
 
 def test_bare_reversi_prints_its_help_and_exits_1(here: Path) -> None:

@@ -8,7 +8,7 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 @click.command()
-@click.argument("shell", type=click.Choice(SHELLS))
+@click.argument("shell", metavar="SHELL", type=click.Choice(SHELLS))
 @click.pass_context
 def completion(ctx: click.Context, shell: str) -> int:
     """Print the completion script for SHELL, e.g. `eval "$(reversi completion bash)"` in ~/.bashrc."""

@@ -41,6 +41,10 @@ def _read_config(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
     except UnicodeDecodeError:
         raise ConfigError(f"cannot read the config file {path}: it is not UTF-8 text") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"cannot read the config file {path}: {where}{exc.problem or exc}") from exc
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read the config file {path}: {exc}") from exc
     if not isinstance(data, dict):

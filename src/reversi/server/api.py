@@ -15,7 +15,7 @@ from reversi.engine import approvals, jobs, keys
 from reversi.engine.halts import halt_tenant
 from reversi.engine.keys import Role
 from reversi.engine.paging import RunQuery, list_runs_page
-from reversi.errors import BadInput, Forbidden, NotFound
+from reversi.errors import BadInput, Forbidden, NoCompensator, NotFound
 from reversi.server import bodies
 from reversi.server.auth import Access, check_run, in_reach, run_tenant
 from reversi.server.endpoint import Call, Endpoint, Param, offset_page, page, reply
@@ -113,7 +113,7 @@ def start_rollback(call: Call) -> Response:
     if not body.confirm:
         return reply(run.plan().to_dict())
     if not call.server.compensator_cmd:
-        raise jobs.NoCompensator()
+        raise NoCompensator()
     job = jobs.submit_rollback(call.ledger.store, run.id, actor=body.actor or call.principal.name,
                                approve_compensations=body.approve_compensations, attempts=body.retries)
     call.server.wake_worker()

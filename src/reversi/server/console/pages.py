@@ -27,7 +27,7 @@ from reversi.engine.approvals import get_approval
 from reversi.engine.halts import halt_tenant
 from reversi.engine.keys import Principal, Role, authenticate
 from reversi.engine.run import Run
-from reversi.errors import BadInput, Forbidden, NotFound, ReversiError
+from reversi.errors import BadInput, Forbidden, NoCompensator, NotFound, ReversiError
 from reversi.server.auth import Access, check_run, require_role
 from reversi.server.console import views
 from reversi.server.console.session import CsrfRefused, Session, Sessions, check_csrf
@@ -153,7 +153,7 @@ class Console:
         try:
             run = await run_in_threadpool(self.run_for, principal, run_id, Access.OPERATE)
             if not self.state.compensator_cmd:
-                raise jobs.NoCompensator()
+                raise NoCompensator()
             await run_in_threadpool(lambda: jobs.submit_rollback(
                 self.state.ledger.store, run.id, actor=principal.name,
                 approve_compensations=form.get("approve_compensations") == "on", attempts=3))
