@@ -7,6 +7,7 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -81,6 +82,38 @@ def test_an_invalid_manifests_problems_are_one_line(here: Path) -> None:
     p = reversi_cli("plan", "run_x", "-m", "bad.yaml", cwd=here)
     assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, p.stderr
     assert p.stderr.startswith("reversi: error: invalid manifest: bad.yaml:3: ") and "; bad.yaml:4: " in p.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["show", "run_x!"], "malformed run id 'run_x!': expected run_ followed by 1-64 of A-Z a-z 0-9 _ -"),
+    (["approvals", "approve", "apr_nope"], "malformed approval id 'apr_nope': expected apr_ followed by 32 hex digits"),
+    (["approvals", "deny", "apr_!", "--note", "n"], "malformed approval id 'apr_!': expected apr_ followed by 32 hex"
+                                                    " digits"),
+    (["halt", "lift", "halt_nope"], "malformed halt id 'halt_nope': expected halt_ followed by a UUID"),
+    (["keys", "revoke", "k!"], "malformed key id 'k!': expected 12 of a-z 0-9"),
+])
+def test_a_malformed_id_is_called_malformed_not_missing(here: Path, args: list[str], message: str) -> None:
+    p = reversi_cli(*args, cwd=here)
+    assert p.returncode == 1 and p.stderr == f"reversi: error: {message}\n"
+
+
+def test_a_well_formed_id_that_names_nothing_is_missing(here: Path) -> None:
+    assert reversi_cli("approvals", "approve", "apr_" + "0" * 32, cwd=here).stderr.startswith(
+        "reversi: error: no approval apr_000")
+    missing_halt = "halt_00000000-0000-0000-0000-000000000000"
+    lifted = reversi_cli("halt", "lift", missing_halt, cwd=here)
+    assert lifted.stderr == f"reversi: error: no active halt {missing_halt}\n"
+    assert reversi_cli("keys", "revoke", "abcdefghijkl", cwd=here).stderr == "reversi: error: no key abcdefghijkl\n"
+
+
+@pytest.mark.parametrize("where", ["a-directory", "/proc/reversi.db"])
+def test_a_store_file_that_cannot_be_opened_fails_at_once_in_one_line(here: Path, where: str) -> None:
+    (here / "a-directory").mkdir()
+    started = time.monotonic()
+    p = reversi_cli("--db", f"sqlite:///{where}", "runs", cwd=here)
+    assert time.monotonic() - started < 5, "it waited as if another process held the file"
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1
+    assert p.stderr.startswith(f"reversi: error: cannot open the store at {where}: ")
 
 
 def test_bare_reversi_prints_its_help_and_exits_1(here: Path) -> None:

@@ -94,7 +94,7 @@ def test_other_bodies_name_their_fields_too(site: Site, run_id: str) -> None:
 
 def test_bad_ids_step_numbers_cursors_and_limits_are_400(site: Site, run_id: str) -> None:
     agent = site.client("agent")
-    assert "bad run id" in agent.get("/v1/runs/nope").json()["error"]["message"]
+    assert "malformed run id" in agent.get("/v1/runs/nope").json()["error"]["message"]
     assert agent.get("/v1/runs/run_" + "x" * 65).status_code == 400
     bad_step = agent.post(f"/v1/runs/{run_id}/steps/first/outcome", json={"status": "failed"})
     assert bad_step.status_code == 400 and "bad step number 'first'" in bad_step.json()["error"]["message"]

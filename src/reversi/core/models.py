@@ -16,12 +16,32 @@ RUN_ID_RE = re.compile(r"run_[A-Za-z0-9_-]{1,64}")
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
 
 
+_HEX = "[0-9a-f]"
+# Each kind of id, as this package makes them: anything else names nothing, whatever the store holds.
+ID_FORMS = {
+    "run": (RUN_ID_RE, "run_ followed by 1-64 of A-Z a-z 0-9 _ -"),
+    "approval": (re.compile(f"apr_{_HEX}{{32}}"), "apr_ followed by 32 hex digits"),
+    "halt": (re.compile(f"halt_{_HEX}{{8}}(-{_HEX}{{4}}){{3}}-{_HEX}{{12}}"), "halt_ followed by a UUID"),
+    "key": (re.compile("[a-z0-9]{12}"), "12 of a-z 0-9"),
+}
+
+
+def check_id(kind: str, value: object) -> str:
+    """Return `value` if it has the form of a `kind` id (run, approval, halt, key).
+
+    Raises:
+        BadInput: it does not (`malformed approval id 'apr_!': expected apr_ followed by 32 hex digits`).
+    """
+    pattern, form = ID_FORMS[kind]
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+        raise BadInput(f"malformed {kind} id {shown!r}: expected {form}")
+    return value
+
+
 def check_run_id(run_id: object) -> str:
     """Return `run_id` if it is a valid run id, else raise BadInput naming it."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
-        shown = run_id if not isinstance(run_id, str) or len(run_id) <= 80 else run_id[:77] + "..."
-        raise BadInput(f"bad run id {shown!r}: expected run_ followed by 1-64 of A-Z a-z 0-9 _ -")
-    return run_id
+    return check_id("run", run_id)
 
 
 def new_run_id() -> str:

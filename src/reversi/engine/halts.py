@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from reversi.core.models import EventType, Halt, HaltScope
+from reversi.core.models import EventType, Halt, HaltScope, check_id
 from reversi.errors import BadInput, ConfigError, Forbidden, NotFound
 from reversi.store.base import Store
 
@@ -59,8 +59,11 @@ def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = 
     `tenant`, only halts scoped to exactly that tenant are seen.
 
     Raises:
+        BadInput: `halt_id` does not have the form of a halt id.
         NotFound: `halt_id` names no active halt (of `tenant`).
     """
+    if halt_id is not None:
+        check_id("halt", halt_id)
     with store.write() as q:
         q.lock_name("system_events")  # two concurrent "lift all" must not both lift the same halts
         active = {h.halt_id for h in _of_tenant(q.active_halts(), tenant)}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-from reversi.core.models import utc_now
+from reversi.core.models import check_id, utc_now
 from reversi.errors import BadInput, Conflict, NotFound
 from reversi.store import keys as key_sql
 from reversi.store.base import Store
@@ -99,8 +99,10 @@ def revoke_key(store: Store, key_id: str) -> KeyRow:
     """Revoke a key at once; requests with it get 401 from then on.
 
     Raises:
+        BadInput: `key_id` does not have the form of a key id.
         NotFound: no such key.
     """
+    check_id("key", key_id)
     with store.write() as q:
         if key_sql.get_key(q, key_id) is None:
             raise NotFound(f"no key {key_id}")
