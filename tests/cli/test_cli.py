@@ -316,6 +316,14 @@ def test_a_kill_file_that_cannot_be_used_is_a_one_line_error(here: Path) -> None
         assert p.stderr.startswith(f"reversi: error: kill file {here / 'a-directory'}: "), p.stderr
 
 
+def test_a_kill_file_in_a_directory_that_does_not_exist_is_refused_and_nothing_is_made(here: Path) -> None:
+    kill_file = here / "typo" / "deeper" / "KILL"
+    p = reversi_cli("kill-switch", "on", "x", cwd=here, env={"REVERSI_KILL_FILE": str(kill_file)})
+    assert p.returncode == 1
+    assert p.stderr == f"reversi: error: kill file {kill_file}: the directory {kill_file.parent} does not exist\n"
+    assert not (here / "typo").exists()
+
+
 def test_halts_list_as_json_and_lift_one_by_id(here: Path) -> None:
     added = json.loads(reversi_cli("halt", "add", "freeze", "--tenant", "acme", "--by", "dana", "--json",
                                    cwd=here).stdout)

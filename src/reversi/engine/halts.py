@@ -90,7 +90,9 @@ def kill_switch_on(kill_file: str | None, reason: str) -> Path:
 
     Raises:
         BadInput: the reason is not valid Unicode text (checked before the file is touched).
-        ConfigError: no kill file configured, or it cannot be written there.
+        ConfigError: no kill file configured, its directory does not exist (a mistyped path must not
+            make one: the processes watching the real path would never see the file), or it cannot be
+            written there.
     """
     path = _kill_path(kill_file)
     text = reason.strip()
@@ -98,8 +100,9 @@ def kill_switch_on(kill_file: str | None, reason: str) -> Path:
         data = (text + "\n").encode() if text else b""
     except UnicodeEncodeError:
         raise BadInput("the reason is not valid Unicode text") from None
+    if not path.parent.is_dir():
+        raise ConfigError(f"kill file {path}: the directory {path.parent} does not exist")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     except OSError as exc:
         raise _unusable(path, exc) from None
