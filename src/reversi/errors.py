@@ -12,6 +12,7 @@
     │   └── NoCompensator        a rollback job was asked for and no compensator is configured
     ├── StoreUnavailable         the store cannot be reached or stays locked
     │   └── WriteConflict        the database undid a write to break a deadlock (it is retried)
+    ├── Interrupted              Ctrl-C stopped a command part way; the message says what it left
     └── Refused                  a new call stopped before it ran (journaled as `refused`)
         ├── Halted               a halt or the kill file
         ├── Duplicate            the same logical call still stands
@@ -126,6 +127,13 @@ class WriteConflict(StoreUnavailable):
     """The database undid a write to break a lock cycle between two writers; running it again works."""
 
     code = "write_conflict"
+
+
+class Interrupted(ReversiError):
+    """The operator stopped a command part way (Ctrl-C); the message says what it left and what to do."""
+
+    code = "interrupted"
+    exit_code = 130  # as a program ended by SIGINT
 
 
 class Refused(ReversiError):

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from reversi.cli.context import echo_json, json_option, manifest_option, state
+
+if TYPE_CHECKING:
+    from reversi.cli.progress import RollbackProgress
+    from reversi.engine.run import Run
+    from reversi.errors import Interrupted
 
 NO_MANIFESTS = "no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"
 
@@ -32,15 +39,6 @@ def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], as_json: b
     else:
         click.echo(result.to_text())
     return 0 if result.fully_reversible else 2
-
-
-def _progress(enabled: bool) -> Any:
-    """A progress bar on a terminal, or nothing."""
-    if not enabled:
-        return None
-    from rich.progress import Progress
-
-    return Progress(transient=True)
 
 
 @click.command()
@@ -82,21 +80,44 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     compensate = command_compensator(compensator_cmd, cmd_timeout) if compensator_cmd else None
     verify = command_verify(verify_cmd, cmd_timeout) if verify_cmd else None
     verifier = command_reader(reader_cmd, cmd_timeout) if reader_cmd else None
-    bar = _progress(sys.stdout.isatty() and not as_json)
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
-        if bar is None:
-            report = run.rollback(compensate, retry, verify, verifier, approve_compensations, actor)
-        else:
-            with bar:
-                task = bar.add_task(f"rolling back {run_id}", total=None)
+        try:
+            with _progress(run) as progress:
                 report = run.rollback(compensate, retry, verify, verifier, approve_compensations, actor,
-                                      progress=lambda done, total: bar.update(task, completed=done, total=total))
+                                      progress=progress)
+        except KeyboardInterrupt:
+            raise _interrupted(run) from None
     if as_json:
         echo_json(report.to_dict())
     else:
         click.echo(report.to_text())
     return 0 if report.complete else 2
+
+
+def _progress(run: Run) -> AbstractContextManager[RollbackProgress | None]:
+    """A progress bar when stderr is a terminal, else nothing."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from reversi.cli.progress import RollbackProgress
+
+    return RollbackProgress(run.id, len(run.steps()))
+
+
+def _interrupted(run: Run) -> Interrupted:
+    """Ctrl-C during a rollback: say which steps it left `compensating` (a re-run retries them with the same
+    idempotency key)."""
+    from reversi.core.models import StepStatus
+    from reversi.errors import Interrupted
+
+    left = [s.index for s in run.snapshot().steps if s.status is StepStatus.COMPENSATING]
+    if not left:
+        where = "no step was left compensating"
+    elif len(left) == 1:
+        where = f"step {left[0]} was left compensating"
+    else:
+        where = f"steps {', '.join(map(str, left))} were left compensating"
+    return Interrupted(f"rollback interrupted: {where}; run the rollback again to finish it")
 
 
 @click.command()
