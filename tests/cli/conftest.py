@@ -23,6 +23,7 @@ tools:
 """
 
 COMPENSATOR = "import json, sys; call = json.load(sys.stdin); print(json.dumps({'undone': call['tool']}))"
+UNDO = f'{sys.executable} -c "{COMPENSATOR}"'  # a --compensator-cmd that undoes every call
 
 
 @pytest.fixture

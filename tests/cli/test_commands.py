@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.cli.conftest import COMPENSATOR, MANIFEST, record_charge, reversi_cli
+from tests.cli.conftest import MANIFEST, UNDO, record_charge, reversi_cli
 
 # A command that does its work in a child of its own and waits for it, as `sh -c 'sleep 20'` does.
 SPAWNS_SLEEP = '#!/bin/sh\nsleep 20 &\necho $! > "$0.child"\nwait\n'
@@ -55,8 +55,7 @@ def test_a_reader_whose_child_hangs_is_stopped_with_its_child_at_the_timeout(her
     run_id = record_charge(here)
     read = script(here, "read.sh", SPAWNS_SLEEP)
     started = time.monotonic()
-    undo = f"{sys.executable} -c \"{COMPENSATOR}\""
-    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", undo,
+    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", UNDO,
                     "--reader-cmd", str(read), "--cmd-timeout", "1", "--json", cwd=here)
     took = time.monotonic() - started
     assert p.returncode == 2, p.stderr
@@ -85,3 +84,11 @@ def test_a_long_last_line_of_stderr_is_cut_short_in_the_report_and_the_journal(h
     events = [json.loads(line) for line in reversi_cli("export", "--run", run_id, cwd=here).stdout.splitlines()]
     [event] = [e for e in events if e["type"] == "compensation_failed"]
     assert event["data"]["error"] == "e" * 1000 + "…"
+
+
+def test_an_unverified_undo_says_to_pass_a_reader_in_the_clis_words(here: Path) -> None:
+    (here / "tools.yaml").write_text(VERIFIED)
+    run_id = record_charge(here)
+    p = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", UNDO, cwd=here)
+    assert p.returncode == 2
+    assert "undone but not verified (declared read-back not run; pass --reader-cmd): 0" in p.stdout.splitlines()

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.cli.conftest import COMPENSATOR, reversi_cli
+from tests.cli.conftest import UNDO, reversi_cli
 
 import reversi
 
@@ -85,6 +85,5 @@ def test_ctrl_c_during_a_rollback_says_which_step_it_left_compensating(here: Pat
     assert proc.returncode == 130, err
     assert err == ("reversi: error: rollback interrupted: step 1 was left compensating; run the rollback again "
                    "to finish it\n")
-    again = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd",
-                        f"{sys.executable} -c \"{COMPENSATOR}\"", "--json", cwd=here)
+    again = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", UNDO, "--json", cwd=here)
     assert json.loads(again.stdout)["compensated"] == [1, 0]

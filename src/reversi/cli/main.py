@@ -39,6 +39,9 @@ COMMANDS = {
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
     """Journal an agent's side-effecting calls; plan and roll back its runs."""
+    for flag, value in (("--db", db), ("--config", config)):
+        if value is not None and not value.strip():
+            raise click.UsageError(f"{flag} is empty: give a value, or leave the flag out", ctx)
     ctx.obj = CliState(db=db, config=config)
 
 

@@ -77,9 +77,10 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     settings = state(ctx).settings(manifests)
     compensator_cmd = compensator_cmd or settings.compensator_cmd
     reader_cmd = reader_cmd or settings.reader_cmd
-    compensate = command_compensator(compensator_cmd, cmd_timeout) if compensator_cmd else None
-    verify = command_verify(verify_cmd, cmd_timeout) if verify_cmd else None
-    verifier = command_reader(reader_cmd, cmd_timeout) if reader_cmd else None
+    compensate = command_compensator(compensator_cmd, cmd_timeout, what="--compensator-cmd") \
+        if compensator_cmd else None
+    verify = command_verify(verify_cmd, cmd_timeout, what="--verify-cmd") if verify_cmd else None
+    verifier = command_reader(reader_cmd, cmd_timeout, what="--reader-cmd") if reader_cmd else None
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
         try:
@@ -91,7 +92,7 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     if as_json:
         echo_json(report.to_dict())
     else:
-        click.echo(report.to_text())
+        click.echo(report.to_text(read_back_hint="pass --reader-cmd"))
     return 0 if report.complete else 2
 
 

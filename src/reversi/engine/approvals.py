@@ -23,7 +23,7 @@ from reversi.errors import BadInput, Conflict, NotFound
 from reversi.store.base import Store
 from reversi.store.queries import ApprovalRow, Queries
 
-APPROVE_ALL_NOTE = "approved with the rollback (--approve-compensations)"
+APPROVE_ALL_NOTE = "approved with the rollback (all pending compensations approved)"
 
 
 def new_approval_id() -> str:
@@ -76,7 +76,7 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
     Approving an approved request, or denying a denied one, changes nothing.
     """
     if not approve and not (note and note.strip()):
-        raise BadInput("a note is required to deny an approval (--note)")
+        raise BadInput("a note is required to deny an approval: say why")
     check_id("approval", approval_id)
     with store.write() as q:
         found = q.get_approval(approval_id)

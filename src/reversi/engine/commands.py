@@ -164,9 +164,12 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-def command_compensator(cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[[dict[str, Any]], Awaitable[Any]]:
-    """A `compensate(call)` that runs `cmd`; its stdout, when JSON, is the compensation's result."""
-    argv = split_command(cmd, "--compensator-cmd")
+def command_compensator(
+    cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the compensator command"
+) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+    """A `compensate(call)` that runs `cmd` (`what` names it in errors); its stdout, when JSON, is the
+    compensation's result."""
+    argv = split_command(cmd, what)
 
     async def compensate(call: dict[str, Any]) -> Any:
         return _json_or_text(await run_command(argv, call, timeout_s))
@@ -174,9 +177,11 @@ def command_compensator(cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Calla
     return compensate
 
 
-def command_verify(cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[[dict[str, Any]], Awaitable[bool]]:
+def command_verify(
+    cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the verify command"
+) -> Callable[[dict[str, Any]], Awaitable[bool]]:
     """A `verify(call)` that passes when `cmd` exits 0."""
-    argv = split_command(cmd, "--verify-cmd")
+    argv = split_command(cmd, what)
 
     async def verify(call: dict[str, Any]) -> bool:
         await run_command(argv, call, timeout_s)
@@ -185,9 +190,11 @@ def command_verify(cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[[
     return verify
 
 
-def command_reader(cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[[str, Any], Awaitable[Any]]:
+def command_reader(
+    cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the reader command"
+) -> Callable[[str, Any], Awaitable[Any]]:
     """A `verifier(tool, arguments)` that runs `cmd` with `{"tool","arguments"}` and parses its JSON answer."""
-    argv = split_command(cmd, "--reader-cmd")
+    argv = split_command(cmd, what)
 
     async def read(tool: str, arguments: Any) -> Any:
         out = await run_command(argv, {"tool": tool, "arguments": arguments}, timeout_s)

@@ -119,7 +119,7 @@ def _mode_from_env() -> str | None:
 
 def _config_path(explicit: str | None) -> Path | None:
     if explicit is not None and not explicit.strip():
-        raise ConfigError("--config is empty: give a config file's path, or leave the flag out")
+        raise ConfigError("the config file's path is empty: give one, or leave it out")
     if explicit:
         path = Path(explicit)
         if not path.exists():
@@ -156,7 +156,7 @@ def load_settings(
             not a mode; or a flag is empty.
     """
     if db is not None and not db.strip():
-        raise ConfigError("--db is empty: give a store URL, or leave the flag out")
+        raise ConfigError("the store URL is empty: give one, or leave it out for the default")
     path = _config_path(config)
     data = _read_config(path) if path else {}
     base = path.parent if path else Path(".")
