@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reversi.cli.context import compact, echo_json, json_option, state
+from reversi.cli.context import echo_json, json_option, state
+from reversi.core.json_values import compact
 
 if TYPE_CHECKING:
     from reversi.core.models import Approval

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from reversi.cli.context import compact, echo_json, json_option, state
+from reversi.cli.context import echo_json, json_option, state
+from reversi.core.json_values import compact
 
 
 def _since(value: str | None) -> str | None:
@@ -83,5 +82,5 @@ def export(ctx: click.Context, run_id: str | None, since: str | None, as_json: b
     """Print the journal as JSON lines, in seq order (`--json` changes nothing: it is JSON already)."""
     with state(ctx).ledger() as ledger:
         for event in ledger.export(run_id, _since(since)):
-            click.echo(json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False))
+            click.echo(compact(event.to_dict()))
     return 0

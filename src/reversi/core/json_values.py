@@ -20,6 +20,9 @@ MAX_DEPTH = 200
 # writes several values per recorded call.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# For values read from YAML (dates) and values shown in messages: what JSON has no form for is its text.
+_CANONICAL_TEXT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+_QUOTED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
 _STRICT = json.JSONEncoder(allow_nan=False)
 _NAMED_CONSTANTS = json.JSONDecoder(parse_constant=str)
 _PLAIN = json.JSONDecoder()
@@ -30,9 +33,15 @@ def compact(value: Any) -> str:
     return _COMPACT.encode(value)
 
 
-def canonical(value: Any) -> str:
-    """Compact JSON with sorted keys: equal values give equal text."""
-    return _CANONICAL.encode(value)
+def canonical(value: Any, *, text_fallback: bool = False) -> str:
+    """Compact JSON with sorted keys: equal values give equal text. With `text_fallback`, a value JSON has
+    no form for (a YAML date) is written as its text instead of raising TypeError."""
+    return (_CANONICAL_TEXT if text_fallback else _CANONICAL).encode(value)
+
+
+def quoted(value: Any) -> str:
+    """A value as messages quote it: compact JSON, and the text of anything JSON has no form for."""
+    return _QUOTED.encode(value)
 
 
 def digest(*parts: Any) -> str:

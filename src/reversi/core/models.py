@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from reversi.core.times import format_time, parse_time
 from reversi.errors import BadInput
 
 RUN_ID_RE = re.compile(r"run_[A-Za-z0-9_-]{1,64}")
@@ -51,7 +52,7 @@ def new_run_id() -> str:
 
 def utc_now() -> str:
     """The current time as UTC RFC 3339 with microseconds."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return format_time(datetime.now(UTC))
 
 
 class Mode(StrEnum):
@@ -191,7 +192,7 @@ class Claim:
 
     def is_live(self, now: datetime | None = None) -> bool:
         """Whether the claim has not expired yet."""
-        return datetime.fromisoformat(self.until.replace("Z", "+00:00")) > (now or datetime.now(UTC))
+        return parse_time(self.until) > (now or datetime.now(UTC))
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,9 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.responses import Response
 
+from reversi.core.json_values import compact
 from reversi.core.models import StepStatus, check_run_id
 from reversi.core.times import parse_since
 from reversi.engine import approvals, jobs, keys
@@ -94,7 +93,7 @@ def get_events(call: Call) -> Response:
     events = [e for e in run.events() if after is None or e.seq > after]
     if NDJSON in call.headers.get("accept", ""):
         shown = events[: call.limit()] if "limit" in call.query else events
-        lines = "".join(json.dumps(e.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n" for e in shown)
+        lines = "".join(compact(e.to_dict()) + "\n" for e in shown)
         return Response(lines, media_type=NDJSON)
     limit = call.limit()
     return page([e.to_dict() for e in events[:limit]], events[limit - 1].seq if len(events) > limit else None)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,7 +25,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from reversi.core.bounded_cache import BoundedCache
-from reversi.core.json_values import parse_json
+from reversi.core.json_values import compact, parse_json
 from reversi.core.models import RunRecord, check_run_id
 from reversi.engine.keys import Principal, Role, keyless_request_allowed
 from reversi.engine.ledger import Ledger
@@ -220,7 +219,7 @@ class Call:
 
 
 def encode_cursor(value: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
+    return base64.urlsafe_b64encode(compact(value).encode()).decode().rstrip("=")
 
 
 def reply(data: Any, status: int = 200) -> Response:

@@ -21,7 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from reversi.core.json_values import parse_json
+from reversi.core.json_values import compact, parse_json
 from reversi.engine import jobs
 from reversi.engine.approvals import get_approval
 from reversi.engine.halts import halt_tenant
@@ -182,7 +182,7 @@ class Console:
     async def journal(self, request: Request, session: Session, principal: Principal) -> Response:
         run = await run_in_threadpool(self.run_for, principal, request.path_params["run_id"], Access.READ)
         events = await run_in_threadpool(run.events)
-        lines = "".join(json.dumps(e.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n" for e in events)
+        lines = "".join(compact(e.to_dict()) + "\n" for e in events)
         return Response(lines, media_type="application/x-ndjson",
                         headers={"Content-Disposition": f'attachment; filename="{run.id}.jsonl"'})
 
