@@ -28,9 +28,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
+# The contract suite sits beside this repository in CI only: a fresh clone runs without it.
 test: lint
 	$(BIN)/python -m pytest tests -q -n 2
-	$(BIN)/python -m pytest $(CONFORMANCE) -q -n 2
+	@if [ -d "$(CONFORMANCE)" ]; then \
+		echo "$(BIN)/python -m pytest $(CONFORMANCE) -q -n 2"; $(BIN)/python -m pytest "$(CONFORMANCE)" -q -n 2; \
+	else \
+		echo "conformance suite not found at $(CONFORMANCE): skipped (set CONFORMANCE=DIR to run it)"; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

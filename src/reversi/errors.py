@@ -11,9 +11,11 @@
     │   └── CsrfRefused          a console form without its session's token
     ├── Conflict                 the request clashes with the state of the run
     │   ├── RollbackInProgress   another process holds the run's rollback lock
-    │   └── NotCompensable       a step cannot be claimed for a remote compensation
+    │   ├── NotCompensable       a step cannot be claimed for a remote compensation
+    │   └── NoCompensator        a rollback job was asked for and no compensator is configured
     ├── StoreUnavailable         the store cannot be reached or stays locked
     │   └── WriteConflict        the database undid a write to break a deadlock (it is retried)
+    ├── Interrupted              Ctrl-C stopped a command part way; the message says what it left
     └── Refused                  a new call stopped before it ran (journaled as `refused`)
         ├── Halted               a halt or the kill file
         ├── Duplicate            the same logical call still stands
@@ -128,6 +130,18 @@ class NotCompensable(Conflict):
     code = "not_compensable"
 
 
+class NoCompensator(Conflict):
+    """A rollback job was asked for, and nothing is configured to run the compensations."""
+
+    code = "no_compensator"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "no compensator configured: start the server with REVERSI_COMPENSATOR_CMD (or compensator_cmd: "
+            "in reversi.yaml) to run rollbacks"
+        )
+
+
 class StoreUnavailable(ReversiError):
     """The store could not be reached, or stayed locked, after brief retries."""
 
@@ -139,6 +153,13 @@ class WriteConflict(StoreUnavailable):
     """The database undid a write to break a lock cycle between two writers; running it again works."""
 
     code = "write_conflict"
+
+
+class Interrupted(ReversiError):
+    """The operator stopped a command part way (Ctrl-C); the message says what it left and what to do."""
+
+    code = "interrupted"
+    exit_code = 130  # as a program ended by SIGINT
 
 
 class Refused(ReversiError):

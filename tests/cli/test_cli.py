@@ -7,50 +7,15 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
 import pytest
+from tests.cli.conftest import COMPENSATOR, record_charge, reversi_cli
 
 import reversi
 from reversi.cli.main import cli
-
-MANIFEST = """
-version: 1
-tools:
-  stripe.create_charge:
-    compensation:
-      tool: stripe.refund
-      args: {charge_id: "$result.id"}
-  email.send:
-    irreversible: true
-"""
-
-COMPENSATOR = "import json, sys; call = json.load(sys.stdin); print(json.dumps({'undone': call['tool']}))"
-
-
-@pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("REVERSI_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "tools.yaml").write_text(MANIFEST)
-    return tmp_path
-
-
-def reversi_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("reversi")
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, timeout=60,
-                          env={**os.environ, **(env or {})})
-
-
-def record_charge(here: Path, *, uncertain: bool = False) -> str:
-    with reversi.open(manifests=[str(here / "tools.yaml")]) as ledger:
-        run = ledger.start_run(actor="billing-agent", tenant="acme")
-        step = run.begin("stripe.create_charge", {"amount": 700})
-        step.uncertain("timed out") if uncertain else step.succeeded({"id": "ch_1"})
-        return str(run.id)
 
 
 def test_every_command_has_help_text() -> None:
@@ -95,12 +60,60 @@ def test_help_does_not_import_the_engine_or_its_drivers() -> None:
     ["halt", "add", "r", "--tool", ""],
     ["rollback", "run_x", "--compensator-cmd", ""],
     ["rollback", "run_x", "--retry-base-ms", "-1"],
+    ["--db", "postgresql://postgres@127.0.0.1:1/nothing", "runs"],  # psycopg's error is two lines
 ])
 def test_user_errors_exit_1_with_one_line_and_no_traceback(here: Path, args: list[str]) -> None:
     p = reversi_cli(*args, cwd=here)
     assert p.returncode == 1, (p.stdout, p.stderr)
-    assert "Traceback" not in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.splitlines()) <= 1, p.stderr
     assert p.stderr.startswith("reversi: error: ") or "missing.yaml" in p.stdout
+
+
+def test_a_config_file_that_is_not_yaml_is_one_line_naming_where(here: Path) -> None:
+    (here / "reversi.yaml").write_text("db: [\n  x: y\n")
+    p = reversi_cli("runs", cwd=here)
+    assert p.returncode == 1
+    assert p.stderr == ("reversi: error: cannot read the config file reversi.yaml: line 3, column 1: "
+                        "expected ',' or ']', but got '<stream end>'\n")
+
+
+def test_an_invalid_manifests_problems_are_one_line(here: Path) -> None:
+    (here / "bad.yaml").write_text("version: 1\ntools:\n  a.b: {effect: sometimes}\n  c.d: {colour: red}\n")
+    p = reversi_cli("plan", "run_x", "-m", "bad.yaml", cwd=here)
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("reversi: error: invalid manifest: bad.yaml:3: ") and "; bad.yaml:4: " in p.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["show", "run_x!"], "malformed run id 'run_x!': expected run_ followed by 1-64 of A-Z a-z 0-9 _ -"),
+    (["approvals", "approve", "apr_nope"], "malformed approval id 'apr_nope': expected apr_ followed by 32 hex digits"),
+    (["approvals", "deny", "apr_!", "--note", "n"], "malformed approval id 'apr_!': expected apr_ followed by 32 hex"
+                                                    " digits"),
+    (["halt", "lift", "halt_nope"], "malformed halt id 'halt_nope': expected halt_ followed by a UUID"),
+    (["keys", "revoke", "k!"], "malformed key id 'k!': expected 12 of a-z 0-9"),
+])
+def test_a_malformed_id_is_called_malformed_not_missing(here: Path, args: list[str], message: str) -> None:
+    p = reversi_cli(*args, cwd=here)
+    assert p.returncode == 1 and p.stderr == f"reversi: error: {message}\n"
+
+
+def test_a_well_formed_id_that_names_nothing_is_missing(here: Path) -> None:
+    assert reversi_cli("approvals", "approve", "apr_" + "0" * 32, cwd=here).stderr.startswith(
+        "reversi: error: no approval apr_000")
+    missing_halt = "halt_00000000-0000-0000-0000-000000000000"
+    lifted = reversi_cli("halt", "lift", missing_halt, cwd=here)
+    assert lifted.stderr == f"reversi: error: no active halt {missing_halt}\n"
+    assert reversi_cli("keys", "revoke", "abcdefghijkl", cwd=here).stderr == "reversi: error: no key abcdefghijkl\n"
+
+
+@pytest.mark.parametrize("where", ["a-directory", "/proc/reversi.db"])
+def test_a_store_file_that_cannot_be_opened_fails_at_once_in_one_line(here: Path, where: str) -> None:
+    (here / "a-directory").mkdir()
+    started = time.monotonic()
+    p = reversi_cli("--db", f"sqlite:///{where}", "runs", cwd=here)
+    assert time.monotonic() - started < 5, "it waited as if another process held the file"
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1
+    assert p.stderr.startswith(f"reversi: error: cannot open the store at {where}: ")
 
 
 def test_bare_reversi_prints_its_help_and_exits_1(here: Path) -> None:
@@ -143,6 +156,33 @@ def test_a_config_file_with_values_of_the_wrong_kind_is_named(here: Path, config
     assert p.returncode == 1 and "Traceback" not in p.stderr and message in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize(("config", "message"), [
+    ("mode: chaos\n", "mode must be observe or enforce, not 'chaos'"),
+    ("db: mysql://somewhere\n", "db must be a store URL (sqlite:///PATH or postgresql://...), not 'mysql://somewhere'"),
+    ("manifests: 5\n", "manifests must be a path or a list of paths, not 5"),
+    ("manifests: [tools.yaml, '']\n", "manifests holds an empty path"),
+    ("kill_switch_file: ''\n", "kill_switch_file is empty: give a value, or leave the key out"),
+    ("compensator_cmd: 'undo \"'\n", "compensator_cmd 'undo \"' cannot be parsed as a command: No closing quotation"),
+    ("reader_cmd: ' '\n", "reader_cmd is empty: give a value, or leave the key out"),
+    ("upstreams: {shop: 5}\n", "upstreams shop: expected a command, a URL, a list of words or a mapping, not 5"),
+])
+def test_a_config_value_its_key_does_not_take_is_named_with_the_file_when_it_is_loaded(
+    here: Path, config: str, message: str
+) -> None:
+    (here / "reversi.yaml").write_text(config)
+    p = reversi_cli("runs", cwd=here)
+    assert p.returncode == 1 and p.stderr == f"reversi: error: reversi.yaml: {message}\n"
+    with pytest.raises(reversi.errors.ConfigError) as refused:
+        reversi.open()
+    assert refused.value.message == f"reversi.yaml: {message}"
+
+
+def test_a_mode_in_the_environment_that_is_not_a_mode_is_named(here: Path) -> None:
+    p = reversi_cli("runs", cwd=here, env={"REVERSI_MODE": "chaos"})
+    assert p.returncode == 1
+    assert p.stderr == "reversi: error: REVERSI_MODE must be observe or enforce, not 'chaos'\n"
+
+
 def test_a_config_files_db_path_is_taken_from_its_folder(here: Path) -> None:
     (here / "cfg").mkdir()
     (here / "cfg" / "reversi.yaml").write_text("db: sqlite:///store.db\n")
@@ -175,6 +215,45 @@ def test_a_refused_resolve_changes_nothing(here: Path) -> None:
     assert shown["steps"][0]["status"] == "uncertain"
 
 
+@pytest.mark.parametrize("levels", [201, 20_000])
+def test_a_result_nested_too_deep_is_a_one_line_error_that_changes_nothing(here: Path, levels: int) -> None:
+    run_id = record_charge(here, uncertain=True)
+    p = reversi_cli("resolve", run_id, "0", "--status", "succeeded", "--result", "[" * levels + "]" * levels,
+                    "--note", "x", cwd=here)
+    assert p.returncode == 1
+    assert p.stderr == "reversi: error: --result: JSON nested deeper than 200 levels\n"
+    shown = json.loads(reversi_cli("show", run_id, "--json", cwd=here).stdout)
+    assert shown["steps"][0]["status"] == "uncertain"
+
+
+def test_a_plan_with_no_manifests_in_force_says_how_to_give_one(here: Path) -> None:
+    run_id = record_charge(here)
+    hint = "no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"
+    p = reversi_cli("plan", run_id, cwd=here)
+    assert p.returncode == 2
+    assert p.stdout.splitlines() == ["step 0  stripe.create_charge  unmanifested  no manifest entry", f"note: {hint}",
+                                     "NOT fully reversible: see above"]
+    assert json.loads(reversi_cli("plan", run_id, "--json", cwd=here).stdout)["notes"] == [hint]
+    assert json.loads(reversi_cli("plan", run_id, "-m", "tools.yaml", "--json", cwd=here).stdout)["notes"] == []
+
+
+def test_the_completion_script_it_prints_completes_commands_in_bash(here: Path) -> None:
+    script = reversi_cli("completion", "bash", cwd=here)
+    assert script.returncode == 0 and "_REVERSI_COMPLETE=bash_complete" in script.stdout
+    bin_dir = Path(sys.executable).parent
+    # Source the script, then ask its completion function what `reversi ro<TAB>` offers.
+    asked = ('eval "$(reversi completion bash)"; COMP_WORDS=(reversi ro); COMP_CWORD=1; '
+             '_reversi_completion reversi; printf "%s\\n" "${COMPREPLY[@]}"')
+    p = subprocess.run(["bash", "-c", asked], capture_output=True, text=True, cwd=here, timeout=60,
+                       env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert p.stdout.split() == ["rollback"], p.stderr
+
+
+def test_completion_for_a_shell_it_does_not_know_is_a_one_line_error(here: Path) -> None:
+    p = reversi_cli("completion", "tcsh", cwd=here)
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1 and "'tcsh' is not one of" in p.stderr
+
+
 def test_runs_show_and_filters(here: Path) -> None:
     settled = record_charge(here)
     unknown = record_charge(here, uncertain=True)
@@ -190,6 +269,17 @@ def test_runs_show_and_filters(here: Path) -> None:
     assert settled in text and unknown in text
     shown = reversi_cli("show", settled, cwd=here).stdout
     assert "step 0  stripe.create_charge  succeeded" in shown
+
+
+def test_show_gives_the_runs_labels_and_counts_one_step_as_one(here: Path) -> None:
+    with reversi.open() as ledger:
+        run = ledger.start_run(labels={"ticket": "INC-42", "team": "billing"})
+        run.begin("stripe.create_charge", {"amount": 1}).succeeded({"id": "ch_1"})
+    shown = json.loads(reversi_cli("show", run.id, "--json", cwd=here).stdout)
+    assert shown["labels"] == {"ticket": "INC-42", "team": "billing"} and shown["steps_count"] == 1
+    text = reversi_cli("show", run.id, cwd=here).stdout.splitlines()
+    assert text[1].endswith("; 1 step, 1 standing, 0 unresolved")
+    assert text[2] == "labels: team=billing, ticket=INC-42"
 
 
 def test_the_config_file_supplies_the_store_and_manifests(here: Path) -> None:
@@ -224,6 +314,14 @@ def test_a_kill_file_that_cannot_be_used_is_a_one_line_error(here: Path) -> None
         p = reversi_cli("kill-switch", *args, cwd=here, env=env)
         assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
         assert p.stderr.startswith(f"reversi: error: kill file {here / 'a-directory'}: "), p.stderr
+
+
+def test_a_kill_file_in_a_directory_that_does_not_exist_is_refused_and_nothing_is_made(here: Path) -> None:
+    kill_file = here / "typo" / "deeper" / "KILL"
+    p = reversi_cli("kill-switch", "on", "x", cwd=here, env={"REVERSI_KILL_FILE": str(kill_file)})
+    assert p.returncode == 1
+    assert p.stderr == f"reversi: error: kill file {kill_file}: the directory {kill_file.parent} does not exist\n"
+    assert not (here / "typo").exists()
 
 
 def test_halts_list_as_json_and_lift_one_by_id(here: Path) -> None:

@@ -351,6 +351,34 @@ def test_arguments_that_are_not_named_are_refused_as_over_http(ledger: reversi.L
     assert journal(run) == before
 
 
+def nested(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("levels", [201, 20_000])
+def test_arguments_nested_too_deep_are_one_line_bad_input_and_journal_nothing(
+    ledger: reversi.Ledger, levels: int
+) -> None:
+    run = ledger.start_run()
+    before = journal(run)
+    fn = Tool()
+
+    with pytest.raises(BadInput) as refused:
+        run.call("github.create_repo", {"k": nested(levels)}, fn)
+
+    assert refused.value.message == "arguments: JSON nested deeper than 200 levels"
+    assert fn.calls == [] and journal(run) == before
+
+
+def test_arguments_nested_as_deep_as_allowed_are_recorded(ledger: reversi.Ledger) -> None:
+    run = ledger.start_run()
+    run.call("github.create_repo", {"k": nested(199)}, Tool())
+    assert len(run.steps()) == 1
+
+
 @pytest.mark.parametrize("tool", ["", None, 7])
 def test_a_tool_name_must_be_a_non_empty_string(ledger: reversi.Ledger, tool: Any) -> None:
     run = ledger.start_run()

@@ -82,7 +82,7 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         assert (await http.post(mcp_url, json=body, headers=_bearer("rvk_nope"))).status_code == 401
         assert (await http.post(operator_url, json=body, headers=_bearer(bot))).status_code == 403
         bad = await http.post(mcp_url, json=body, headers=_bearer(bot, **{"Reversi-Run-Id": "nope"}))
-        assert bad.status_code == 400 and "bad run id" in bad.json()["error"]["message"]
+        assert bad.status_code == 400 and "malformed run id" in bad.json()["error"]["message"]
         assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 10
 
     async with connect(mcp_url, _bearer(bot, **{"Reversi-Run-Id": "run_web"})) as agent:

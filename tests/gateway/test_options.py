@@ -76,7 +76,7 @@ def test_the_operator_refuses_flags_it_would_ignore(tmp_path: Path, shop: Shop, 
 
 
 @pytest.mark.parametrize(("args", "env", "message"), [
-    (["--run-id", "bad id"], {}, "reversi-gateway: error: bad run id 'bad id'"),
+    (["--run-id", "bad id"], {}, "reversi-gateway: error: malformed run id 'bad id'"),
     (["--run-id", "run_theirs"], {"REVERSI_PRINCIPAL": "mallory"}, "reversi-gateway: error: run_theirs belongs to "
                                                                       "another principal"),
     (["--call-timeout", "nan"], {}, "reversi-gateway: error: --call-timeout must be a positive number of seconds"),

@@ -369,8 +369,9 @@ def test_console_errors_are_shown_where_no_form_is_left_to_show_them(site: Site)
     settled = browser.post(f"/runs/{run.id}/steps/0/resolve",
                            data={"status": "failed", "note": "saw it fail", "csrf": form})
     assert settled.status_code == 409 and "only intended or uncertain steps can be resolved" in settled.text
-    unknown = browser.post("/approvals/apr_nope/approve", data={"csrf": form})
-    assert unknown.status_code == 404 and "apr_nope" in unknown.text and "no approval apr_nope" in unknown.text
+    missing = "apr_" + "0" * 32
+    unknown = browser.post(f"/approvals/{missing}/approve", data={"csrf": form})
+    assert unknown.status_code == 404 and f"no approval {missing}" in unknown.text
 
 
 def test_a_malformed_origin_is_not_this_machine_and_breaks_nothing(make_site: Callable[..., Site]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 
 import pytest
@@ -33,10 +34,13 @@ def run_id(site: Site) -> str:
         (b'{"tool": "a", "args": {"x": 1e400}}', "the body is not JSON: 1e400 is too large for a number"),
         (b'{"tool": "a", "args": {"n": ' + b"9" * 5000 + b"}}",
          "the body is not JSON: a number of 5,000 digits is longer than the 4,300 allowed"),
-        (b'{"tool": "a", "args": {"k": ' + b"[" * 975 + b"]" * 975 + b"}}", "the body nests deeper than 200 levels"),
+        (b'{"tool": "a", "args": {"k": ' + b"[" * 975 + b"]" * 975 + b"}}",
+         "the body: JSON nested deeper than 200 levels"),
+        (b'{"tool": "a", "args": {"k": ' + b"[" * 20_000 + b"]" * 20_000 + b"}}",
+         "the body: JSON nested deeper than 200 levels"),
         (b'{"tool": "a", "args": [1, 2]}', "field `args`: Input should be a valid dictionary"),
         (b'{"tool": "a", "args": "x=1"}', "field `args`: Input should be a valid dictionary"),
-        (b"[" * 100_000, "the body is not JSON"),
+        (b"[" * 100_000, "the body: JSON nested deeper than 200 levels"),
         (b"\xff\xfe", "the body is not JSON"),
         (b'{"tool": "a", "args": {"k": "\\ud800"}}', "the body is not valid Unicode text: it holds a lone surrogate"),
         (b'{"tool": "\\udfff"}', "the body is not valid Unicode text"),
@@ -90,12 +94,13 @@ def test_other_bodies_name_their_fields_too(site: Site, run_id: str) -> None:
 
 def test_bad_ids_step_numbers_cursors_and_limits_are_400(site: Site, run_id: str) -> None:
     agent = site.client("agent")
-    assert "bad run id" in agent.get("/v1/runs/nope").json()["error"]["message"]
+    assert "malformed run id" in agent.get("/v1/runs/nope").json()["error"]["message"]
     assert agent.get("/v1/runs/run_" + "x" * 65).status_code == 400
     bad_step = agent.post(f"/v1/runs/{run_id}/steps/first/outcome", json={"status": "failed"})
     assert bad_step.status_code == 400 and "bad step number 'first'" in bad_step.json()["error"]["message"]
     assert agent.post(f"/v1/runs/{run_id}/steps/99999999999/outcome", json={"status": "failed"}).status_code == 400
-    for params in ({"cursor": "%%%"}, {"cursor": "bm90IGpzb24"}, {"cursor": "WzFd"}, {"limit": "0"},
+    deep = base64.urlsafe_b64encode(b"[" * 2000 + b"]" * 2000).decode()
+    for params in ({"cursor": "%%%"}, {"cursor": "bm90IGpzb24"}, {"cursor": "WzFd"}, {"cursor": deep}, {"limit": "0"},
                    {"limit": "x"}, {"limit": "1001"}):
         answer = agent.get("/v1/runs", params=params)
         assert answer.status_code == 400, (params, answer.text)

@@ -73,7 +73,7 @@ def test_reversi_run_id_continues_a_run_or_creates_it_under_that_id(site: Site) 
     continued = agent.post("/v1/runs", headers={"Reversi-Run-Id": "run_from-header"}, json={"mode": "observe"})
     assert continued.status_code == 200 and continued.json()["mode"] == "enforce"
     bad = agent.post("/v1/runs", headers={"Reversi-Run-Id": "run_no/slash"}, json={})
-    assert bad.status_code == 400 and "bad run id" in bad.json()["error"]["message"]
+    assert bad.status_code == 400 and "malformed run id" in bad.json()["error"]["message"]
 
 
 def test_an_agent_key_with_a_tenant_forces_the_runs_tenant(site: Site) -> None:

@@ -135,7 +135,7 @@ def test_a_denial_needs_a_note_and_an_unknown_approval_is_not_found(ledger: reve
         with pytest.raises(BadInput, match="note"):
             ledger.deny(approval_id, note=note)
     with pytest.raises(NotFound):
-        ledger.approve("apr_doesnotexist")
+        ledger.approve("apr_" + "0" * 32)
     assert [a.status.value for a in ledger.approvals()] == ["pending"]
 
 

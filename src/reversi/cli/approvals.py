@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reversi.cli.context import compact, echo_json, json_option, state
+from reversi.cli.context import echo_json, json_option, state
+from reversi.core.json_values import compact
 
 if TYPE_CHECKING:
     from reversi.core.models import Approval
@@ -60,12 +61,12 @@ def approve(ctx: click.Context, approval_id: str, by: str | None, note: str | No
 @approvals.command("deny")
 @click.argument("approval_id", metavar="ID")
 @click.option("--by", help="Who denies (default: REVERSI_ACTOR, else the principal).")
-@click.option("--note", help="Why (required).")
+@click.option("--note", required=True, help="Why (required).")
 @json_option
 @click.pass_context
-def deny(ctx: click.Context, approval_id: str, by: str | None, note: str | None, as_json: bool) -> int:
+def deny(ctx: click.Context, approval_id: str, by: str | None, note: str, as_json: bool) -> int:
     """Deny a request; the call (or undo) stays refused until someone approves it."""
     with state(ctx).ledger() as ledger:
-        decided = ledger.deny(approval_id, note=note or "", by=by)
+        decided = ledger.deny(approval_id, note=note, by=by)
     echo_json(decided.to_dict()) if as_json else click.echo(f"denied {decided.approval_id}: {decided.note}")
     return 0

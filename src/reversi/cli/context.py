@@ -46,6 +46,3 @@ def state(ctx: click.Context) -> CliState:
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
-
-def compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

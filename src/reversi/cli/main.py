@@ -28,6 +28,7 @@ COMMANDS = {
     "manifest": "reversi.cli.manifest:manifest",
     "demo": "reversi.cli.demo:demo",
     "keys": "reversi.cli.keys:keys",
+    "completion": "reversi.cli.completion:completion",
 }
 
 
@@ -38,12 +39,24 @@ COMMANDS = {
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
     """Journal an agent's side-effecting calls; plan and roll back its runs."""
+    for flag, value in (("--db", db), ("--config", config)):
+        if value is not None and not value.strip():
+            raise click.UsageError(f"{flag} is empty: give a value, or leave the flag out", ctx)
     ctx.obj = CliState(db=db, config=config)
 
 
-def _fail(message: str) -> int:
-    click.echo(f"reversi: error: {message}", err=True)
-    return 1
+def _one_line(message: str) -> str:
+    """A message of several lines (PyYAML's, psycopg's, a manifest's problems) as one line."""
+    out = ""
+    for line in (part.strip() for part in message.splitlines()):
+        if line:
+            out += line if not out else (" " if out.endswith(":") else "; ") + line
+    return out
+
+
+def _fail(message: str, code: int = 1) -> int:
+    click.echo(f"reversi: error: {_one_line(message)}", err=True)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -66,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.Abort as exc:  # click turns Ctrl-C into Abort: exit as an interrupted program does
         code = 130 if isinstance(exc.__cause__, KeyboardInterrupt) else _fail("aborted")
     except ReversiError as exc:
-        code = _fail(exc.message)
+        code = _fail(exc.message, exc.exit_code)
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (`| head`): not an error worth a traceback
         code = 0

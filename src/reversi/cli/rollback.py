@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from reversi.cli.context import echo_json, json_option, manifest_option, state
+
+if TYPE_CHECKING:
+    from reversi.cli.progress import RollbackProgress
+    from reversi.engine.run import Run
+    from reversi.errors import Interrupted
+
+NO_MANIFESTS = "no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"
 
 
 @click.command()
@@ -19,22 +26,19 @@ from reversi.cli.context import echo_json, json_option, manifest_option, state
 @click.pass_context
 def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], as_json: bool) -> int:
     """Show what a rollback would do (a dry run). Exit 2 when the run is not fully reversible."""
+    import dataclasses
+
+    from reversi.core.plan import ActionKind
+
     with state(ctx).ledger(manifests) as ledger:
         result = ledger.get_run(run_id).plan()
+        if not ledger.settings.manifests and any(a.kind is ActionKind.UNMANIFESTED for a in result.actions):
+            result = dataclasses.replace(result, notes=(*result.notes, NO_MANIFESTS))
     if as_json:
         echo_json(result.to_dict())
     else:
         click.echo(result.to_text())
     return 0 if result.fully_reversible else 2
-
-
-def _progress(enabled: bool) -> Any:
-    """A progress bar on a terminal, or nothing."""
-    if not enabled:
-        return None
-    from rich.progress import Progress
-
-    return Progress(transient=True)
 
 
 @click.command()
@@ -73,27 +77,51 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     settings = state(ctx).settings(manifests)
     compensator_cmd = compensator_cmd or settings.compensator_cmd
     reader_cmd = reader_cmd or settings.reader_cmd
-    compensate = command_compensator(compensator_cmd, cmd_timeout) if compensator_cmd else None
-    verify = command_verify(verify_cmd, cmd_timeout) if verify_cmd else None
-    verifier = command_reader(reader_cmd, cmd_timeout) if reader_cmd else None
-    bar = _progress(sys.stdout.isatty() and not as_json)
-    with state(ctx).ledger(manifests) as ledger, bar or contextlib.nullcontext():
+    compensate = command_compensator(compensator_cmd, cmd_timeout, what="--compensator-cmd") \
+        if compensator_cmd else None
+    verify = command_verify(verify_cmd, cmd_timeout, what="--verify-cmd") if verify_cmd else None
+    verifier = command_reader(reader_cmd, cmd_timeout, what="--reader-cmd") if reader_cmd else None
+    with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
-        progress = None
-        if bar is not None:
-            task = bar.add_task(f"rolling back {run_id}", total=None)
-            progress = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
         try:
-            report = run.rollback(compensate, retry=retry, verify=verify, verifier=verifier,
-                                  approve_compensations=approve_compensations, actor=actor, progress=progress)
+            with _progress(run) as progress:
+                report = run.rollback(compensate, retry=retry, verify=verify, verifier=verifier,
+                                      approve_compensations=approve_compensations, actor=actor, progress=progress)
+        except KeyboardInterrupt:
+            raise _interrupted(run) from None
         except ConfigError as exc:  # the only one a rollback raises: nothing to run the undo with
             raise ConfigError(f"{exc.message}: pass --compensator-cmd, or set compensator_cmd in reversi.yaml") \
                 from None
     if as_json:
         echo_json(report.to_dict())
     else:
-        click.echo(report.to_text())
+        click.echo(report.to_text(read_back_hint="pass --reader-cmd"))
     return 0 if report.complete else 2
+
+
+def _progress(run: Run) -> AbstractContextManager[RollbackProgress | None]:
+    """A progress bar when stderr is a terminal, else nothing."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from reversi.cli.progress import RollbackProgress
+
+    return RollbackProgress(run.id, len(run.steps()))
+
+
+def _interrupted(run: Run) -> Interrupted:
+    """Ctrl-C during a rollback: say which steps it left `compensating` (a re-run retries them with the same
+    idempotency key)."""
+    from reversi.core.models import StepStatus
+    from reversi.errors import Interrupted
+
+    left = [s.index for s in run.snapshot().steps if s.status is StepStatus.COMPENSATING]
+    if not left:
+        where = "no step was left compensating"
+    elif len(left) == 1:
+        where = f"step {left[0]} was left compensating"
+    else:
+        where = f"steps {', '.join(map(str, left))} were left compensating"
+    return Interrupted(f"rollback interrupted: {where}; run the rollback again to finish it")
 
 
 @click.command()
@@ -108,6 +136,7 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
 def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json: str | None, note: str | None,
             actor: str | None, as_json: bool) -> int:
     """Settle an unresolved (intended or uncertain) step after checking the downstream system."""
+    from reversi.core.json_values import parse_json
     from reversi.core.models import check_run_id
     from reversi.errors import BadInput
 
@@ -116,10 +145,7 @@ def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json
         raise BadInput("a note is required (--note): say how you settled the step")
     kwargs: dict[str, Any] = {}
     if result_json is not None:
-        try:
-            kwargs["result"] = json.loads(result_json)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"--result is not JSON: {exc}") from None
+        kwargs["result"] = parse_json(result_json, "--result")
     with state(ctx).ledger() as ledger:
         settled = ledger.get_run(run_id).resolve(step, status, note=note, actor=actor, **kwargs)
     if as_json:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from reversi.cli.context import compact, echo_json, json_option, state
+from reversi.cli.context import echo_json, json_option, state
+from reversi.core.json_values import compact
 
 
 def _since(value: str | None) -> str | None:
@@ -52,23 +51,26 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
 @click.pass_context
 def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
     """Show one run and its steps."""
-    from reversi.core.models import RunSummary
-
     with state(ctx).ledger() as ledger:
         snap = ledger.get_run(run_id).snapshot()
-    summary = RunSummary.of(snap.run, (s.status for s in snap.steps))
-    out = summary.to_dict() | {"steps": [s.to_dict() for s in snap.steps], "steps_count": summary.steps}
+    out = snap.to_dict()
     if as_json:
         echo_json(out)
         return 0
     scope = ", ".join(f"{k}={out[k]}" for k in ("actor", "tenant", "environment") if out[k])
     click.echo(f"{run_id}  mode={out['mode']}  principal={out['principal']}  {scope}".rstrip())
-    click.echo(f"opened {out['created_at']}; {summary.steps} steps, {summary.standing} standing, "
-               f"{summary.unresolved} unresolved")
+    click.echo(f"opened {out['created_at']}; {_count(out['steps_count'], 'step')}, {out['standing']} standing, "
+               f"{out['unresolved']} unresolved")
+    if out["labels"]:
+        click.echo("labels: " + ", ".join(f"{k}={v}" for k, v in sorted(out["labels"].items())))
     for step in snap.steps:
         detail = compact(step.result) if step.has_result else (step.error or "")
         click.echo(f"step {step.index}  {step.tool}  {step.status.value}  {compact(step.args)}  {detail}".rstrip())
     return 0
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
 
 
 @click.command()
@@ -80,5 +82,5 @@ def export(ctx: click.Context, run_id: str | None, since: str | None, as_json: b
     """Print the journal as JSON lines, in seq order (`--json` changes nothing: it is JSON already)."""
     with state(ctx).ledger() as ledger:
         for event in ledger.export(run_id, _since(since)):
-            click.echo(json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False))
+            click.echo(compact(event.to_dict()))
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from reversi.cli.context import compact, echo_json, json_option, state
+from reversi.cli.context import echo_json, json_option, state
+from reversi.core.json_values import compact
 
 
 @click.group()

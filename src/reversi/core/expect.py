@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
+
+from reversi.core.json_values import quoted
 
 __all__ = ["first_mismatch"]
 
@@ -26,13 +27,13 @@ def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
     if not isinstance(expect, Mapping):
         if _same(expect, answer):
             return None
-        return f"{_subject(path)} is {_json(answer)}, expected {_json(expect)}"
+        return f"{_subject(path)} is {quoted(answer)}, expected {quoted(expect)}"
     if not isinstance(answer, Mapping):
-        return f"{_subject(path)} is {_json(answer)}, expected an object"
+        return f"{_subject(path)} is {quoted(answer)}, expected an object"
     for key, expected in expect.items():
         where = f"{path}.{key}" if path else str(key)
         if key not in answer:
-            return f"`{where}` is missing, expected {_json(expected)}"
+            return f"`{where}` is missing, expected {quoted(expected)}"
         found = _mismatch(expected, answer[key], where)
         if found is not None:
             return found
@@ -54,6 +55,3 @@ def _same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
     return bool(a == b)
 
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

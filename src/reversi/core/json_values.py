@@ -11,12 +11,21 @@ from reversi.errors import BadInput
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
+# How deep arrays and objects may nest in a JSON value from outside (an HTTP body, `--result`, MCP
+# arguments): far deeper than any call's arguments, and where the MCP SDK's own parser (pydantic-core)
+# stops. Python's encoder and decoder recurse, so much deeper values would end in a RecursionError.
+MAX_DEPTH = 200
+
 # Built once: `json.dumps` with any option builds a new encoder on every call, and the journal
 # writes several values per recorded call.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# For values read from YAML (dates) and values shown in messages: what JSON has no form for is its text.
+_CANONICAL_TEXT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+_QUOTED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
 _STRICT = json.JSONEncoder(allow_nan=False)
 _NAMED_CONSTANTS = json.JSONDecoder(parse_constant=str)
+_PLAIN = json.JSONDecoder()
 
 
 def compact(value: Any) -> str:
@@ -24,9 +33,15 @@ def compact(value: Any) -> str:
     return _COMPACT.encode(value)
 
 
-def canonical(value: Any) -> str:
-    """Compact JSON with sorted keys: equal values give equal text."""
-    return _CANONICAL.encode(value)
+def canonical(value: Any, *, text_fallback: bool = False) -> str:
+    """Compact JSON with sorted keys: equal values give equal text. With `text_fallback`, a value JSON has
+    no form for (a YAML date) is written as its text instead of raising TypeError."""
+    return (_CANONICAL_TEXT if text_fallback else _CANONICAL).encode(value)
+
+
+def quoted(value: Any) -> str:
+    """A value as messages quote it: compact JSON, and the text of anything JSON has no form for."""
+    return _QUOTED.encode(value)
 
 
 def digest(*parts: Any) -> str:
@@ -78,33 +93,61 @@ def has_lone_surrogate(value: Any) -> bool:
     return _LONE_SURROGATE.search(compact(value)) is not None
 
 
+def too_deep(what: str) -> BadInput:
+    return BadInput(f"{what}: JSON nested deeper than {MAX_DEPTH} levels")
+
+
+def parse_json(text: str, what: str, decoder: json.JSONDecoder = _PLAIN) -> Any:
+    """The JSON value `text` holds (`what` names it in errors: a flag, "the body").
+
+    Raises:
+        BadInput: not JSON (or refused by one of `decoder`'s hooks), or nested deeper than MAX_DEPTH.
+    """
+    try:
+        value = decoder.decode(text)
+    except RecursionError:
+        raise too_deep(what) from None
+    except ValueError as exc:  # JSONDecodeError, and the hooks' own refusals
+        raise BadInput(f"{what} is not JSON: {exc}") from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _problem(value) == _TOO_DEEP:
+        raise too_deep(what)
+    return value
+
+
 def checked_arguments(args: Any, what: str = "arguments") -> Any:
     """Arguments must already be plain JSON (they are journaled and sent to compensators as they are).
 
     Raises:
-        BadInput: the value cannot be written as JSON.
+        BadInput: the value cannot be written as JSON, or nests deeper than MAX_DEPTH.
     """
+    problem = _problem(args)
+    if problem == _TOO_DEEP:
+        raise too_deep(what)
     try:
         text = _STRICT.encode(args)
     except (TypeError, ValueError) as exc:
         raise BadInput(f"{what} must be JSON values: {exc}") from exc
-    except RecursionError:
-        raise BadInput(f"{what} must be JSON values: they nest too deep to be written as JSON") from None
-    key = _key_that_is_not_text(args)
-    if key is not None:  # JSON would turn it into text, silently (and {1: "a", "1": "b"} into one key)
-        raise BadInput(f"{what} must be JSON values: an object's keys are strings, not {key!r}")
+    if problem is not None:  # JSON would turn it into text, silently (and {1: "a", "1": "b"} into one key)
+        raise BadInput(f"{what} must be JSON values: an object's keys are strings, not {problem[1]!r}")
     return json.loads(text)
 
 
-def _key_that_is_not_text(value: Any) -> object | None:
-    stack = [value]
+_TOO_DEEP = ("too deep", None)
+
+
+def _problem(value: Any) -> tuple[str, object] | None:
+    """`("key", KEY)` for the first key that is not text, _TOO_DEEP past MAX_DEPTH levels (so a value
+    that holds itself ends too), else None; walked without recursing."""
+    stack = [(value, 1)]
     while stack:
-        item = stack.pop()
+        item, level = stack.pop()
+        if isinstance(item, (dict, list, tuple)) and level > MAX_DEPTH:
+            return _TOO_DEEP
         if isinstance(item, dict):
             for key, child in item.items():
                 if not isinstance(key, str):
-                    return key  # type: ignore[no-any-return]
-                stack.append(child)
+                    return ("key", key)
+                stack.append((child, level + 1))
         elif isinstance(item, (list, tuple)):
-            stack.extend(item)
+            stack.extend((child, level + 1) for child in item)
     return None

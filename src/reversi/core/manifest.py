@@ -5,12 +5,13 @@ Parsing one file's YAML is `reversi.core.manifest_yaml.parse_manifest`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
+
+from reversi.core.json_values import quoted
 
 __all__ = [
     "Compensation",
@@ -21,7 +22,6 @@ __all__ = [
     "ToolEntry",
     "Verification",
     "merge",
-    "quote",
 ]
 
 
@@ -153,11 +153,7 @@ def merge(parsed: Sequence[Sequence[ToolEntry]]) -> tuple[ManifestSet, list[Prob
         for entry in entries:
             first = seen.setdefault(entry.pattern, entry)
             if first is not entry:
-                message = f"{quote(entry.pattern)} is already defined in {first.source}:{first.line}"
+                message = f"{quoted(entry.pattern)} is already defined in {first.source}:{first.line}"
                 problems.append(Problem(entry.source, entry.line, message))
     return ManifestSet(tuple(seen.values())), problems
 
-
-def quote(value: Any) -> str:
-    """A value as it is quoted in problems: compact JSON."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

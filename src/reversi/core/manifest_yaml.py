@@ -8,7 +8,6 @@ refused instead of silently taken.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -17,8 +16,8 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from reversi.core.json_values import canonical, quoted
 from reversi.core.manifest import Compensation, CompensationKind, Effect, Problem, ToolEntry, Verification
-from reversi.core.manifest import quote as _quote
 from reversi.core.references import bad_references
 
 __all__ = ["parse_manifest"]
@@ -205,7 +204,7 @@ class _Reader:
             if name in allowed:
                 found[name] = (key, value)
             else:
-                self.problem(key, f"unknown key {_quote(name)}")
+                self.problem(key, f"unknown key {quoted(name)}")
         return found
 
     def pairs(self, node: MappingNode) -> list[tuple[str, Node, Node]]:
@@ -216,7 +215,7 @@ class _Reader:
             if not isinstance(key, ScalarNode):
                 self.problem(key, f"expected a text key, got {_describe(key)}")
             elif key.value in seen:
-                self.problem(key, f"duplicate key {_quote(key.value)}")
+                self.problem(key, f"duplicate key {quoted(key.value)}")
             else:
                 seen.add(key.value)
                 pairs.append((key.value, key, value))
@@ -275,7 +274,7 @@ class _Reader:
             value = _scalar(node)
             if isinstance(value, str):
                 for bad in bad_references(value):
-                    self.problem(node, f"bad reference {_quote(bad)}")
+                    self.problem(node, f"bad reference {quoted(bad)}")
         elif isinstance(node, SequenceNode):
             for item in node.value:
                 self.check_references(item)
@@ -319,9 +318,8 @@ def _describe(node: Node) -> str:
         return "a list"
     if isinstance(node, MappingNode):
         return "a mapping"
-    return _quote(_scalar(node)) if isinstance(node, ScalarNode) else "?"
+    return quoted(_scalar(node)) if isinstance(node, ScalarNode) else "?"
 
 
 def _digest(value: Any) -> str:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical(value, text_fallback=True).encode()).hexdigest()

@@ -10,18 +10,39 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from reversi.core.times import format_time, parse_time
 from reversi.errors import BadInput
 
 RUN_ID_RE = re.compile(r"run_[A-Za-z0-9_-]{1,64}")
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
 
 
+_HEX = "[0-9a-f]"
+# Each kind of id, as this package makes them: anything else names nothing, whatever the store holds.
+ID_FORMS = {
+    "run": (RUN_ID_RE, "run_ followed by 1-64 of A-Z a-z 0-9 _ -"),
+    "approval": (re.compile(f"apr_{_HEX}{{32}}"), "apr_ followed by 32 hex digits"),
+    "halt": (re.compile(f"halt_{_HEX}{{8}}(-{_HEX}{{4}}){{3}}-{_HEX}{{12}}"), "halt_ followed by a UUID"),
+    "key": (re.compile("[a-z0-9]{12}"), "12 of a-z 0-9"),
+}
+
+
+def check_id(kind: str, value: object) -> str:
+    """Return `value` if it has the form of a `kind` id (run, approval, halt, key).
+
+    Raises:
+        BadInput: it does not (`malformed approval id 'apr_!': expected apr_ followed by 32 hex digits`).
+    """
+    pattern, form = ID_FORMS[kind]
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+        raise BadInput(f"malformed {kind} id {shown!r}: expected {form}")
+    return value
+
+
 def check_run_id(run_id: object) -> str:
     """Return `run_id` if it is a valid run id, else raise BadInput naming it."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
-        shown = run_id if not isinstance(run_id, str) or len(run_id) <= 80 else run_id[:77] + "..."
-        raise BadInput(f"bad run id {shown!r}: expected run_ followed by 1-64 of A-Z a-z 0-9 _ -")
-    return run_id
+    return check_id("run", run_id)
 
 
 def new_run_id() -> str:
@@ -31,7 +52,7 @@ def new_run_id() -> str:
 
 def utc_now() -> str:
     """The current time as UTC RFC 3339 with microseconds."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return format_time(datetime.now(UTC))
 
 
 class Mode(StrEnum):
@@ -171,7 +192,7 @@ class Claim:
 
     def is_live(self, now: datetime | None = None) -> bool:
         """Whether the claim has not expired yet."""
-        return datetime.fromisoformat(self.until.replace("Z", "+00:00")) > (now or datetime.now(UTC))
+        return parse_time(self.until) > (now or datetime.now(UTC))
 
 
 @dataclass(frozen=True)
@@ -275,6 +296,16 @@ class RunSnapshot:
 
     def step(self, index: int) -> StepState:
         return self.steps[index]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run as `reversi show --json` prints it and the HTTP API answers: its summary, its labels,
+        and `steps` the list of its steps (the count moves to `steps_count`)."""
+        summary = RunSummary.of(self.run, (s.status for s in self.steps))
+        return summary.to_dict() | {
+            "labels": dict(self.run.labels),
+            "steps": [s.to_dict() for s in self.steps],
+            "steps_count": summary.steps,
+        }
 
 
 class ApprovalKind(StrEnum):

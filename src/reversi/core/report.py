@@ -87,10 +87,13 @@ class RollbackReport:
             "complete": self.complete,
         }
 
-    def to_text(self) -> str:
+    def to_text(self, read_back_hint: str = "") -> str:
+        """One line per step, then the verdict. `read_back_hint` says how to run the declared read-backs
+        next time, in the caller's terms (the CLI: `pass --reader-cmd`)."""
         out = list(self.lines)
         if self.unverified:
             steps = ", ".join(str(s) for s in self.unverified)
-            out.append(f"undone but not verified (declared read-back not run; pass --reader-cmd): {steps}")
+            hint = f"; {read_back_hint}" if read_back_hint else ""
+            out.append(f"undone but not verified (declared read-back not run{hint}): {steps}")
         out.append("rollback complete" if self.complete else "rollback INCOMPLETE")
         return "\n".join(out)

@@ -1,4 +1,4 @@
-"""Reading the times people type (`--since`). Pure: no I/O."""
+"""The ledger's one form of a moment (UTC, RFC 3339, `Z`), and reading the times people type. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def parse_time(at: str) -> datetime:
+    """A moment the ledger wrote (`format_time`'s form) as a datetime."""
+    return datetime.fromisoformat(at.replace("Z", "+00:00"))
+
+
 def parse_since(text: str, now: datetime | None = None, *, what: str = "since") -> str:
     """A moment as the ledger writes it, from a duration ago (`30m`, `2h`, `7d`) or an RFC 3339 date or time.
 
@@ -28,7 +33,7 @@ def parse_since(text: str, now: datetime | None = None, *, what: str = "since") 
             ago = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
             return format_time((now or datetime.now(UTC)) - ago)
         try:
-            moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+            moment = parse_time(text.strip())
         except ValueError:
             raise BadInput(
                 f"{what} {text!r}: expected a duration like 30m, 2h, 7d or a date like 2026-12-01"

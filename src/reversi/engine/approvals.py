@@ -9,12 +9,21 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, EventType, NewEvent, check_run_id, utc_now
+from reversi.core.models import (
+    Approval,
+    ApprovalKind,
+    ApprovalStatus,
+    EventType,
+    NewEvent,
+    check_id,
+    check_run_id,
+    utc_now,
+)
 from reversi.errors import BadInput, Conflict, NotFound
 from reversi.store.base import Store
 from reversi.store.queries import ApprovalRow, Queries
 
-APPROVE_ALL_NOTE = "approved with the rollback (--approve-compensations)"
+APPROVE_ALL_NOTE = "approved with the rollback (all pending compensations approved)"
 
 
 def new_approval_id() -> str:
@@ -57,8 +66,10 @@ def get_approval(store: Store, approval_id: str) -> Approval:
     """One approval.
 
     Raises:
+        BadInput: `approval_id` does not have the form of an approval id.
         NotFound: no such approval.
     """
+    check_id("approval", approval_id)
     with store.read() as q:
         found = q.get_approval(approval_id)
     if found is None:
@@ -71,13 +82,14 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
 
     Raises:
         NotFound: no such approval.
-        BadInput: a denial without a note.
+        BadInput: a denial without a note, or an `approval_id` that does not have the form of one.
         Conflict: deciding again on an approval that was already used.
 
     Approving an approved request, or denying a denied one, changes nothing.
     """
     if not approve and not (note and note.strip()):
-        raise BadInput("a note is required to deny an approval (--note)")
+        raise BadInput("a note is required to deny an approval: say why")
+    check_id("approval", approval_id)
     with store.write() as q:
         found = q.get_approval(approval_id)
         if found is None:

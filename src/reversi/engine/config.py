@@ -7,6 +7,7 @@ Manifests are the exception the spec names (§3): `-m`, else the config file's `
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +15,9 @@ from typing import Any
 
 import yaml
 
+from reversi.core.models import Mode
 from reversi.errors import ConfigError
-from reversi.store.base import DEFAULT_URL
+from reversi.store.base import DEFAULT_URL, STORE_URL_FORMS, is_store_url
 
 CONFIG_KEYS = frozenset({"db", "manifests", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd", "upstreams"})
 
@@ -31,7 +33,7 @@ class Settings:
     upstreams: Mapping[str, Any] = field(default_factory=dict)
 
 
-_TEXT_KEYS = ("db", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd")
+_MODES = tuple(m.value for m in Mode)
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -39,24 +41,85 @@ def _read_config(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
     except UnicodeDecodeError:
         raise ConfigError(f"cannot read the config file {path}: it is not UTF-8 text") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"cannot read the config file {path}: {where}{exc.problem or exc}") from exc
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read the config file {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
-    unknown = sorted(set(data) - CONFIG_KEYS)
+    unknown = sorted(set(data) - CONFIG_KEYS, key=str)
     if unknown:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(CONFIG_KEYS))})")
-    for key in _TEXT_KEYS:
-        if data.get(key) is not None and not isinstance(data[key], str):
-            raise ConfigError(f"{path}: {key} must be a string, not {data[key]!r}")
-    if data.get("upstreams") is not None and not isinstance(data["upstreams"], dict):
-        raise ConfigError(f"{path}: upstreams must be a mapping of names to commands")
+    for key, value in data.items():
+        if value is not None:  # `key:` with nothing after it is the same as leaving it out
+            problem = _CHECKS[key](value)
+            if problem:
+                raise ConfigError(f"{path}: {key} {problem}")
     return data
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"must be a string, not {value!r}"
+    return "is empty: give a value, or leave the key out" if not value.strip() else None
+
+
+def _store_url(value: Any) -> str | None:
+    problem = _text(value)
+    if problem is None and not is_store_url(value):
+        problem = f"must be a store URL ({STORE_URL_FORMS}), not {value!r}"
+    return problem
+
+
+def _mode(value: Any) -> str | None:
+    return None if value in _MODES else f"must be {' or '.join(_MODES)}, not {value!r}"
+
+
+def _command(value: Any) -> str | None:
+    problem = _text(value)
+    if problem is None:
+        try:
+            shlex.split(value)
+        except ValueError as exc:
+            problem = f"{value!r} cannot be parsed as a command: {exc}"
+    return problem
+
+
+def _paths(value: Any) -> str | None:
+    if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        blank = [v for v in ([value] if isinstance(value, str) else value) if not v.strip()]
+        return "holds an empty path" if blank else None
+    return f"must be a path or a list of paths, not {value!r}"
+
+
+def _upstreams(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return f"must be a mapping of upstream names to commands or URLs, not {value!r}"
+    for name, entry in value.items():
+        if not isinstance(name, str):
+            return f"name {name!r} must be a string"
+        if not isinstance(entry, (str, list, dict)):
+            return f"{name}: expected a command, a URL, a list of words or a mapping, not {entry!r}"
+    return None  # the gateway checks each entry's keys when it starts them
+
+
+_CHECKS = {"db": _store_url, "manifests": _paths, "kill_switch_file": _text, "mode": _mode,
+           "compensator_cmd": _command, "reader_cmd": _command, "upstreams": _upstreams}
+
+
+def _mode_from_env() -> str | None:
+    value = os.environ.get("REVERSI_MODE")
+    problem = _mode(value) if value else None
+    if problem:
+        raise ConfigError(f"REVERSI_MODE {problem}")
+    return value or None
 
 
 def _config_path(explicit: str | None) -> Path | None:
     if explicit is not None and not explicit.strip():
-        raise ConfigError("--config is empty: give a config file's path, or leave the flag out")
+        raise ConfigError("the config file's path is empty: give one, or leave it out")
     if explicit:
         path = Path(explicit)
         if not path.exists():
@@ -82,35 +145,25 @@ def _db_relative_to(base: Path, url: str) -> str:
     return prefix + _relative_to(base, url.removeprefix(prefix))
 
 
-def _string_list(value: Any, where: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ConfigError(f"{where}: expected a list of paths")
-
-
 def load_settings(
     *, config: str | None = None, db: str | None = None, manifests: tuple[str, ...] | list[str] = ()
 ) -> Settings:
     """Settings for this process; arguments are the command-line flags (highest precedence).
 
     Raises:
-        ConfigError: the config file is missing, unreadable, or has unknown keys or values of the wrong
-            type; or a flag is empty.
+        ConfigError: the config file is missing or unreadable, or has an unknown key or a value that is
+            not what its key takes (the message names the file, the key and the value); REVERSI_MODE is
+            not a mode; or a flag is empty.
     """
     if db is not None and not db.strip():
-        raise ConfigError("--db is empty: give a store URL, or leave the flag out")
+        raise ConfigError("the store URL is empty: give one, or leave it out for the default")
     path = _config_path(config)
     data = _read_config(path) if path else {}
     base = path.parent if path else Path(".")
     env = os.environ
 
-    file_manifests = (
-        tuple(_relative_to(base, m) for m in _string_list(data["manifests"], "manifests"))
-        if "manifests" in data
-        else ()
-    )
+    listed = data.get("manifests") or ()
+    file_manifests = tuple(_relative_to(base, m) for m in ([listed] if isinstance(listed, str) else listed))
     env_manifests = tuple(p for p in env.get("REVERSI_MANIFEST", "").split(":") if p)
     kill_file = env.get("REVERSI_KILL_FILE") or (
         _relative_to(base, str(data["kill_switch_file"])) if data.get("kill_switch_file") else None
@@ -119,7 +172,7 @@ def load_settings(
         db=db or env.get("REVERSI_DB") or (_db_relative_to(base, data["db"]) if data.get("db") else DEFAULT_URL),
         manifests=tuple(manifests) or file_manifests or env_manifests,
         kill_switch_file=kill_file,
-        mode=env.get("REVERSI_MODE") or data.get("mode"),
+        mode=_mode_from_env() or data.get("mode"),
         compensator_cmd=env.get("REVERSI_COMPENSATOR_CMD") or data.get("compensator_cmd"),
         reader_cmd=env.get("REVERSI_READER_CMD") or data.get("reader_cmd"),
         upstreams=data.get("upstreams") or {},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from reversi.core.models import EventType, Halt, HaltScope
+from reversi.core.models import EventType, Halt, HaltScope, check_id
 from reversi.errors import BadInput, ConfigError, NotFound
 from reversi.store.base import Store
 
@@ -41,8 +41,11 @@ def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = 
     `tenant`, only halts scoped to exactly that tenant are seen.
 
     Raises:
+        BadInput: `halt_id` does not have the form of a halt id.
         NotFound: `halt_id` names no active halt (of `tenant`).
     """
+    if halt_id is not None:
+        check_id("halt", halt_id)
     with store.write() as q:
         q.lock_name("system_events")  # two concurrent "lift all" must not both lift the same halts
         active = {h.halt_id for h in q.active_halts(tenant=tenant)}
@@ -69,7 +72,9 @@ def kill_switch_on(kill_file: str | None, reason: str) -> Path:
 
     Raises:
         BadInput: the reason is not valid Unicode text (checked before the file is touched).
-        ConfigError: no kill file configured, or it cannot be written there.
+        ConfigError: no kill file configured, its directory does not exist (a mistyped path must not
+            make one: the processes watching the real path would never see the file), or it cannot be
+            written there.
     """
     path = _kill_path(kill_file)
     text = reason.strip()
@@ -77,8 +82,9 @@ def kill_switch_on(kill_file: str | None, reason: str) -> Path:
         data = (text + "\n").encode() if text else b""
     except UnicodeEncodeError:
         raise BadInput("the reason is not valid Unicode text") from None
+    if not path.parent.is_dir():
+        raise ConfigError(f"kill file {path}: the directory {path.parent} does not exist")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     except OSError as exc:
         raise _unusable(path, exc) from None

@@ -22,7 +22,7 @@ from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
 from reversi.core.report import RollbackReport
 from reversi.engine.rollback import Compensate, RollbackExecutor, RollbackOptions, Verifier
-from reversi.errors import Conflict, NotFound, ReversiError, RollbackInProgress, StoreUnavailable
+from reversi.errors import NotFound, ReversiError, RollbackInProgress, StoreUnavailable
 from reversi.store import jobs as job_sql
 from reversi.store.base import RunLock, Store
 from reversi.store.jobs import JobRow
@@ -34,18 +34,6 @@ class JobState(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
-
-
-class NoCompensator(Conflict):
-    """A rollback job was asked for, and nothing is configured to run the compensations."""
-
-    code = "no_compensator"
-
-    def __init__(self) -> None:
-        super().__init__(
-            "no compensator configured: start the server with REVERSI_COMPENSATOR_CMD (or compensator_cmd: "
-            "in reversi.yaml) to run rollbacks"
-        )
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-from reversi.core.models import utc_now
+from reversi.core.models import check_id, utc_now
 from reversi.errors import BadInput, Conflict, NotFound
 from reversi.store import keys as key_sql
 from reversi.store.base import Store
@@ -100,8 +100,10 @@ def revoke_key(store: Store, key_id: str, tenant: str | None = None) -> KeyRow:
     """Revoke a key at once (with `tenant`, only a key of that tenant); requests with it get 401 from then on.
 
     Raises:
+        BadInput: `key_id` does not have the form of a key id.
         NotFound: no such key (of `tenant`).
     """
+    check_id("key", key_id)
     with store.write() as q:
         found = key_sql.get_key(q, key_id)
         if found is None or (tenant is not None and found.tenant != tenant):

@@ -10,6 +10,7 @@ from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet, Verification
 from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, RunSnapshot, StepStatus
 from reversi.core.plan import Action, ActionKind
+from reversi.core.times import format_time
 from reversi.core.walk import RollbackWalk
 from reversi.engine.rollback import NOT_VERIFIED, VERIFICATION_FAILED
 from reversi.errors import BadInput, NotCompensable, NotFound
@@ -69,8 +70,7 @@ def begin_compensation(
                 which = approvals[-1].approval_id if approvals else "none requested yet"
                 raise NotCompensable(f"step {step} of {run_id} waits for an approval ({which})")
             data["approval_id"] = approvals[-1].approval_id
-        until = (datetime.now(UTC) + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
-        until = until.replace("+00:00", "Z")
+        until = format_time(datetime.now(UTC) + timedelta(seconds=lease_s))
         data.update(
             tool=call.tool,
             args=call.args,

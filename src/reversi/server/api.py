@@ -5,32 +5,19 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.responses import Response
 
-from reversi.core.models import RunSnapshot, RunSummary, StepStatus
+from reversi.core.json_values import compact
+from reversi.core.models import StepStatus
 from reversi.core.times import parse_since
-from reversi.engine import jobs
 from reversi.engine.access import Access
 from reversi.engine.approvals import approval_page_key
 from reversi.engine.keys import Role
-from reversi.errors import BadInput
+from reversi.errors import BadInput, NoCompensator
 from reversi.server import bodies
 from reversi.server.endpoint import Call, Endpoint, Param, offset_page, page, reply
 
 NDJSON = "application/x-ndjson"
-
-
-def run_document(snap: RunSnapshot) -> dict[str, object]:
-    """A run as `reversi show --json` prints it, with its labels."""
-    statuses = [s.status for s in snap.steps]
-    summary = RunSummary(snap.run, len(statuses), sum(s.stands for s in statuses), sum(s.unresolved for s in statuses))
-    return summary.to_dict() | {
-        "labels": dict(snap.run.labels),
-        "steps": [s.to_dict() for s in snap.steps],
-        "steps_count": summary.steps,
-    }
 
 
 # -- runs and recording ---------------------------------------------------------------------------
@@ -41,7 +28,7 @@ def open_run(call: Call) -> Response:
     run, existed = call.ledger.open_run(call.headers.get("reversi-run-id"), actor=body.scope.actor,
                                         tenant=body.scope.tenant, environment=body.scope.environment,
                                         mode=body.mode, labels=body.labels)
-    return reply(run_document(run.snapshot()), 200 if existed else 201)
+    return reply(run.snapshot().to_dict(), 200 if existed else 201)
 
 
 def list_runs(call: Call) -> Response:
@@ -54,7 +41,7 @@ def list_runs(call: Call) -> Response:
 
 
 def get_run(call: Call) -> Response:
-    return reply(run_document(call.ledger.get_run(call.run_id, Access.READ).snapshot()))
+    return reply(call.ledger.get_run(call.run_id, Access.READ).snapshot().to_dict())
 
 
 async def record_step(call: Call) -> Response:
@@ -81,7 +68,7 @@ def get_events(call: Call) -> Response:
         raise BadInput("bad cursor: pass the `next` of the previous page as it was")
     if NDJSON in call.headers.get("accept", ""):
         shown = call.ledger.events(run_id, after=after, limit=call.limit() if "limit" in call.query else None)
-        lines = "".join(json.dumps(e.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n" for e in shown)
+        lines = "".join(compact(e.to_dict()) + "\n" for e in shown)
         return Response(lines, media_type=NDJSON)
     limit = call.limit()
     events = call.ledger.events(run_id, after=after, limit=limit + 1)
@@ -101,7 +88,7 @@ def start_rollback(call: Call) -> Response:
     if not body.confirm:
         return reply(run.plan().to_dict())
     if not call.server.compensator_cmd:
-        raise jobs.NoCompensator()
+        raise NoCompensator()
     job = call.ledger.submit_rollback(run.id, actor=body.actor, approve_compensations=body.approve_compensations,
                                       attempts=body.retries)
     call.server.wake_worker()

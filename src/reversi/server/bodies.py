@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from reversi.core.json_values import has_lone_surrogate
+from reversi.core.json_values import has_lone_surrogate, parse_json
 from reversi.errors import BadInput
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -105,7 +105,6 @@ class CreateKey(Body):
 
 
 B = TypeVar("B", bound=Body)
-MAX_DEPTH = 200  # far deeper than any call's arguments; the journal writes JSON with Python's recursion
 _MAX_DIGITS = 4300  # Python's own bound on turning digits into an int and back
 
 
@@ -126,36 +125,21 @@ def _int(text: str) -> int:
     return int(text)
 
 
-class _DuplicateKey(ValueError):
-    """An object names one key twice: JSON leaves which one counts to the reader, so we refuse it
-    (a proxy that reads the first `status` and a journal that keeps the last would disagree)."""
-
-
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object, unless it names one key twice: JSON leaves which one counts to the reader, so we refuse
+    it (a proxy that reads the first `status` and a journal that keeps the last would disagree)."""
     found = dict(pairs)
     if len(found) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _DuplicateKey(f"the body has the key {key[:40]!r} twice in one object")
+                raise BadInput(f"the body has the key {key[:40]!r} twice in one object")
             seen.add(key)
     return found
 
 
 _STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite, parse_int=_int,
                                 object_pairs_hook=_object)
-
-
-def _depth(value: Any) -> int:
-    """How deep arrays and objects nest in a JSON value (without recursing)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is not None:
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def parse_body(raw: bytes, model: type[B]) -> B:
@@ -167,13 +151,9 @@ def parse_body(raw: bytes, model: type[B]) -> B:
     if raw.strip():
         try:
             text = raw.decode("utf-8-sig")  # JSON over HTTP is UTF-8 (RFC 8259); a BOM is tolerated
-            data = _STRICT_JSON.decode(text)
-        except _DuplicateKey as exc:
-            raise BadInput(str(exc)) from None
-        except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError, hooks
+        except UnicodeDecodeError as exc:
             raise BadInput(f"the body is not JSON: {exc}") from None
-        if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:
-            raise BadInput(f"the body nests deeper than {MAX_DEPTH} levels")
+        data = parse_json(text, "the body", _STRICT_JSON)
         if "\\u" in text and has_lone_surrogate(data):
             raise BadInput("the body is not valid Unicode text: it holds a lone surrogate (a \\ud800-\\udfff escape "
                            "without its pair)")

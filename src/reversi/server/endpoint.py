@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -27,6 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from reversi.core.bounded_cache import BoundedCache
+from reversi.core.json_values import compact, parse_json
 from reversi.core.models import check_run_id
 from reversi.engine.access import bearer, require_role
 from reversi.engine.keys import Principal, Role, keyless_request_allowed
@@ -155,8 +155,8 @@ class Call:
         if text is None:
             return None
         try:
-            return json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        except (ValueError, binascii.Error, UnicodeDecodeError):
+            return parse_json(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode(), "the cursor")
+        except (BadInput, ValueError, binascii.Error):
             raise BadInput(f"bad cursor {text!r}: pass the `next` of the previous page as it was") from None
 
 
@@ -176,7 +176,7 @@ class Call:
 
 
 def encode_cursor(value: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
+    return base64.urlsafe_b64encode(compact(value).encode()).decode().rstrip("=")
 
 
 def reply(data: Any, status: int = 200) -> Response:

@@ -137,6 +137,14 @@ def _gave_up(exc: Exception) -> WriteConflict:
     return WriteConflict(f"the store kept undoing a write to break lock cycles ({_RETRIES + 1} attempts): {exc}")
 
 
+STORE_URL_FORMS = "sqlite:///PATH or postgresql://..."
+
+
+def is_store_url(url: str) -> bool:
+    """Whether `url` names a back end this package has (it may still be unreachable)."""
+    return url.startswith(("sqlite:///", "postgresql://", "postgres://"))
+
+
 def open_store(url: str | None = None) -> Store:
     """Open (creating and migrating as needed) the store named by `url`.
 
@@ -153,4 +161,4 @@ def open_store(url: str | None = None) -> Store:
         from reversi.store.postgres import PostgresStore
 
         return PostgresStore(url)
-    raise BadInput(f"unsupported store URL {url!r}: use sqlite:///PATH or postgresql://...")
+    raise BadInput(f"unsupported store URL {url!r}: use {STORE_URL_FORMS}")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_random
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from reversi.errors import StoreUnavailable
 from reversi.store.base import RunLock, Store, migrations, statements
@@ -44,8 +44,14 @@ class _FileLock(RunLock):
             self._fd = None
 
 
-@retry(retry=retry_if_exception_type(sqlite3.OperationalError), stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000),
-       wait=wait_random(0.01, 0.1), reraise=True)
+def _busy(exc: BaseException) -> bool:
+    """Another connection holds the file (worth waiting for), as opposed to a file that cannot be opened."""
+    return isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode & 0xFF in (
+        sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+@retry(retry=retry_if_exception(_busy), stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000), wait=wait_random(0.01, 0.1),
+       reraise=True)
 def _open_wal(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """A connection in WAL mode. Switching a new file to WAL is refused, not waited for, while
     another process is doing the same: several processes opening a fresh store try again."""
@@ -74,6 +80,8 @@ class SQLiteStore(Store):
     def __init__(self, url: str) -> None:
         self.url = url
         self.path = Path(url.removeprefix("sqlite:///"))
+        if self.path.is_dir():
+            raise StoreUnavailable(f"cannot open the store at {self.path}: it is a directory, not a database file")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = _open_wal(self.path)

@@ -21,11 +21,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from reversi.engine import jobs
+from reversi.core.json_values import compact, parse_json
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, NotFound, ReversiError, Unauthorized
+from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, NoCompensator, NotFound, ReversiError, Unauthorized
 from reversi.server.console import views
 from reversi.server.console.session import Session, Sessions, check_csrf
 from reversi.server.endpoint import MAX_BODY_BYTES, ServerState, is_whole_number
@@ -148,7 +148,7 @@ class Console:
             ledger = self.ledger_for(principal)
             await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
             if not self.state.compensator_cmd:
-                raise jobs.NoCompensator()
+                raise NoCompensator()
             await run_in_threadpool(lambda: ledger.submit_rollback(
                 run_id, approve_compensations=form.get("approve_compensations") == "on", attempts=3))
         except ReversiError as exc:
@@ -176,7 +176,7 @@ class Console:
     async def journal(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
         events = await run_in_threadpool(self.ledger_for(principal).events, run_id)
-        lines = "".join(json.dumps(e.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n" for e in events)
+        lines = "".join(compact(e.to_dict()) + "\n" for e in events)
         return Response(lines, media_type="application/x-ndjson",
                         headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'})
 
@@ -264,8 +264,8 @@ def _cursor(text: str | None) -> tuple[str, str] | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or JSON nested past what Python reads
+        value = parse_json(text, "the page link")
+    except BadInput:
         raise BadInput("bad page link: start again from the first page") from None
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
         raise BadInput("bad page link: start again from the first page")
@@ -278,8 +278,5 @@ def _resolve_arguments(form: FormData) -> dict[str, Any]:
     result_text = str(form.get("result") or "").strip()
     kwargs: dict[str, Any] = {"status": status, "note": note}
     if result_text:
-        try:
-            kwargs["result"] = json.loads(result_text)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"the result is not JSON: {exc}") from None
+        kwargs["result"] = parse_json(result_text, "the result")
     return kwargs

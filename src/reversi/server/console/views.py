@@ -9,6 +9,7 @@ from typing import Any
 
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState
 from reversi.core.plan import Plan
+from reversi.core.times import parse_time
 from reversi.engine.access import Access
 from reversi.engine.ledger import Ledger
 from reversi.engine.principal_ledger import PrincipalLedger
@@ -21,7 +22,7 @@ _OUTCOMES = {EventType.SUCCEEDED, EventType.FAILED, EventType.UNCERTAIN, EventTy
 
 def age(at: str, now: datetime | None = None) -> str:
     """`at` (RFC 3339) as "just now", "5 min ago", "3 h ago" or "2 d ago"."""
-    then = _moment(at)
+    then = parse_time(at)
     seconds = ((now or datetime.now(UTC)) - then).total_seconds()
     if seconds < 60:
         return "just now"
@@ -31,20 +32,16 @@ def age(at: str, now: datetime | None = None) -> str:
     return "just now"
 
 
-def _moment(at: str) -> datetime:
-    return datetime.fromisoformat(at.replace("Z", "+00:00"))
-
-
 def clock(at: str | None) -> str:
     """`at` as a date and time to the second, UTC."""
-    return _moment(at).strftime("%Y-%m-%d %H:%M:%S UTC") if at else ""
+    return parse_time(at).strftime("%Y-%m-%d %H:%M:%S UTC") if at else ""
 
 
 def took(start: str | None, end: str | None) -> str:
     """How long from `start` to `end`, for people: "12 ms", "3.4 s", "5 min"."""
     if not start or not end:
         return ""
-    seconds = (_moment(end) - _moment(start)).total_seconds()
+    seconds = (parse_time(end) - parse_time(start)).total_seconds()
     if seconds < 1:
         return f"took {seconds * 1000:.0f} ms"
     return f"took {seconds:.1f} s" if seconds < 120 else f"took {seconds / 60:.0f} min"

@@ -1,0 +1,45 @@
+"""The rollback's progress on a terminal. It goes to stderr, so `reversi rollback RUN > report.txt` still
+shows it, and a rollback whose stderr is not a terminal shows none."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+
+class RollbackProgress:
+    """A bar with `done/total` and the step being undone. Use as a context manager; pass it as the
+    rollback's `progress` callback."""
+
+    def __init__(self, run_id: str, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._bar: Progress = Progress(
+            TextColumn(f"rolling back {run_id}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
+            console=Console(stderr=True), transient=True,
+        )
+        self._task = self._bar.add_task("", total=total, now=_now(total - 1 if total else None))
+
+    def __enter__(self) -> RollbackProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._bar.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        """The executor's callback: `done` of `total` steps are through. It goes newest first, one step at
+        a time, so step `total - 1 - done` is the one it works on next."""
+        self.show(done, total, total - 1 - done if done < total else None)
+
+    def show(self, done: int, total: int, step: int | None) -> None:
+        """`done` of `total` steps are through and `step` is being undone (None: nothing left)."""
+        self._bar.update(self._task, completed=done, total=total, now=_now(step))
+
+
+def _now(step: int | None) -> str:
+    return f"step {step}" if step is not None else ""

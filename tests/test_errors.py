@@ -1,0 +1,36 @@
+"""`reversi.errors` is the one error tree: every error the package defines is there, and drawn in its
+docstring."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import reversi
+import reversi.errors
+from reversi.errors import ReversiError
+
+
+def every_module() -> None:
+    for module in pkgutil.walk_packages(reversi.__path__, "reversi."):
+        if not module.name.endswith(".__main__"):  # importing one runs its program
+            importlib.import_module(module.name)
+
+
+def subclasses(cls: type) -> list[type]:
+    found: list[type] = []
+    direct_subclasses: list[type] = cls.__subclasses__()
+    for direct in direct_subclasses:
+        found += [direct, *subclasses(direct)]
+    return found
+
+
+def test_every_reversi_error_is_defined_in_reversi_errors_and_drawn_in_its_tree() -> None:
+    every_module()
+    found = subclasses(ReversiError)
+    assert found, "the walk found no errors at all"
+    elsewhere = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in found if cls.__module__ != "reversi.errors")
+    assert elsewhere == []
+    tree = reversi.errors.__doc__ or ""
+    undrawn = sorted(cls.__name__ for cls in found if f"── {cls.__name__} " not in tree)
+    assert undrawn == []

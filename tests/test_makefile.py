@@ -1,0 +1,50 @@
+"""`make test` as a fresh clone runs it: the contract suite beside the repository is optional.
+
+The tools the Makefile calls (python, ruff, mypy) are stand-ins that write down their arguments, so
+the test sees what `make test` would run without running the suite inside itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+TOOL = "#!/bin/sh\necho \"$(basename \"$0\") $*\" >> \"$(dirname \"$0\")/calls\"\n"
+
+
+def make_test(tmp_path: Path, conformance: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("python", "ruff", "mypy"):
+        (bin_dir / name).write_text(TOOL)
+        (bin_dir / name).chmod(0o755)
+    stamp = tmp_path / "installed"
+    stamp.touch()  # newer than pyproject.toml: nothing to install
+    p = subprocess.run(["make", "-s", "-C", str(ROOT), "test", f"BIN={bin_dir}", f"STAMP={stamp}",
+                        f"CONFORMANCE={conformance}"], capture_output=True, text=True, timeout=60)
+    calls = (bin_dir / "calls").read_text().splitlines() if (bin_dir / "calls").exists() else []
+    return p, calls
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_test_without_the_conformance_suite_says_so_in_one_line_and_passes(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-conformance"
+    p, calls = make_test(tmp_path, missing)
+    assert p.returncode == 0, p.stderr
+    said = f"conformance suite not found at {missing}: skipped (set CONFORMANCE=DIR to run it)"
+    assert p.stdout.splitlines() == [said]
+    assert [c for c in calls if c.startswith("python")] == ["python -m pytest tests -q -n 2"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_test_runs_the_conformance_suite_when_it_is_there(tmp_path: Path) -> None:
+    suite = tmp_path / "conformance"
+    suite.mkdir()
+    p, calls = make_test(tmp_path, suite)
+    assert p.returncode == 0, p.stderr
+    assert [c for c in calls if c.startswith("python")] == [
+        "python -m pytest tests -q -n 2", f"python -m pytest {suite} -q -n 2"]
