@@ -12,7 +12,7 @@ from reversi.connectors._base import Connector, Tool, ToolKind, UnknownTool
 
 __all__ = ["NAMES", "connector", "connectors", "find_tool"]
 
-NAMES = ("fs", "sql")
+NAMES = ("fs", "sql", "stripe")
 
 
 def connector(name: str) -> Connector:
