@@ -82,3 +82,15 @@ def serving(app: Starlette, fake: FakeBase) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+URL = "the fake's URL"
+
+
+@contextmanager
+def served_with(fake: Any, monkeypatch: Any, **settings: str) -> Iterator[Any]:
+    """Serve `fake` and point the connector's settings at it (a value of `URL` becomes its address)."""
+    with serving(fake.app(), fake) as url:
+        for name, value in settings.items():
+            monkeypatch.setenv(name, url if value == URL else value)
+        yield fake

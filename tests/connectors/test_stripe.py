@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from tests.connectors.conftest import Done, compensation_calls, connectors_cli
-from tests.connectors.fake_server import serving
+from tests.connectors.fake_server import URL, served_with
 from tests.connectors.fake_stripe import KEY, FakeStripe
 
 import reversi
@@ -19,11 +19,8 @@ MANIFEST = stripe.CONNECTOR.manifest_path()
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeStripe]:
-    found = FakeStripe()
-    with serving(found.app(), found) as url:
-        monkeypatch.setenv("STRIPE_API_BASE", url)
-        monkeypatch.setenv("STRIPE_API_KEY", KEY)
-        yield found
+    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
+        yield fake
 
 
 def _agent_run(ledger: reversi.Ledger) -> str:

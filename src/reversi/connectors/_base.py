@@ -115,6 +115,9 @@ class Param:
         return prop
 
 
+STEP = Param("step", "integer", "the step being undone, named in errors", required=False)
+
+
 @dataclass(frozen=True)
 class Tool:
     """One tool of a connector: a plain function taking the arguments as keywords, returning JSON.
@@ -192,6 +195,7 @@ class Connector:
     tools: tuple[Tool, ...]
     settings: tuple[Setting, ...] = ()
     manifest_file: str = ""
+    manifest_yaml: str | None = None  # a manifest made at run time (the http connector's), else the shipped file
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -210,6 +214,10 @@ class Connector:
 
     def of_kind(self, kind: ToolKind) -> list[Tool]:
         return [tool for tool in self.tools if tool.kind is kind]
+
+    def manifest_text(self) -> str:
+        """The manifest's YAML."""
+        return self.manifest_yaml if self.manifest_yaml is not None else self.manifest_path().read_text()
 
     def manifest_path(self) -> Path:
         """The manifest shipped in the package for this connector."""

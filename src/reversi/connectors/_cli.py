@@ -100,13 +100,13 @@ def _string(call: dict[str, Any], name: str) -> str:
 @click.argument("names", nargs=-1, metavar="[NAME...]")
 def manifest(names: tuple[str, ...]) -> None:
     """Print the shipped manifest (YAML) of those connectors (all without a name), ready for -m."""
-    chosen = connectors(names)
+    chosen = [c for c in connectors(names) if c.tools or names]
     if len(chosen) == 1:
-        click.echo(chosen[0].manifest_path().read_text(), nl=False)
+        click.echo(chosen[0].manifest_text(), nl=False)
         return
     click.echo(f"# The manifest of the reversi connectors {', '.join(c.name for c in chosen)}.\nversion: 1\ntools:")
     for connector in chosen:
-        entries = connector.manifest_path().read_text().split("\ntools:\n", 1)[1].rstrip()
+        entries = connector.manifest_text().split("\ntools:\n", 1)[1].rstrip()
         click.echo(f"  # --- {connector.name} ---\n{entries}\n")
 
 

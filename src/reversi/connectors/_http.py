@@ -35,17 +35,21 @@ class Service:
 
     name: str
     base: Setting
-    token: Setting
+    token: Setting | None
     message: Callable[[Any], str | None]
     auth_scheme: str = "Bearer"
     extra_headers: tuple[tuple[str, str], ...] = ()
 
-    def base_url(self) -> str:
-        return (os.environ.get(self.base.name) or self.base.default).rstrip("/")
+    @property
+    def settings(self) -> tuple[Setting, ...]:
+        return (self.base, self.token) if self.token else (self.base,)
 
-    def headers(self, *, required: bool = True) -> dict[str, str]:
-        token = os.environ.get(self.token.name)
-        if not token and required:
+    def base_url(self) -> str:
+        return ((os.environ.get(self.base.name) if self.base.name else None) or self.base.default).rstrip("/")
+
+    def headers(self) -> dict[str, str]:
+        token = os.environ.get(self.token.name) if self.token else None
+        if self.token and not token:
             raise ConnectorError(f"{self.token.name} is not set: {self.name} needs it")
         signed = {"Authorization": f"{self.auth_scheme} {token}"} if token else {}
         return {**dict(self.extra_headers), **signed, "User-Agent": "reversi-connectors"}
@@ -66,7 +70,7 @@ class Service:
         Raises:
             DownstreamError: no answer, or an error status (429 and 5xx included), with the API's message.
         """
-        url = f"{self.base_url()}{path}"
+        url = path if "://" in path else f"{self.base_url()}{path}"
         try:
             response = httpx.request(method, url, params=params, data=data, json=json, timeout=TIMEOUT_S,
                                      headers={**self.headers(), **(headers or {})})

@@ -12,7 +12,7 @@ from reversi.connectors._base import Connector, Tool, ToolKind, UnknownTool
 
 __all__ = ["NAMES", "connector", "connectors", "find_tool"]
 
-NAMES = ("fs", "sql", "stripe")
+NAMES = ("fs", "sql", "http", "stripe", "github", "slack")
 
 
 def connector(name: str) -> Connector:
@@ -23,7 +23,8 @@ def connector(name: str) -> Connector:
     """
     if name not in NAMES:
         raise UnknownTool(name)
-    found: Connector = importlib.import_module(f"reversi.connectors.{name}").CONNECTOR
+    module = importlib.import_module(f"reversi.connectors.{name}")
+    found: Connector = module.load() if hasattr(module, "load") else module.CONNECTOR  # http: from its tools file
     return found
 
 

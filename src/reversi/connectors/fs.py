@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from reversi.connectors import _snapshots
-from reversi.connectors._base import BadArgument, ChangedSince, Connector, Param, Setting, Tool, ToolKind
+from reversi.connectors._base import STEP, BadArgument, ChangedSince, Connector, Param, Setting, Tool, ToolKind
 
 __all__ = [
     "CONNECTOR",
@@ -303,7 +303,6 @@ def stat_path(path: str, root: str | None = None) -> dict[str, Any]:
 
 _PATH = Param("path", "string", "a path relative to the root")
 _ROOT = Param("root", "string", "the absolute root the forward call acted in (its result's `root`)")
-_STEP = Param("step", "integer", "the step being undone, named in errors", required=False)
 _STATE = "the file's state as the forward result gives it"
 
 CONNECTOR = Connector(
@@ -321,13 +320,13 @@ CONNECTOR = Connector(
               Param("destination", "string", "where it goes, relative to the root"))),
         Tool("fs.make_dir", ToolKind.FORWARD, make_dir, "Create a folder (its parent must exist).", (_PATH,)),
         Tool("fs.restore", ToolKind.COMPENSATION, restore, "Put back a file's exact previous bytes and mode.",
-             (_ROOT, _PATH, Param("before", "object", _STATE), Param("after", "object", _STATE), _STEP),
+             (_ROOT, _PATH, Param("before", "object", _STATE), Param("after", "object", _STATE), STEP),
              destructive=True, idempotent=True),
         Tool("fs.move_back", ToolKind.COMPENSATION, move_back, "Move a moved file back where it was.",
              (_ROOT, Param("source", "string", "where the file was"), Param("destination", "string", "where it is"),
-              Param("sha256", "string", "the moved file's digest"), _STEP), idempotent=True),
+              Param("sha256", "string", "the moved file's digest"), STEP), idempotent=True),
         Tool("fs.remove_dir", ToolKind.COMPENSATION, remove_dir, "Remove a folder while it is empty.",
-             (_ROOT, _PATH, _STEP), destructive=True, idempotent=True),
+             (_ROOT, _PATH, STEP), destructive=True, idempotent=True),
         Tool("fs.stat", ToolKind.READ, stat_path, "What is at a path: exists, type, sha256, size, mode.",
              (_PATH, Param("root", "string", "an absolute root (default REVERSI_FS_ROOT)", required=False))),
     ),

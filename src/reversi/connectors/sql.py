@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from reversi.connectors import _snapshots
-from reversi.connectors._base import BadArgument, ChangedSince, Connector, ConnectorError, Param, Tool, ToolKind
+from reversi.connectors._base import STEP, BadArgument, ChangedSince, Connector, ConnectorError, Param, Tool, ToolKind
 from reversi.connectors._sql_db import SQL_URL, Database, Row, Table, open_database
 
 __all__ = ["CONNECTOR", "delete", "delete_rows", "insert", "restore_rows", "select", "update"]
@@ -247,7 +247,6 @@ _DB = Param("db", "string", f"the database URL (sqlite:///PATH or postgresql://.
             required=False)
 _TABLE = Param("table", "string", "the table's name, exactly as the schema has it")
 _KEY = Param("key", "object", "the primary key's columns and values")
-_STEP = Param("step", "integer", "the step being undone, named in errors", required=False)
 _IMAGES = (Param("images", "string", "the snapshot of the rows (the forward result's `images`)"),
            Param("images_sha256", "string", "its digest (`images_sha256`)"))
 
@@ -263,9 +262,9 @@ CONNECTOR = Connector(
         Tool("sql.delete", ToolKind.FORWARD, delete, "Delete the row with a primary key.", (_DB, _TABLE, _KEY),
              destructive=True),
         Tool("sql.delete_rows", ToolKind.COMPENSATION, delete_rows, "Delete the rows an insert made, if unchanged.",
-             (_DB, _TABLE, *_IMAGES, _STEP), destructive=True, idempotent=True),
+             (_DB, _TABLE, *_IMAGES, STEP), destructive=True, idempotent=True),
         Tool("sql.restore_rows", ToolKind.COMPENSATION, restore_rows, "Put rows back to their before-images.",
-             (_DB, _TABLE, *_IMAGES, _STEP), destructive=True, idempotent=True),
+             (_DB, _TABLE, *_IMAGES, STEP), destructive=True, idempotent=True),
         Tool("sql.select", ToolKind.READ, select, "The rows with some primary keys.",
              (_DB, _TABLE, Param("key", "object", "one primary key", required=False),
               Param("keys", "array", "several primary keys", required=False))),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reversi.connectors._base import BadArgument, ChangedSince, Connector, DownstreamError, Param, Setting, Tool
+from reversi.connectors._base import STEP, BadArgument, ChangedSince, Connector, DownstreamError, Param, Setting, Tool
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service, form_encode
 
@@ -150,13 +150,12 @@ _AMOUNT = Param("amount", "integer", "in the currency's smallest unit (cents)")
 _CURRENCY = Param("currency", "string", "three-letter ISO code, lowercase")
 _CUSTOMER = Param("customer", "string", "a customer id (cus_...)", required=False)
 _METADATA = Param("metadata", "object", "key-value pairs kept with the object", required=False)
-_STEP = Param("step", "integer", "the step being undone, named in errors", required=False)
 _GET = Param("id", "string", "the object's id")
 
 CONNECTOR = Connector(
     name="stripe",
     description="Stripe charges, customers and payment intents",
-    settings=(STRIPE.base, STRIPE.token),
+    settings=STRIPE.settings,
     tools=(
         Tool("stripe.create_charge", Kind.FORWARD, create_charge, "Charge a customer or a source.",
              (_AMOUNT, _CURRENCY, _CUSTOMER, Param("source", "string", "a payment source", required=False),
@@ -170,12 +169,12 @@ CONNECTOR = Connector(
               Param("payment_method_types", "array", "e.g. [\"card\"]", required=False), _METADATA)),
         Tool("stripe.refund", Kind.COMPENSATION, refund, "Refund a charge (Idempotency-Key: the rollback's key).",
              (Param("charge_id", "string", "the charge (ch_...)"),
-              Param("amount", "integer", "how much; all of it when left out", required=False), _STEP),
+              Param("amount", "integer", "how much; all of it when left out", required=False), STEP),
              idempotent=True),
         Tool("stripe.delete_customer", Kind.COMPENSATION, delete_customer, "Delete a customer.",
-             (Param("customer_id", "string", "the customer (cus_...)"), _STEP), destructive=True, idempotent=True),
+             (Param("customer_id", "string", "the customer (cus_...)"), STEP), destructive=True, idempotent=True),
         Tool("stripe.cancel_payment_intent", Kind.COMPENSATION, cancel_payment_intent, "Cancel a payment intent.",
-             (Param("payment_intent", "string", "the payment intent (pi_...)"), _STEP), destructive=True,
+             (Param("payment_intent", "string", "the payment intent (pi_...)"), STEP), destructive=True,
              idempotent=True),
         Tool("stripe.get_charge", Kind.READ, get_charge, "A charge.", (_GET,)),
         Tool("stripe.get_customer", Kind.READ, get_customer, "A customer.", (_GET,)),
