@@ -112,6 +112,9 @@ async def test_serve_offers_the_tools_with_schemas_and_hints_and_runs_them(tmp_p
         refused = await client.call_tool("fs.write_file", {"path": "../out.txt", "content": "x"})
         assert refused.is_error and refused.content[0].text == (
             f"bad argument path: '../out.txt' leaves the root {tmp_path}")
+        elsewhere = await client.call_tool("fs.stat", {"path": "passwd", "root": "/etc"})
+        assert elsewhere.is_error and elsewhere.content[0].text == (
+            f"bad argument root: /etc is not this server's root {tmp_path}")
         unknown = await client.call_tool("sql.select", {"table": "t"})
         assert unknown.is_error and unknown.content[0].text == "unknown tool: sql.select"
 

@@ -25,6 +25,7 @@ from reversi.connectors._base import STEP, BadArgument, ChangedSince, Connector,
 
 __all__ = [
     "CONNECTOR",
+    "confine_to_root",
     "delete",
     "make_dir",
     "move",
@@ -38,6 +39,17 @@ __all__ = [
 ROOT = Setting("REVERSI_FS_ROOT", "the folder fs tools act in; paths leaving it are refused", "the working directory")
 
 State = dict[str, Any]
+_confined = False
+
+
+def confine_to_root() -> None:
+    """From now on refuse a `root` argument other than REVERSI_FS_ROOT (or the working directory).
+
+    `reversi-connectors serve` calls it: there the compensations and reads are offered to an agent,
+    which must not reach past the root its forward tools are confined to.
+    """
+    global _confined
+    _confined = True
 
 
 # --- paths -------------------------------------------------------------------------------------
@@ -53,6 +65,8 @@ def _root(root: str | None) -> Path:
     real = Path(os.path.realpath(raw))
     if not real.is_dir():
         raise BadArgument(named, f"{raw} is not a folder")
+    if root is not None and _confined and real != _root(None):
+        raise BadArgument("root", f"{root} is not this server's root {_root(None)}")
     return real
 
 
