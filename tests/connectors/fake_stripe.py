@@ -102,8 +102,12 @@ class FakeStripe(FakeBase):
         if charge is None:
             return stripe_error(400, f"No such charge: '{charge_id}'", "resource_missing", param="charge")
         amount = charge["amount"] - charge["amount_refunded"] if amount is None else amount
-        if charge["refunded"] or charge["amount_refunded"] + amount > charge["amount"]:
+        if charge["refunded"]:
             return stripe_error(400, f"Charge {charge_id} has already been refunded.", "charge_already_refunded")
+        if charge["amount_refunded"] + amount > charge["amount"]:
+            left = charge["amount"] - charge["amount_refunded"]
+            return stripe_error(400, f"Refund amount ({amount}) is greater than unrefunded amount on charge"
+                                f" ({left})", "amount_too_large", param="amount")
         refund_id = self.new_id("re")
         self.refunds[refund_id] = {"id": refund_id, "object": "refund", "amount": amount, "charge": charge_id,
                                    "status": "succeeded"}

@@ -175,9 +175,9 @@ def test_move_back_refuses_when_the_moved_file_was_edited_and_when_the_source_is
 
 
 def test_stat_answers_for_files_folders_and_nothing(world: Path) -> None:
-    assert fs.stat_path(path="keep.txt")["mode"] == "0600"
-    assert fs.stat_path(path="docs")["type"] == "directory"
-    assert fs.stat_path(path="nothing")["exists"] is False
+    assert fs.stat(path="keep.txt")["mode"] == "0600"
+    assert fs.stat(path="docs")["type"] == "directory"
+    assert fs.stat(path="nothing")["exists"] is False
 
 
 def test_bad_arguments_are_named_on_one_line_with_exit_1(world: Path) -> None:

@@ -130,3 +130,11 @@ def test_a_missing_key_and_a_wrong_key_are_named(fake: FakeStripe, monkeypatch: 
     assert (done.code, done.err) == (1, "STRIPE_API_KEY is not set: Stripe needs it\n")
     done = connectors_cli("read", stdin=json.dumps({"tool": "stripe.get_charge", "arguments": {"id": "../x"}}))
     assert (done.code, done.err) == (1, "bad argument id: '../x' is not a Stripe id\n")
+
+
+def test_a_charge_partly_refunded_by_someone_else_is_changed_since(fake: FakeStripe) -> None:
+    charge = stripe.create_charge(amount=800, currency="usd")
+    fake.refund_now(charge["id"], 300)
+    with pytest.raises(ChangedSince, match=r"^changed since step 1: charge .* \(amount_too_large\)$"):
+        stripe.refund(charge["id"], amount=800, step=1, idempotency_key="k")
+    assert fake.charges[charge["id"]]["amount_refunded"] == 300

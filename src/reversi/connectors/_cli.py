@@ -100,10 +100,11 @@ def _string(call: dict[str, Any], name: str) -> str:
 @click.argument("names", nargs=-1, metavar="[NAME...]")
 def manifest(names: tuple[str, ...]) -> None:
     """Print the shipped manifest (YAML) of those connectors (all without a name), ready for -m."""
-    chosen = [c for c in connectors(names) if c.tools or names]
+    chosen = connectors(names)
     if len(chosen) == 1:
         click.echo(chosen[0].manifest_text(), nl=False)
         return
+    chosen = [c for c in chosen if c.tools]  # http without a tools file has nothing to add
     click.echo(f"# The manifest of the reversi connectors {', '.join(c.name for c in chosen)}.\nversion: 1\ntools:")
     for connector in chosen:
         entries = connector.manifest_text().split("\ntools:\n", 1)[1].rstrip()

@@ -16,7 +16,7 @@ import anyio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 
-from reversi.connectors._base import Connector, ConnectorError, Tool, ToolKind, UnknownTool
+from reversi.connectors._base import Connector, Tool, ToolKind, UnknownTool
 from reversi.connectors._errors import one_line
 
 __all__ = ["IDEMPOTENCY_META_KEY", "ToolServer", "serve_http", "serve_stdio"]
@@ -66,9 +66,7 @@ class ToolServer:
             result = await anyio.to_thread.run_sync(
                 lambda: tool.invoke(params.arguments or {}, idempotency_key=key if isinstance(key, str) else None)
             )
-        except ConnectorError as exc:
-            return _text(one_line(exc), error=True)
-        except Exception as exc:  # a tool's unexpected failure is still that tool's error, not the server's
+        except Exception as exc:  # any failure is the tool's error (isError), not the server's
             return _text(one_line(exc), error=True)
         structured = result if isinstance(result, dict) else {"result": result}
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(result))],

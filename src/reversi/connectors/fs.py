@@ -15,7 +15,7 @@ import errno
 import hashlib
 import os
 import shutil
-import stat
+import stat as _stat
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ __all__ = [
     "move_back",
     "remove_dir",
     "restore",
-    "stat_path",
+    "stat",
     "write_file",
 ]
 
@@ -90,26 +90,34 @@ def _parent_exists(path: Path, relative: str, name: str) -> None:
 # --- states ------------------------------------------------------------------------------------
 
 
-def _state(path: Path) -> State:
-    """What is at `path`: `exists`, `type`, `sha256`, `size` and `mode` (octal text)."""
+def _state(path: Path, data: bytes | None = None) -> State:
+    """What is at `path`: `exists`, `type`, `sha256`, `size` and `mode` (octal text).
+
+    `data`: the file's bytes when the caller has read them already.
+    """
     try:
         info = os.lstat(path)
     except FileNotFoundError:
         return {"exists": False, "type": None, "sha256": None, "size": None, "mode": None}
-    mode = f"{stat.S_IMODE(info.st_mode):04o}"
-    if stat.S_ISREG(info.st_mode):
-        sha = hashlib.sha256(path.read_bytes()).hexdigest()
-        return {"exists": True, "type": "file", "sha256": sha, "size": info.st_size, "mode": mode}
-    kind = "directory" if stat.S_ISDIR(info.st_mode) else "other"
+    mode = f"{_stat.S_IMODE(info.st_mode):04o}"
+    if _stat.S_ISREG(info.st_mode):
+        data = path.read_bytes() if data is None else data
+        return {"exists": True, "type": "file", "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
+                "mode": mode}
+    kind = "directory" if _stat.S_ISDIR(info.st_mode) else "other"
     return {"exists": True, "type": kind, "sha256": None, "size": None, "mode": mode}
 
 
 def _snapshot(path: Path, relative: str, name: str) -> State:
-    """The file's state before a change, its bytes kept; an absent file has no snapshot."""
-    before = _state(path)
-    if before["exists"] and before["type"] != "file":
+    """The file's state before a change, its bytes kept (read once); an absent file has no snapshot."""
+    try:
+        data: bytes | None = path.read_bytes() if path.is_file() else None
+    except FileNotFoundError:
+        data = None
+    before = _state(path, data)
+    if before["exists"] and (before["type"] != "file" or data is None):
         raise BadArgument(name, f"{relative!r} is a {before['type']}, not a file")
-    before["snapshot"] = str(_snapshots.store(path.read_bytes())[1]) if before["exists"] else None
+    before["snapshot"] = str(_snapshots.store(data)[1]) if data is not None else None
     return before
 
 
@@ -309,7 +317,7 @@ def remove_dir(root: str, path: str, step: int | None = None) -> dict[str, Any]:
 # --- read ----------------------------------------------------------------------------------------
 
 
-def stat_path(path: str, root: str | None = None) -> dict[str, Any]:
+def stat(path: str, root: str | None = None) -> dict[str, Any]:
     """What is at `path`: `exists`, `type`, `sha256`, `size`, `mode` (octal text, e.g. "0644")."""
     base = _root(root)
     return {"root": str(base), "path": path, **_state(_inside(base, path, "path"))}
@@ -341,7 +349,7 @@ CONNECTOR = Connector(
               Param("sha256", "string", "the moved file's digest"), STEP), idempotent=True),
         Tool("fs.remove_dir", ToolKind.COMPENSATION, remove_dir, "Remove a folder while it is empty.",
              (_ROOT, _PATH, STEP), destructive=True, idempotent=True),
-        Tool("fs.stat", ToolKind.READ, stat_path, "What is at a path: exists, type, sha256, size, mode.",
+        Tool("fs.stat", ToolKind.READ, stat, "What is at a path: exists, type, sha256, size, mode.",
              (_PATH, Param("root", "string", "an absolute root (default REVERSI_FS_ROOT)", required=False))),
     ),
 )

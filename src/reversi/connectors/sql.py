@@ -200,13 +200,7 @@ def restore_rows(table: str, images: str, images_sha256: str, db: str | None = N
         ChangedSince: a row differs from the step's after-image.
         ConnectorError: the snapshot is missing or damaged, or the database refused.
     """
-    with _opened(db) as database:
-        found = database.table(table)
-        kept = _images(images, images_sha256, found)
-        with _failures(database), database.transaction():
-            for image in kept:
-                _put_back(database, found, image, step)
-        return {"db": database.url, "table": found.name, "keys": [i["key"] for i in kept], "rows": len(kept)}
+    return _restore(table, images, images_sha256, db, step, inserted_only=False)
 
 
 def delete_rows(table: str, images: str, images_sha256: str, db: str | None = None,
@@ -217,10 +211,20 @@ def delete_rows(table: str, images: str, images_sha256: str, db: str | None = No
         BadArgument: the snapshot is not an insert's.
         ChangedSince: a row differs from what the insert left.
     """
+    return _restore(table, images, images_sha256, db, step, inserted_only=True)
+
+
+def _restore(table: str, images: str, images_sha256: str, db: str | None, step: int | None,
+             *, inserted_only: bool) -> dict[str, Any]:
     with _opened(db) as database:
-        if any(image["before"] is not None for image in _images(images, images_sha256, database.table(table))):
+        found = database.table(table)
+        kept = _images(images, images_sha256, found)
+        if inserted_only and any(image["before"] is not None for image in kept):
             raise BadArgument("images", "these rows existed before the step: undo it with sql.restore_rows")
-    return restore_rows(table, images, images_sha256, db, step)
+        with _failures(database), database.transaction():
+            for image in kept:
+                _put_back(database, found, image, step)
+        return {"db": database.url, "table": found.name, "keys": [i["key"] for i in kept], "rows": len(kept)}
 
 
 # --- read ----------------------------------------------------------------------------------------

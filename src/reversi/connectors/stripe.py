@@ -96,7 +96,7 @@ def refund(charge_id: str, amount: int | None = None, step: int | None = None,
     try:
         return _post("/v1/refunds", fields, idempotency_key)
     except DownstreamError as exc:
-        if "(charge_already_refunded)" in exc.message:
+        if exc.message.endswith(("(charge_already_refunded)", "(amount_too_large)")):
             raise ChangedSince(step, f"charge {charge_id} was refunded by someone else: {exc.message}") from exc
         raise
 
