@@ -3,6 +3,7 @@ by calling the compensations and read-backs on the same `reversi-connectors serv
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import sqlite3
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters, types
 from tests.connectors.conftest import CONNECTORS, connectors_cli, files_under
+from tests.connectors.fake_server import URL, served_with
+from tests.connectors.fake_stripe import KEY, FakeStripe
 
 GATEWAY = str(Path(sys.executable).parent / "reversi-gateway")
 
@@ -73,3 +76,22 @@ async def test_the_gateways_operator_rolls_back_fs_and_sql_through_the_connector
     assert files_under(root) == files_before
     with sqlite3.connect(shop) as conn:
         assert conn.execute("SELECT * FROM items").fetchall() == [(1, "apple", 5)]
+
+
+async def test_the_operator_rollback_sends_its_key_through_mcp_to_stripes_idempotency_key_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
+        manifest = tmp_path / "stripe.yaml"
+        manifest.write_text(connectors_cli("manifest", "stripe").out)
+        common = ["--upstream", f"c={shlex.join([CONNECTORS, 'serve', 'stripe'])}",
+                  "--db", f"sqlite:///{tmp_path}/reversi.db", "-m", str(manifest)]
+        async with _gateway(*common, "--run-id", "run_pay") as agent:
+            charge = _ok(await agent.call_tool("stripe.create_charge", {"amount": 500, "currency": "eur"}))
+        async with _gateway("operator", *common) as operator:
+            report = _ok(await operator.call_tool("reversi.execute_rollback", {"run_id": "run_pay", "confirm": True}))
+
+    assert report["complete"] is True and report["compensated"] == [0], report
+    key = hashlib.sha256(b"run_pay:0:stripe.refund").hexdigest()
+    assert fake.effects == {f"/v1/refunds {key}": 1}
+    assert fake.charges[charge["id"]]["refunded"] is True
