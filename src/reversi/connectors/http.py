@@ -9,24 +9,29 @@
         url: /widgets                           # {name} parts are filled from the arguments
         params: {name: string, size: "integer?"}  # `?`: may be left out
         manifest:                               # the tool's manifest entry, as in any manifest
-          compensation: {tool: http.delete_widget, args: {id: "$result.id"}}
+          compensation: {tool: http.delete_widget, args: {id: "$result.id", version: "$result.version"}}
       http.delete_widget:
         kind: compensation                      # forward (default) | compensation | read
         method: DELETE
         url: /widgets/{id}
-        params: {id: string}
+        params: {id: string, version: integer}
         idempotency_header: Idempotency-Key     # the rollback's key goes in this header
         done_statuses: [404]                    # these mean "already undone"
+        unchanged: [version]                    # read the URL first: its `version` must still be the argument's
 
 Arguments not used in the URL travel as `body` says: `json` (default for POST, PUT, PATCH), `form`,
 or `query` (default for GET and DELETE). The answer is the response's JSON (`result: data` picks a
 key of it); a compensation answers `{"ok": true}` when the response has no body or has a status of
-`done_statuses`, so its repeat answers as the first did. `reversi-connectors manifest http` prints
-the `manifest` entries of the file as a manifest.
+`done_statuses`, so its repeat answers as the first did (a read answers such a status as
+`{"found": false, "status": N}`). With `unchanged`, a tool first GETs its URL:
+a done status there is already undone; a named field that differs from the argument of that name
+(what the forward call left, e.g. `version: "$result.version"`) is `changed since step N`.
+`reversi-connectors manifest http` prints the `manifest` entries of the file as a manifest.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -37,7 +42,17 @@ from urllib.parse import quote
 
 import yaml
 
-from reversi.connectors._base import BadArgument, Connector, ConnectorError, Param, Setting, Tool, ToolKind
+from reversi.connectors._base import (
+    STEP,
+    BadArgument,
+    ChangedSince,
+    Connector,
+    ConnectorError,
+    Param,
+    Setting,
+    Tool,
+    ToolKind,
+)
 from reversi.connectors._http import Service, form_encode
 
 __all__ = ["TOOLS_FILE", "load"]
@@ -47,7 +62,7 @@ TOOLS_FILE = Setting("REVERSI_HTTP_TOOLS", "the YAML file describing the http to
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PART = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _TOOL_KEYS = {"kind", "method", "url", "params", "headers", "body", "idempotency_header", "result", "done_statuses",
-              "description", "manifest"}
+              "unchanged", "description", "manifest"}
 _TYPES = {"string", "integer", "number", "boolean", "object", "array", "any"}
 
 
@@ -73,22 +88,35 @@ def _environment(text: str, where: str) -> str:
 
 
 def _invoke(spec: dict[str, Any], defaults: dict[str, Any], name: str, kind: ToolKind, /,
-            *, idempotency_key: str | None = None, **arguments: Any) -> Any:
+            *, idempotency_key: str | None = None, step: int | None = None, **arguments: Any) -> Any:
     method = str(spec.get("method", "GET")).upper()
-    used = set(_PART.findall(str(spec["url"])))
+    conditions = [str(field) for field in spec.get("unchanged", ())]
+    used = set(_PART.findall(str(spec["url"]))) | set(conditions)
     url = _PART.sub(lambda m: quote(str(arguments.get(m[1], "")), safe=""), _environment(str(spec["url"]), name))
     rest = {k: v for k, v in arguments.items() if k not in used}
     headers = {k: _environment(str(v), name) for k, v in {**defaults["headers"], **spec.get("headers", {})}.items()}
+    service = Service(name, Setting("", "", _environment(defaults["base_url"], name)), None, _message)
+    done = tuple(spec.get("done_statuses", ()))
+    if conditions:  # read first: already undone, or changed since the step
+        found = service.request("GET", url, headers=headers, tolerate=done)
+        if found.status in done:
+            return {"ok": True}
+        now = found.body if isinstance(found.body, dict) else {}
+        for field in conditions:
+            if now.get(field) != arguments.get(field):
+                raise ChangedSince(step, f"{field} of {url} is {json.dumps(now.get(field))}, the step left"
+                                         f" {json.dumps(arguments.get(field))}")
     if idempotency_key and spec.get("idempotency_header"):
         headers[str(spec["idempotency_header"])] = idempotency_key
     body = spec.get("body", "json" if method in ("POST", "PUT", "PATCH") else "query")
-    service = Service(name, Setting("", "", _environment(defaults["base_url"], name)), None, _message)
     answer = service.request(
-        method, url, headers=headers, tolerate=tuple(spec.get("done_statuses", ())),
+        method, url, headers=headers, tolerate=done,
         json=rest if body == "json" else None, data=form_encode(rest) if body == "form" else None,
         params=rest if body == "query" else None,
     )
-    if kind is ToolKind.COMPENSATION and (answer.body is None or answer.status in spec.get("done_statuses", ())):
+    if answer.status in done:
+        return {"ok": True} if kind is ToolKind.COMPENSATION else {"found": False, "status": answer.status}
+    if kind is ToolKind.COMPENSATION and answer.body is None:
         return {"ok": True}
     picked = spec.get("result")
     if picked and picked != "body":
@@ -120,8 +148,14 @@ def _tool(name: str, spec: Any, defaults: dict[str, Any]) -> Tool:
     except ValueError:
         raise ConnectorError(f"{name}: kind must be forward, compensation or read") from None
     method = str(spec.get("method", "GET")).upper()
+    params = _params(name, spec.get("params", {}))
+    if kind is ToolKind.COMPENSATION and all(p.name != "step" for p in params):
+        params = (*params, STEP)
+    for field in spec.get("unchanged", ()):
+        if all(p.name != field for p in params):
+            raise ConnectorError(f"{name}: unchanged names {field!r}, which is not one of its params")
     return Tool(name, kind, partial(_invoke, dict(spec), defaults, name, kind),
-                str(spec.get("description", f"{method} {spec['url']}")), _params(name, spec.get("params", {})),
+                str(spec.get("description", f"{method} {spec['url']}")), params,
                 destructive=method == "DELETE", idempotent=kind is not ToolKind.FORWARD or method in ("PUT", "DELETE"))
 
 
