@@ -16,6 +16,11 @@
     ├── StoreUnavailable         the store cannot be reached or stays locked
     │   └── WriteConflict        the database undid a write to break a deadlock (it is retried)
     ├── Interrupted              Ctrl-C stopped a command part way; the message says what it left
+    ├── ConnectorError           a connector could not do what it was asked
+    │   ├── UnknownTool          no connector offers the tool (`unknown tool: NAME`)
+    │   ├── BadArgument          an argument is missing, of the wrong type, or unacceptable
+    │   ├── ChangedSince         the world changed since the forward call: the undo would clobber it
+    │   └── DownstreamError      the external system answered with an error (status and its message)
     └── Refused                  a new call stopped before it ran (journaled as `refused`)
         ├── Halted               a halt or the kill file
         ├── Duplicate            the same logical call still stands
@@ -203,3 +208,52 @@ class ApprovalDenied(Refused):
     """The approval for this call was denied (`approval denied: NOTE`)."""
 
     code = "approval_denied"
+
+
+class ConnectorError(ReversiError):
+    """A connector could not do what it was asked; nothing was changed unless the message says so."""
+
+    code = "connector_error"
+
+
+class UnknownTool(ConnectorError):
+    """No connector offers this tool."""
+
+    code = "unknown_tool"
+    http_status = 404
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown tool: {name}")
+
+
+class BadArgument(ConnectorError):
+    """An argument is missing, has the wrong type, or names something the connector refuses."""
+
+    code = "bad_argument"
+    http_status = 400
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"bad argument {name}: {problem}")
+        self.argument = name
+
+
+class ChangedSince(ConnectorError):
+    """The world differs from what the forward call left, so the undo does not clobber it."""
+
+    code = "changed_since"
+    http_status = 409
+
+    def __init__(self, step: int | None, what: str) -> None:
+        since = f"step {step}" if step is not None else "the forward call"
+        super().__init__(f"changed since {since}: {what}")
+
+
+class DownstreamError(ConnectorError):
+    """The external system refused or failed the request; `status` is its HTTP status (0: no answer)."""
+
+    code = "downstream_error"
+    http_status = 502
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status

@@ -140,12 +140,29 @@ class Run:
         self._ledger = ledger
         self.record = record
 
-    id = property(lambda self: self.record.run_id)
-    mode = property(lambda self: self.record.mode.value)
-    actor = property(lambda self: self.record.scope.actor)
-    tenant = property(lambda self: self.record.scope.tenant)
-    environment = property(lambda self: self.record.scope.environment)
-    principal = property(lambda self: self.record.principal)
+    @property
+    def id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def mode(self) -> str:
+        return self.record.mode.value
+
+    @property
+    def actor(self) -> str:
+        return self.record.scope.actor
+
+    @property
+    def tenant(self) -> str:
+        return self.record.scope.tenant
+
+    @property
+    def environment(self) -> str:
+        return self.record.scope.environment
+
+    @property
+    def principal(self) -> str:
+        return self.record.principal
 
     def __repr__(self) -> str:
         return f"<Run {self.id} mode={self.mode} actor={self.actor!r}>"

@@ -1,0 +1,184 @@
+"""The `stripe` connector: charges, customers and payment intents over Stripe's REST API.
+
+Requests are form-encoded with the secret key from `STRIPE_API_KEY`, at `STRIPE_API_BASE` (default
+https://api.stripe.com). A compensation sends its idempotency key as Stripe's `Idempotency-Key`
+header, so Stripe itself replays the first answer to a repeat; deleting a customer (a DELETE, where
+Stripe ignores the header) reads the customer first.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from reversi.connectors._base import STEP, Connector, Param, Setting, Tool
+from reversi.connectors._base import ToolKind as Kind
+from reversi.connectors._http import Service, form_encode
+from reversi.errors import BadArgument, ChangedSince, DownstreamError
+
+__all__ = [
+    "CONNECTOR",
+    "cancel_payment_intent",
+    "create_charge",
+    "create_customer",
+    "create_payment_intent",
+    "delete_customer",
+    "get_charge",
+    "get_customer",
+    "get_payment_intent",
+    "refund",
+]
+
+
+def _message(body: Any) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    code = error.get("code") or error.get("type")
+    return f"{error.get('message')} ({code})" if code else str(error.get("message"))
+
+
+STRIPE = Service(
+    "Stripe",
+    Setting("STRIPE_API_BASE", "Stripe's API", "https://api.stripe.com"),
+    Setting("STRIPE_API_KEY", "the secret key (sk_...)", "none: required"),
+    _message,
+)
+_ID = re.compile(r"[A-Za-z0-9_]{1,255}")
+
+
+def _id(value: str, name: str) -> str:
+    if not _ID.fullmatch(value):
+        raise BadArgument(name, f"{value!r} is not a Stripe id")
+    return value
+
+
+def _post(path: str, fields: dict[str, Any], idempotency_key: str | None = None) -> Any:
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    return STRIPE.request("POST", path, data=form_encode(fields), headers=headers).body
+
+
+# --- forward -----------------------------------------------------------------------------------
+
+
+def create_charge(amount: int, currency: str, customer: str | None = None, source: str | None = None,
+                  description: str | None = None, metadata: dict[str, Any] | None = None) -> Any:
+    """Charge `amount` (in the currency's smallest unit). Undo: `stripe.refund`."""
+    return _post("/v1/charges", {"amount": amount, "currency": currency, "customer": customer, "source": source,
+                                 "description": description, "metadata": metadata})
+
+
+def create_customer(email: str | None = None, name: str | None = None, description: str | None = None,
+                    metadata: dict[str, Any] | None = None) -> Any:
+    """Create a customer. Undo: `stripe.delete_customer`."""
+    return _post("/v1/customers", {"email": email, "name": name, "description": description, "metadata": metadata})
+
+
+def create_payment_intent(amount: int, currency: str, customer: str | None = None,
+                          payment_method_types: list[str] | None = None,
+                          metadata: dict[str, Any] | None = None) -> Any:
+    """Create a payment intent. Undo: `stripe.cancel_payment_intent`."""
+    return _post("/v1/payment_intents", {"amount": amount, "currency": currency, "customer": customer,
+                                         "payment_method_types": payment_method_types, "metadata": metadata})
+
+
+# --- compensations -----------------------------------------------------------------------------
+
+
+def refund(charge_id: str, amount: int | None = None, step: int | None = None,
+           *, idempotency_key: str | None = None) -> Any:
+    """Refund the charge (all of it unless `amount` says less), with the rollback's idempotency key.
+
+    Raises:
+        ChangedSince: someone else refunded the charge since.
+        DownstreamError: Stripe refused or failed.
+    """
+    fields = {"charge": _id(charge_id, "charge_id"), "amount": amount}
+    try:
+        return _post("/v1/refunds", fields, idempotency_key)
+    except DownstreamError as exc:
+        if exc.message.endswith(("(charge_already_refunded)", "(amount_too_large)")):
+            raise ChangedSince(step, f"charge {charge_id} was refunded by someone else: {exc.message}") from exc
+        raise
+
+
+def delete_customer(customer_id: str, step: int | None = None, *, idempotency_key: str | None = None) -> Any:
+    """Delete the customer; one already deleted (or gone) is answered as Stripe answers a delete."""
+    path = f"/v1/customers/{_id(customer_id, 'customer_id')}"
+    found = STRIPE.request("GET", path, tolerate=(404,))
+    if found.status == 404 or (isinstance(found.body, dict) and found.body.get("deleted")):
+        return {"id": customer_id, "object": "customer", "deleted": True}
+    return STRIPE.request("DELETE", path).body
+
+
+def cancel_payment_intent(payment_intent: str, step: int | None = None,
+                          *, idempotency_key: str | None = None) -> Any:
+    """Cancel the payment intent (with the rollback's idempotency key); one already canceled is answered as is.
+
+    Raises:
+        ChangedSince: it succeeded since (it can no longer be canceled: refund its charge instead).
+    """
+    path = f"/v1/payment_intents/{_id(payment_intent, 'payment_intent')}"
+    found = STRIPE.request("GET", path).body
+    status = found.get("status") if isinstance(found, dict) else None
+    if status == "canceled":
+        return found
+    if status == "succeeded":
+        raise ChangedSince(step, f"payment intent {payment_intent} succeeded: refund its charge instead")
+    return _post(f"{path}/cancel", {}, idempotency_key)
+
+
+# --- reads -------------------------------------------------------------------------------------
+
+
+def get_charge(id: str) -> Any:
+    """The charge (its `refunded`, `amount_refunded`, `status`)."""
+    return STRIPE.request("GET", f"/v1/charges/{_id(id, 'id')}").body
+
+
+def get_customer(id: str) -> Any:
+    """The customer; `{"id", "deleted": true}` once deleted, as Stripe answers (also when it is gone)."""
+    found = STRIPE.request("GET", f"/v1/customers/{_id(id, 'id')}", tolerate=(404,))
+    return {"id": id, "object": "customer", "deleted": True} if found.status == 404 else found.body
+
+
+def get_payment_intent(id: str) -> Any:
+    """The payment intent (its `status`)."""
+    return STRIPE.request("GET", f"/v1/payment_intents/{_id(id, 'id')}").body
+
+
+_AMOUNT = Param("amount", "integer", "in the currency's smallest unit (cents)")
+_CURRENCY = Param("currency", "string", "three-letter ISO code, lowercase")
+_CUSTOMER = Param("customer", "string", "a customer id (cus_...)", required=False)
+_METADATA = Param("metadata", "object", "key-value pairs kept with the object", required=False)
+_GET = Param("id", "string", "the object's id")
+
+CONNECTOR = Connector(
+    name="stripe",
+    description="Stripe charges, customers and payment intents",
+    settings=STRIPE.settings,
+    tools=(
+        Tool("stripe.create_charge", Kind.FORWARD, create_charge, "Charge a customer or a source.",
+             (_AMOUNT, _CURRENCY, _CUSTOMER, Param("source", "string", "a payment source", required=False),
+              Param("description", "string", "shown in the dashboard", required=False), _METADATA)),
+        Tool("stripe.create_customer", Kind.FORWARD, create_customer, "Create a customer.",
+             (Param("email", "string", "the customer's email", required=False),
+              Param("name", "string", "the customer's name", required=False),
+              Param("description", "string", "shown in the dashboard", required=False), _METADATA)),
+        Tool("stripe.create_payment_intent", Kind.FORWARD, create_payment_intent, "Create a payment intent.",
+             (_AMOUNT, _CURRENCY, _CUSTOMER,
+              Param("payment_method_types", "array", "e.g. [\"card\"]", required=False), _METADATA)),
+        Tool("stripe.refund", Kind.COMPENSATION, refund, "Refund a charge (Idempotency-Key: the rollback's key).",
+             (Param("charge_id", "string", "the charge (ch_...)"),
+              Param("amount", "integer", "how much; all of it when left out", required=False), STEP),
+             idempotent=True),
+        Tool("stripe.delete_customer", Kind.COMPENSATION, delete_customer, "Delete a customer.",
+             (Param("customer_id", "string", "the customer (cus_...)"), STEP), destructive=True, idempotent=True),
+        Tool("stripe.cancel_payment_intent", Kind.COMPENSATION, cancel_payment_intent, "Cancel a payment intent.",
+             (Param("payment_intent", "string", "the payment intent (pi_...)"), STEP), destructive=True,
+             idempotent=True),
+        Tool("stripe.get_charge", Kind.READ, get_charge, "A charge.", (_GET,)),
+        Tool("stripe.get_customer", Kind.READ, get_customer, "A customer.", (_GET,)),
+        Tool("stripe.get_payment_intent", Kind.READ, get_payment_intent, "A payment intent.", (_GET,)),
+    ),
+)
