@@ -386,11 +386,9 @@ def test_a_malformed_origin_is_not_this_machine_and_breaks_nothing(make_site: Ca
 
 
 def test_signing_out_twice_or_without_signing_in_is_harmless(site: Site) -> None:
-    from reversi.store.sessions import sign_out
-
     with site.ledger.store.write() as q:
         for _ in range(2):
-            sign_out(q, "a" * 64, "2099-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z")
+            q.sign_out("a" * 64, "2099-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z")
     anonymous = httpx.Client(base_url=site.url)
     site.clients.append(anonymous)
     assert anonymous.post("/logout", data={"csrf": csrf_of(anonymous.get("/login").text)}).status_code == 303

@@ -16,8 +16,6 @@ from enum import Enum
 from reversi.core.models import RunRecord
 from reversi.engine.keys import KEYLESS_SERVES, LOCAL_ADMIN, Principal, Role, principal_of_key
 from reversi.errors import Forbidden, Unauthorized
-from reversi.store import keys as key_sql
-from reversi.store import sessions as session_sql
 from reversi.store.queries import Queries
 
 _RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
@@ -55,7 +53,7 @@ def authenticate(q: Queries, key: str | None, local_ok: bool) -> Principal:
         principal = principal_of_key(q, key)
         if principal is not None:
             return principal
-    if key_sql.any_key(q):
+    if q.any_key():
         raise Unauthorized(KEY_REQUIRED if key is None else BAD_KEY)
     if not local_ok:
         raise Unauthorized(NO_KEYS_REMOTE)
@@ -66,9 +64,9 @@ def check_still_valid(q: Queries, principal: Principal) -> None:
     """Raises Unauthorized if the principal's key was revoked since it was read, or (for the loopback
     admin of a store without keys) if the store holds a key now."""
     if principal.key_id is None:
-        if key_sql.any_key(q):
+        if q.any_key():
             raise Unauthorized(KEY_REQUIRED)
-    elif not key_sql.key_is_active(q, principal.key_id):
+    elif not q.key_is_active(principal.key_id):
         raise Unauthorized(BAD_KEY)
 
 
@@ -82,10 +80,10 @@ def session_principal(q: Queries, key_id: str | None, token: str, local_ok: bool
     if that key is still active and the session was not signed out; else the keyless `local` for a
     request that may act as it (`local_ok`) on a store without keys; else None."""
     if key_id:
-        row = key_sql.get_key(q, key_id)
-        if row is not None and row.revoked_at is None and not session_sql.is_signed_out(q, session_hash(token)):
+        row = q.get_key(key_id)
+        if row is not None and row.revoked_at is None and not q.is_signed_out(session_hash(token)):
             return Principal(row.name, Role(row.role), row.tenant, row.key_id)
-    if local_ok and not key_sql.any_key(q):
+    if local_ok and not q.any_key():
         return LOCAL_ADMIN
     return None
 

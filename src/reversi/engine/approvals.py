@@ -20,8 +20,9 @@ from reversi.core.models import (
     utc_now,
 )
 from reversi.errors import BadInput, Conflict, NotFound
+from reversi.store.approvals import ApprovalRow
 from reversi.store.base import Store
-from reversi.store.queries import ApprovalRow, Queries
+from reversi.store.queries import Queries
 
 APPROVE_ALL_NOTE = "approved with the rollback (all pending compensations approved)"
 

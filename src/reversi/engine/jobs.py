@@ -23,7 +23,6 @@ from reversi.core.models import utc_now
 from reversi.core.report import RollbackReport
 from reversi.engine.rollback import Compensate, RollbackExecutor, RollbackOptions, Verifier
 from reversi.errors import NotFound, ReversiError, RollbackInProgress, StoreUnavailable
-from reversi.store import jobs as job_sql
 from reversi.store.base import RunLock, Store
 from reversi.store.jobs import JobRow
 
@@ -79,10 +78,10 @@ def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensati
                  utc_now())
     with store.write() as q:
         q.lock_run(run_id)
-        latest = job_sql.latest_job(q, run_id)
+        latest = q.latest_job(run_id)
         if latest is not None and latest.state != JobState.DONE:
             raise RollbackInProgress(run_id)
-        job_sql.insert_job(q, row)
+        q.insert_job(row)
     return Job(row)
 
 
@@ -99,7 +98,7 @@ def _wait_for_a_finishing_worker(store: Store, run_id: str) -> None:
             lock.release()
             return
         with store.read() as q:
-            latest = job_sql.latest_job(q, run_id)
+            latest = q.latest_job(run_id)
         if latest is None or latest.state != JobState.DONE or time.monotonic() > deadline:
             raise RollbackInProgress(run_id)
         time.sleep(0.01)
@@ -112,7 +111,7 @@ def latest_job(store: Store, run_id: str) -> Job:
         NotFound: the run has never had one.
     """
     with store.read() as q:
-        row = job_sql.latest_job(q, run_id)
+        row = q.latest_job(run_id)
     if row is None:
         raise NotFound(f"no rollback job for {run_id}")
     return Job(row)
@@ -120,13 +119,13 @@ def latest_job(store: Store, run_id: str) -> Job:
 
 def unfinished_jobs(store: Store) -> list[Job]:
     with store.read() as q:
-        return [Job(r) for r in job_sql.unfinished_jobs(q)]
+        return [Job(r) for r in q.unfinished_jobs()]
 
 
 def requeue(store: Store, job_id: str) -> None:
     """Put a job this process stopped running back in the queue (a clean shutdown)."""
     with store.write() as q:
-        job_sql.requeue_job(q, job_id)
+        q.requeue_job(job_id)
 
 
 @dataclass
@@ -142,14 +141,14 @@ class JobRunner:
     def claim(self, job_id: str) -> tuple[Job, RunLock] | None:
         """Take the run's lock for a job that is not done; None when someone else holds it (or it is done)."""
         with self.store.read() as q:
-            row = job_sql.get_job(q, job_id)
+            row = q.get_job(job_id)
         if row is None or row.state == JobState.DONE:
             return None
         lock = self.store.try_lock_run(row.run_id)
         if lock is None:
             return None
         with self.store.read() as q:  # it may have finished between the read and the lock
-            row = job_sql.get_job(q, job_id)
+            row = q.get_job(job_id)
         if row is None or row.state == JobState.DONE:
             lock.release()
             return None
@@ -195,12 +194,12 @@ class JobRunner:
             snapshot = q.snapshot(row.run_id)
         total = len(snapshot.steps) if snapshot is not None else 0
         with self.store.write() as q:
-            job_sql.start_job(q, row.job_id, utc_now(), total - 1 if total else None)
+            q.start_job(row.job_id, utc_now(), total - 1 if total else None)
 
     def _finish(self, job_id: str, report: RollbackReport | None, error: dict[str, str] | None) -> Job:
         with self.store.write() as q:
-            job_sql.finish_job(q, job_id, utc_now(), report.to_dict() if report else None, error)
-            done = job_sql.get_job(q, job_id)
+            q.finish_job(job_id, utc_now(), report.to_dict() if report else None, error)
+            done = q.get_job(job_id)
         assert done is not None
         return Job(done)
 
@@ -210,4 +209,4 @@ class JobRunner:
         if report is not None:
             report["complete"] = False  # so far: a client polling the job must not read it as done
         with self.store.write() as q:
-            job_sql.record_progress(q, job_id, current, report)
+            q.record_progress(job_id, current, report)

@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 from reversi.core.models import check_id, utc_now
 from reversi.errors import BadInput, Conflict, NotFound
-from reversi.store import keys as key_sql
 from reversi.store.base import Store
 from reversi.store.keys import KeyRow
 from reversi.store.queries import Queries
@@ -81,19 +80,19 @@ def create_key(store: Store, name: str, role: str, tenant: str | None = None) ->
     row = KeyRow(key_id, name, role, tenant, _sha256(secret), utc_now(), None)
     with store.write() as q:
         q.lock_name(f"api_key:{name}")
-        others = {other.tenant for other in key_sql.keys_named(q, name)} - {tenant}
+        others = {other.tenant for other in q.keys_named(name)} - {tenant}
         if others:
             held = next(iter(others))
             raise Conflict(f"the name {name} is a principal of " + (f"tenant {held}" if held else "no tenant")
                            + ": a key for it must have the same tenant")
-        key_sql.insert_key(q, row)
+        q.insert_key(row)
     return row, f"rvk_{key_id}_{secret}"
 
 
 def list_keys(store: Store, tenant: str | None = None) -> list[KeyRow]:
     """Every key, or (with `tenant`) the keys of that tenant, oldest first."""
     with store.read() as q:
-        return key_sql.list_keys(q, tenant)
+        return q.list_keys(tenant)
 
 
 def revoke_key(store: Store, key_id: str, tenant: str | None = None) -> KeyRow:
@@ -105,11 +104,11 @@ def revoke_key(store: Store, key_id: str, tenant: str | None = None) -> KeyRow:
     """
     check_id("key", key_id)
     with store.write() as q:
-        found = key_sql.get_key(q, key_id)
+        found = q.get_key(key_id)
         if found is None or (tenant is not None and found.tenant != tenant):
             raise NotFound(f"no key {key_id}")
-        key_sql.revoke_key(q, key_id, utc_now())
-        row = key_sql.get_key(q, key_id)
+        q.revoke_key(key_id, utc_now())
+        row = q.get_key(key_id)
     assert row is not None
     return row
 
@@ -118,7 +117,7 @@ def store_has_keys(store: Store) -> bool:
     """Whether the store holds any key, even a revoked one: only a store that never held one is served
     to loopback clients as the admin `local` (revoking every key does not reopen it)."""
     with store.read() as q:
-        return key_sql.any_key(q)
+        return q.any_key()
 
 
 def authenticate(store: Store, key: str) -> Principal | None:
@@ -132,7 +131,7 @@ def principal_of_key(q: Queries, key: str) -> Principal | None:
     match = _KEY_RE.fullmatch(key.strip()) if isinstance(key, str) else None
     if match is None:
         return None
-    row = key_sql.get_key(q, match.group(1))
+    row = q.get_key(match.group(1))
     if row is None or row.revoked_at is not None:
         return None
     if not hmac.compare_digest(row.secret_sha256, _sha256(match.group(2))):

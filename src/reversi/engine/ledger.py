@@ -36,7 +36,6 @@ from reversi.engine.recorder import Recorder
 from reversi.engine.rollback import Compensate, Verifier
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Forbidden, NotFound, WriteConflict
-from reversi.store import sessions as session_sql
 from reversi.store.base import Store, open_store
 from reversi.store.keys import KeyRow
 
@@ -338,7 +337,7 @@ class Ledger:
     def sign_out(self, token: str, until: str) -> None:
         """Remember that the console session of `token` was signed out, until its cookie expires."""
         with self.store.write() as q:
-            session_sql.sign_out(q, access.session_hash(token), until, utc_now())
+            q.sign_out(access.session_hash(token), until, utc_now())
 
     def create_key(self, name: str, role: str, tenant: str | None = None) -> tuple[KeyRow, str]:
         """Create an API key; returns its row and the key (shown this once). Raises as `keys.create_key`."""

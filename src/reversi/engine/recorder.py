@@ -45,9 +45,10 @@ from reversi.errors import (
     NotFound,
     Refused,
 )
+from reversi.store.approvals import ApprovalRow
 from reversi.store.base import Store
 from reversi.store.group_commit import KeepWrites
-from reversi.store.queries import ApprovalRow, Queries
+from reversi.store.queries import Queries
 
 T = TypeVar("T")
 WriteFn = Callable[[Queries], T]

@@ -1,4 +1,4 @@
-"""The SQL of rollback jobs (`rollback_jobs`), run inside a transaction's `Queries`."""
+"""The SQL of rollback jobs (`rollback_jobs`): `JobQueries`, part of every transaction's `Queries`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reversi.core.json_values import compact as dumps
-from reversi.store.queries import Queries
+from reversi.store.statements import Statements
 
 _COLUMNS = (
     "job_id, run_id, state, actor, approve_compensations, attempts, created_at, started_at, finished_at, "
@@ -44,56 +44,53 @@ def _text(value: Any) -> str | None:
     return None if value is None else dumps(value)
 
 
-def insert_job(q: Queries, row: JobRow) -> None:
-    q.execute(
-        f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (row.job_id, row.run_id, row.state, row.actor, int(row.approve_compensations), row.attempts, row.created_at,
-         row.started_at, row.finished_at, row.starts, row.current_step, _text(row.report), _text(row.error)),
-    )
+class JobQueries(Statements):
+    """The SQL of rollback jobs (`rollback_jobs`)."""
 
+    def insert_job(self, row: JobRow) -> None:
+        self._exec(
+            f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row.job_id, row.run_id, row.state, row.actor, int(row.approve_compensations), row.attempts, row.created_at,
+             row.started_at, row.finished_at, row.starts, row.current_step, _text(row.report), _text(row.error)),
+        )
 
-def get_job(q: Queries, job_id: str) -> JobRow | None:
-    row = q.execute(f"SELECT {_COLUMNS} FROM rollback_jobs WHERE job_id = ?", (job_id,)).fetchone()
-    return _row(row) if row else None
+    def get_job(self, job_id: str) -> JobRow | None:
+        row = self._exec(f"SELECT {_COLUMNS} FROM rollback_jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return _row(row) if row else None
 
+    def latest_job(self, run_id: str) -> JobRow | None:
+        row = self._exec(
+            f"SELECT {_COLUMNS} FROM rollback_jobs WHERE run_id = ? ORDER BY created_at DESC, job_id DESC LIMIT 1",
+            (run_id,),
+        ).fetchone()
+        return _row(row) if row else None
 
-def latest_job(q: Queries, run_id: str) -> JobRow | None:
-    row = q.execute(
-        f"SELECT {_COLUMNS} FROM rollback_jobs WHERE run_id = ? ORDER BY created_at DESC, job_id DESC LIMIT 1",
-        (run_id,),
-    ).fetchone()
-    return _row(row) if row else None
+    def unfinished_jobs(self) -> list[JobRow]:
+        """Jobs queued or left running, oldest first."""
+        rows = self._exec(
+            f"SELECT {_COLUMNS} FROM rollback_jobs WHERE state <> 'done' ORDER BY created_at, job_id"
+        ).fetchall()
+        return [_row(r) for r in rows]
 
+    def start_job(self, job_id: str, at: str, current_step: int | None) -> None:
+        self._exec(
+            "UPDATE rollback_jobs SET state = 'running', started_at = ?, starts = starts + 1, current_step = ? "
+            "WHERE job_id = ?",
+            (at, current_step, job_id),
+        )
 
-def unfinished_jobs(q: Queries) -> list[JobRow]:
-    """Jobs queued or left running, oldest first."""
-    rows = q.execute(
-        f"SELECT {_COLUMNS} FROM rollback_jobs WHERE state <> 'done' ORDER BY created_at, job_id"
-    ).fetchall()
-    return [_row(r) for r in rows]
+    def record_progress(self, job_id: str, current_step: int | None, report: Any) -> None:
+        self._exec(
+            "UPDATE rollback_jobs SET current_step = ?, report = ? WHERE job_id = ?",
+            (current_step, _text(report), job_id),
+        )
 
+    def finish_job(self, job_id: str, at: str, report: Any, error: Any) -> None:
+        self._exec(
+            "UPDATE rollback_jobs SET state = 'done', finished_at = ?, current_step = NULL, report = ?, error = ? "
+            "WHERE job_id = ?",
+            (at, _text(report), _text(error), job_id),
+        )
 
-def start_job(q: Queries, job_id: str, at: str, current_step: int | None) -> None:
-    q.execute(
-        "UPDATE rollback_jobs SET state = 'running', started_at = ?, starts = starts + 1, current_step = ? "
-        "WHERE job_id = ?",
-        (at, current_step, job_id),
-    )
-
-
-def record_progress(q: Queries, job_id: str, current_step: int | None, report: Any) -> None:
-    q.execute(
-        "UPDATE rollback_jobs SET current_step = ?, report = ? WHERE job_id = ?", (current_step, _text(report), job_id)
-    )
-
-
-def finish_job(q: Queries, job_id: str, at: str, report: Any, error: Any) -> None:
-    q.execute(
-        "UPDATE rollback_jobs SET state = 'done', finished_at = ?, current_step = NULL, report = ?, error = ? "
-        "WHERE job_id = ?",
-        (at, _text(report), _text(error), job_id),
-    )
-
-
-def requeue_job(q: Queries, job_id: str) -> None:
-    q.execute("UPDATE rollback_jobs SET state = 'queued' WHERE job_id = ? AND state = 'running'", (job_id,))
+    def requeue_job(self, job_id: str) -> None:
+        self._exec("UPDATE rollback_jobs SET state = 'queued' WHERE job_id = ? AND state = 'running'", (job_id,))

@@ -1,11 +1,11 @@
-"""The SQL of API keys (`api_keys`), run inside a transaction's `Queries`."""
+"""The SQL of API keys (`api_keys`): `KeyQueries`, part of every transaction's `Queries`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from reversi.store.queries import Queries
+from reversi.store.statements import Statements
 
 _COLUMNS = "key_id, name, role, tenant, secret_sha256, created_at, revoked_at"
 
@@ -26,36 +26,33 @@ class KeyRow:
                 "created_at": self.created_at, "revoked_at": self.revoked_at}
 
 
-def insert_key(q: Queries, row: KeyRow) -> None:
-    q.execute(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-              (row.key_id, row.name, row.role, row.tenant, row.secret_sha256, row.created_at, row.revoked_at))
+class KeyQueries(Statements):
+    """The SQL of API keys (`api_keys`)."""
 
+    def insert_key(self, row: KeyRow) -> None:
+        self._exec(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                  (row.key_id, row.name, row.role, row.tenant, row.secret_sha256, row.created_at, row.revoked_at))
 
-def get_key(q: Queries, key_id: str) -> KeyRow | None:
-    row = q.execute(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
-    return KeyRow(*row) if row else None
+    def get_key(self, key_id: str) -> KeyRow | None:
+        row = self._exec(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+        return KeyRow(*row) if row else None
 
+    def list_keys(self, tenant: str | None = None) -> list[KeyRow]:
+        """Every key, or (with `tenant`) the keys of that tenant, oldest first."""
+        where, params = (" WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
+        rows = self._exec(f"SELECT {_COLUMNS} FROM api_keys{where} ORDER BY created_at, key_id", params).fetchall()
+        return [KeyRow(*r) for r in rows]
 
-def list_keys(q: Queries, tenant: str | None = None) -> list[KeyRow]:
-    """Every key, or (with `tenant`) the keys of that tenant, oldest first."""
-    where, params = (" WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
-    rows = q.execute(f"SELECT {_COLUMNS} FROM api_keys{where} ORDER BY created_at, key_id", params).fetchall()
-    return [KeyRow(*r) for r in rows]
+    def revoke_key(self, key_id: str, at: str) -> None:
+        self._exec("UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (at, key_id))
 
+    def any_key(self) -> bool:
+        """Whether the store holds any key, revoked or not."""
+        return self._exec("SELECT 1 FROM api_keys LIMIT 1").fetchone() is not None
 
-def revoke_key(q: Queries, key_id: str, at: str) -> None:
-    q.execute("UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (at, key_id))
+    def keys_named(self, name: str) -> list[KeyRow]:
+        return [KeyRow(*r) for r in self._exec(f"SELECT {_COLUMNS} FROM api_keys WHERE name = ?", (name,)).fetchall()]
 
-
-def any_key(q: Queries) -> bool:
-    """Whether the store holds any key, revoked or not."""
-    return q.execute("SELECT 1 FROM api_keys LIMIT 1").fetchone() is not None
-
-
-def keys_named(q: Queries, name: str) -> list[KeyRow]:
-    return [KeyRow(*r) for r in q.execute(f"SELECT {_COLUMNS} FROM api_keys WHERE name = ?", (name,)).fetchall()]
-
-
-def key_is_active(q: Queries, key_id: str) -> bool:
-    row = q.execute("SELECT 1 FROM api_keys WHERE key_id = ? AND revoked_at IS NULL", (key_id,)).fetchone()
-    return row is not None
+    def key_is_active(self, key_id: str) -> bool:
+        row = self._exec("SELECT 1 FROM api_keys WHERE key_id = ? AND revoked_at IS NULL", (key_id,)).fetchone()
+        return row is not None

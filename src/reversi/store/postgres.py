@@ -16,7 +16,8 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from reversi.errors import StoreUnavailable, WriteConflict
 from reversi.store.base import RunLock, Store, migrations, statements
 from reversi.store.group_commit import GroupCommit
-from reversi.store.queries import Cursor, Queries
+from reversi.store.queries import Queries
+from reversi.store.statements import Cursor
 
 _DEAD_HOLDER_GRACE_S = (0.02, 0.05, 0.1, 0)
 

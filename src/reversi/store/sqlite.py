@@ -15,7 +15,8 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 from reversi.errors import StoreUnavailable
 from reversi.store.base import RunLock, Store, migrations, statements
 from reversi.store.group_commit import GroupCommit, WouldWait
-from reversi.store.queries import Cursor, Queries
+from reversi.store.queries import Queries
+from reversi.store.statements import Cursor
 
 BUSY_TIMEOUT_MS = 10_000
 

@@ -1,0 +1,85 @@
+"""What every query of the store stands on: the back end's cursor and dialect, in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from reversi.errors import BadInput
+
+
+class Cursor(Protocol):
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+class Dialect(Protocol):
+    # Whether writers of a run must lock its row (PostgreSQL); SQLite's BEGIN IMMEDIATE already
+    # serialises every writer of the file.
+    row_locks: bool
+
+    def sql(self, text: str) -> str:
+        """The statement with `?` placeholders turned into the driver's own."""
+
+    def lock_run(self, cur: Cursor, run_id: str) -> None:
+        """Serialise writers of one run until the transaction ends."""
+
+    def lock_name(self, cur: Cursor, name: str) -> None:
+        """Serialise writers that share `name` (a duplicate key, the halt stream) until the end."""
+
+
+CHUNK = 500  # ids per `IN (...)`: well under every back end's limit of parameters
+
+
+def _too_large(params: Sequence[Any]) -> str:
+    big = [p for p in params if isinstance(p, int) and not isinstance(p, bool) and not -(2**63) <= p < 2**63]
+    return str(big[0]) if big else "past 64 bits"
+
+
+class Statements:
+    """One transaction's statements: portable SQL with `?` placeholders, checked values, the locks.
+
+    The store's query classes (runs and steps, approvals, halts, jobs, keys, sessions) build on it,
+    and `Queries` is all of them at once.
+    """
+
+    def __init__(self, cur: Cursor, dialect: Dialect) -> None:
+        self._cur = cur
+        self._dialect = dialect
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        for p in params:  # a loop, not any(): this runs for every statement
+            if type(p) is str and "\x00" in p:  # PostgreSQL's text cannot hold it; keep both alike
+                raise BadInput("text with a NUL character (\\x00) cannot be stored")
+        try:
+            self._cur.execute(self._dialect.sql(sql), params)
+        except UnicodeEncodeError as exc:  # a lone surrogate (from a "\ud800" escape) has no UTF-8 form
+            raise BadInput(f"text that is not valid Unicode cannot be stored: {exc.reason} "
+                           f"({exc.object[exc.start:exc.end]!r})") from None
+        except OverflowError:  # SQLite's integers are 64-bit (a step number from a typo, say)
+            raise BadInput(f"a number is too large: {_too_large(params)}") from None
+        return self._cur
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one portable statement (`?` placeholders) in this transaction (savepoints, and tests)."""
+        return self._exec(sql, params)
+
+    # -- locks ---------------------------------------------------------------------------------
+
+    def lock_run(self, run_id: str) -> None:
+        self._dialect.lock_run(self._cur, run_id)
+
+    def lock_name(self, name: str) -> None:
+        self._dialect.lock_name(self._cur, name)
+
+    def _run_guard(self, run_id: str | None) -> tuple[str, str, tuple[str, ...]]:
+        """SQL that takes a run's row lock within a query that reads something else.
+
+        It saves a round trip on the journal's hot path: the lock is a CTE whose row count a one-time
+        filter of the query reads, so PostgreSQL takes it before reading anything.
+        """
+        if run_id is None or not self._dialect.row_locks:
+            return "", "", ()
+        cte = "WITH locked AS (SELECT run_id FROM runs WHERE run_id = ? FOR UPDATE) "
+        return cte, " AND (SELECT count(*) FROM locked) >= 0", (run_id,)
