@@ -39,7 +39,7 @@ LEDGER_TABLES = {
         "kind",
         "tool",
         "args",
-        "call_digest",
+        "call_key",
         "requested_by",
         "requested_at",
     ],

@@ -119,15 +119,15 @@ def compensation_approval(
     `approve_pending`, a pending request is granted here as one operator decision by `actor`; a
     denial is never overridden.
     """
-    call_digest = str(step)
-    found = q.approvals_for_call(run_id, ApprovalKind.COMPENSATION, call_digest)
+    call_key = str(step)
+    found = q.approvals_for_call(run_id, ApprovalKind.COMPENSATION, call_key)
     if found and (found[-1].tool, found[-1].args) == (tool, args):
         approval = found[-1]
     else:
         approval_id = new_approval_id()
         q.insert_approval(
             ApprovalRow(
-                approval_id, run_id, step, ApprovalKind.COMPENSATION, tool, args, call_digest, requested_by, utc_now()
+                approval_id, run_id, step, ApprovalKind.COMPENSATION, tool, args, call_key, requested_by, utc_now()
             )
         )
         q.append(

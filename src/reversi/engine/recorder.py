@@ -280,8 +280,8 @@ def _duplicate(q: Queries, dup_key: str) -> Refused | None:
 
 def _forward_approval(q: Queries, run: RunRecord, tool: str, args: Any) -> tuple[Refused | None, str | None]:
     """Refuse until a person approves this exact call; an approval is used up by the call it lets through."""
-    call_digest = digest(tool, args)
-    open_requests = [a for a in q.approvals_for_call(run.run_id, ApprovalKind.CALL, call_digest) if not a.used]
+    call_key = digest(tool, args)
+    open_requests = [a for a in q.approvals_for_call(run.run_id, ApprovalKind.CALL, call_key) if not a.used]
     if open_requests:
         latest = open_requests[-1]
         if latest.status is ApprovalStatus.APPROVED:
@@ -291,7 +291,7 @@ def _forward_approval(q: Queries, run: RunRecord, tool: str, args: Any) -> tuple
         return ApprovalRequired(f"approval required: {latest.approval_id}", latest.approval_id), None
     approval_id = new_approval_id()
     q.insert_approval(
-        ApprovalRow(approval_id, run.run_id, None, ApprovalKind.CALL, tool, args, call_digest, _who(run), utc_now())
+        ApprovalRow(approval_id, run.run_id, None, ApprovalKind.CALL, tool, args, call_key, _who(run), utc_now())
     )
     q.append(
         run.run_id,

@@ -22,12 +22,12 @@ class ApprovalRow:
     kind: ApprovalKind
     tool: str
     args: Any
-    call_digest: str
+    call_key: str  # which call it is for: a forward call's digest of tool and arguments, or the step's number
     requested_by: str
     requested_at: str
 
 
-_APPROVAL_COLUMNS = "approval_id, run_id, step, kind, tool, args, call_digest, requested_by, requested_at"
+_APPROVAL_COLUMNS = "approval_id, run_id, step, kind, tool, args, call_key, requested_by, requested_at"
 _DECISIONS = {ApprovalStatus.APPROVED: "approval_granted", ApprovalStatus.DENIED: "approval_denied"}
 
 
@@ -52,7 +52,7 @@ class ApprovalQueries(Statements):
                 row.kind.value,
                 row.tool,
                 dumps(row.args),
-                row.call_digest,
+                row.call_key,
                 row.requested_by,
                 row.requested_at,
             ),
@@ -85,8 +85,8 @@ class ApprovalQueries(Statements):
         found = self._with_status(self._approval_rows("approval_id = ?", (approval_id,)))
         return found[0] if found else None
 
-    def approvals_for_call(self, run_id: str, kind: ApprovalKind, call_digest: str) -> list[Approval]:
-        rows = self._approval_rows("run_id = ? AND kind = ? AND call_digest = ?", (run_id, kind.value, call_digest))
+    def approvals_for_call(self, run_id: str, kind: ApprovalKind, call_key: str) -> list[Approval]:
+        rows = self._approval_rows("run_id = ? AND kind = ? AND call_key = ?", (run_id, kind.value, call_key))
         return self._with_status(rows)
 
     def list_approvals(
