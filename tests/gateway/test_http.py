@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,29 +24,6 @@ from reversi.engine.keys import Role, create_key
 from reversi.gateway.http import _Guard
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """Start `reversi-gateway --http 127.0.0.1:0 ARGS...`; returns its base URL."""
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(*args: str) -> str:
-        proc = subprocess.Popen([str(GATEWAY), "--http", "127.0.0.1:0", *args], stderr=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stderr is not None
-        said = []
-        for line in proc.stderr:
-            said.append(line)
-            found = re.search(r"serving (http://\S+)/mcp", line)
-            if found:
-                return found.group(1)
-        pytest.fail(f"the gateway did not start: {''.join(said)}")
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(WAIT_S)
 
 
 @asynccontextmanager
