@@ -128,7 +128,9 @@ class Proxy:
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
-            step = await self.ledger.abegin(run, params.name, arguments, alone=self._alone)
+            step = await self.ledger.abegin(
+                run, params.name, arguments, alone=self._alone, via=route.upstream.spec.identity()
+            )
         except ReversiError as exc:
             if isinstance(exc, Refused):
                 self.metrics.refusal(exc.code)
