@@ -217,14 +217,15 @@ async def test_the_filesystem_server_without_directories_gets_the_agents_roots(t
     assert "roots/list" in agent.asked
 
 
-async def test_progress_of_an_npm_server_reaches_the_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_progress_of_an_npm_server_reaches_the_agent(tmp_path: Path, mode: str) -> None:
     request = [_call("trigger-long-running-operation", duration=0.3, steps=3)]
     direct_agent, agent = PythonAgent(), PythonAgent()
     async with direct_agent.stdio(server("everything"), "legacy") as plain:
         direct = await answers(plain, request, direct_agent.on_progress)
-    async with agent.stdio(through(server("everything"), f"sqlite:///{tmp_path}/r.db"), "legacy") as client:
+    async with agent.stdio(through(server("everything"), f"sqlite:///{tmp_path}/r.db"), mode) as client:
         gateway = await answers(client, request, agent.on_progress)
-    assert gateway == direct
+    _matches(direct, gateway, mode)
     assert agent.progress == direct_agent.progress and len(agent.progress) == 3
 
 
@@ -256,6 +257,7 @@ TS_REQUESTS: list[tuple[str, dict[str, Any]]] = [
     ("tools/call", {"name": "trigger-sampling-request", "arguments": {"prompt": "x"}}),
     ("tools/call", {"name": "trigger-elicitation-request", "arguments": {}}),
     ("tools/call", {"name": "get-roots-list", "arguments": {}}),
+    ("tools/call", {"name": "trigger-long-running-operation", "arguments": {"duration": 0.3, "steps": 3}}),
     ("resources/read", {"uri": "demo://resource/static/document/architecture.md"}),
     ("resources/read", {"uri": "nosuch://x"}),
     ("prompts/get", {"name": "args-prompt", "arguments": {"city": "Lyon"}}),
@@ -271,6 +273,7 @@ async def test_the_typescript_client_sees_through_the_gateway_on_stdio_what_it_s
     assert gateway["answers"] == direct["answers"]
     assert gateway["asked"] == direct["asked"] == ["sampling/createMessage", "elicitation/create", "roots/list"]
     assert gateway["serverInfo"] == direct["serverInfo"]
+    assert gateway["progress"] == direct["progress"] and len(direct["progress"]) == 3
 
 
 # -- over HTTP --------------------------------------------------------------------------------------

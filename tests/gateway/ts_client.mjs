@@ -2,7 +2,8 @@
 // tests: `node ts_client.mjs TARGET REQUESTS_JSON` connects to TARGET (an http(s) URL, or a JSON
 // array [command, ...args] started on stdio), sends each [method, params] request in turn and
 // prints one JSON line: {"serverInfo", "capabilities", "answers": [{"result"} | {"error"}],
-// "asked": [the server's own requests, in order]}. It answers sampling, elicitation and roots with
+// "asked": [the server's own requests, in order], "progress": [[progress, total, message], ...]}
+// (every request asks for progress). It answers sampling, elicitation and roots with
 // fixed answers, as a client with those capabilities would.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -44,13 +45,17 @@ const transport = target.startsWith("http")
 
 await client.connect(transport);
 const answers = [];
+const progress = [];
+const onprogress = (update) => progress.push([update.progress, update.total ?? null, update.message ?? null]);
 for (const [method, params] of requests) {
   try {
-    answers.push({ result: await client.request({ method, params }, z.looseObject({})) });
+    answers.push({ result: await client.request({ method, params }, z.looseObject({}), { onprogress }) });
   } catch (error) {
     answers.push({ error: { code: error.code, message: error.message, data: error.data } });
   }
 }
-const out = { serverInfo: client.getServerVersion(), capabilities: client.getServerCapabilities(), answers, asked };
+const out = {
+  serverInfo: client.getServerVersion(), capabilities: client.getServerCapabilities(), answers, asked, progress,
+};
 process.stdout.write(JSON.stringify(out) + "\n");
 await client.close();
