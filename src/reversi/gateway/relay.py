@@ -86,6 +86,8 @@ class Relay:
             busy[key] -= 1
             if not busy[key]:
                 del busy[key]
+            if not self.one_agent and not any(key in b for b in self._busy.values()):
+                self._sessions.pop(key, None)  # over HTTP only a session with a request in flight is asked
 
     async def _target(self, upstream: str) -> ServerSession | str:
         """The session to ask, or why there is none."""
