@@ -64,7 +64,7 @@ def upstream_differences(pool: UpstreamPool, events: Iterable[Event]) -> list[st
     """One line per upstream that the run's calls went through and this operator does not have, or
     has started otherwise (another command, working directory or URL). Calls journaled without
     their upstream (by an older gateway, or not through one) are not checked."""
-    mine = {upstream.name: upstream.spec.identity() for upstream in pool.upstreams}
+    mine = {upstream.name: upstream.identity for upstream in pool.upstreams}
     seen: dict[str, tuple[int, Mapping[str, Any]]] = {}
     for event in events:
         via = event.data.get("upstream") if event.type == "intended" else None

@@ -129,7 +129,7 @@ class Proxy:
         try:
             run = await self.run_for(ctx)
             step = await self.ledger.abegin(
-                run, params.name, arguments, alone=self._alone, via=route.upstream.spec.identity()
+                run, params.name, arguments, alone=self._alone, via=route.upstream.identity
             )
         except ReversiError as exc:
             if isinstance(exc, Refused):

@@ -11,6 +11,7 @@ gateway has nothing to serve: `UpstreamPool.start` then fails with each one's re
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -136,6 +137,11 @@ class Upstream:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @functools.cached_property
+    def identity(self) -> dict[str, str]:
+        """What the journal keeps of where a call went (`UpstreamSpec.identity`, worked out once)."""
+        return self.spec.identity()
 
     @property
     def connected(self) -> bool:
