@@ -12,7 +12,10 @@ VENDOR_RESULT: dict[str, Any] = {
     "vendorField": {"kept": [1, 2]},
     "_meta": {"vendor/trace": "t-9"},
 }
-TOOLS = [{"name": "vendor", "inputSchema": {"type": "object"}, "x-vendor": "listed as sent"}]
+TOOLS = [
+    {"name": "vendor", "inputSchema": {"type": "object"}, "x-vendor": "listed as sent"},
+    {"name": "params", "inputSchema": {"type": "object"}},
+]
 
 
 def answer(method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -26,6 +29,8 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"tools": TOOLS}
     if method == "tools/call" and params.get("name") == "vendor":
         return VENDOR_RESULT
+    if method == "tools/call" and params.get("name") == "params":  # what it was sent
+        return {"content": [{"type": "text", "text": json.dumps(params, sort_keys=True)}]}
     if method == "tools/call":
         return {"content": [{"type": "text", "text": f"no tool {params.get('name')}"}], "isError": True}
     if method == "ping":

@@ -26,6 +26,7 @@ from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, result_value, tool_error
 from reversi.gateway.revisions import (
     ENVELOPE,
+    AsSent,
     asks_for_input,
     exact_results,
     for_upstream,
@@ -71,11 +72,6 @@ _LISTINGS: dict[str, Callable[..., Any]] = {
     "resources/list": types.ListResourcesRequest,
     "resources/templates/list": types.ListResourceTemplatesRequest,
     "prompts/list": types.ListPromptsRequest,
-}
-_SINGLES: dict[str, Callable[..., Any]] = {
-    "resources/read": types.ReadResourceRequest,
-    "prompts/get": types.GetPromptRequest,
-    "completion/complete": types.CompleteRequest,
 }
 
 
@@ -136,8 +132,8 @@ class Proxy:
                 self.metrics.refusal(exc.code)
             return from_error(exc)
         upstream = route.upstream
-        clean = for_upstream(params, upstream.protocol_version, forward_meta(params.meta))
-        request = types.CallToolRequest(params=clean.model_copy(update={"name": route.tool}))
+        clean = for_upstream(ctx.params, upstream.protocol_version, forward_meta(params.meta))
+        request = AsSent(method="tools/call", params=clean | {"name": route.tool})
         try:
             with self._relaying(upstream, ctx):
                 raw = await upstream.request(request, self.call_timeout, _progress_relay(ctx, params.meta))
@@ -225,10 +221,10 @@ class Proxy:
             raise MCPError(-32601, "Method not found")
         return self._owners.get((capability, str(key)), upstreams[0])
 
-    async def _pass(self, ctx: Any, method: str, upstream: Upstream, params: Any) -> Any:
+    async def _pass(self, ctx: ServerRequestContext[Any, Any], method: str, upstream: Upstream, params: Any) -> Any:
         """Forward one request as the agent made it (less what is the agent's own, or its era's only)."""
-        clean = for_upstream(params, upstream.protocol_version, forward_meta(params.meta))
-        return passed_through(method, await self._forward(ctx, upstream, _SINGLES[method](params=clean)))
+        clean = for_upstream(ctx.params, upstream.protocol_version, forward_meta(params.meta))
+        return passed_through(method, await self._forward(ctx, upstream, AsSent(method=method, params=clean)))
 
     async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
         return await self._list(ctx, "resources/list", "resources", "resources", "uri", params and params.cursor)

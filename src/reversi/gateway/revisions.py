@@ -28,8 +28,8 @@ _MODERN_ONLY = ("resultType", "ttlMs", "cacheScope")
 # The SDK's own defaults for a result that says nothing of caching: immediately stale, never shared.
 _NO_CACHE = {"ttlMs": 0, "cacheScope": "private"}
 # Request fields one era has and the other does not (a 2025 upstream has no multi-round-trip input, a
-# 2026 one no tasks). Named as the SDK's version-free request models name them.
-_MODERN_REQUEST_FIELDS = ("input_responses", "request_state")
+# 2026 one no tasks), as the wire names them.
+_MODERN_REQUEST_FIELDS = ("inputResponses", "requestState")
 _HANDSHAKE_REQUEST_FIELDS = ("task",)
 
 
@@ -72,13 +72,19 @@ def asks_for_input(raw: Mapping[str, Any]) -> bool:
     return raw.get("resultType") == "input_required"
 
 
-def for_upstream(params: Any, upstream_version: str | None, meta: Any) -> Any:
-    """The agent's request params (an SDK model) for an upstream speaking `upstream_version`, with
-    `meta` as its `_meta`: fields the upstream's era does not have are dropped."""
+class AsSent(types.Request[dict[str, Any] | None, str]):
+    """A request whose params go upstream as the agent sent them (what `for_upstream` leaves): the
+    SDK's own request models would drop every field they do not name."""
+
+
+def for_upstream(
+    params: Mapping[str, Any] | None, upstream_version: str | None, meta: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The agent's request params, as it sent them, for an upstream speaking `upstream_version`, with
+    `meta` as their `_meta`: without the fields the upstream's era does not have."""
     gone = _HANDSHAKE_REQUEST_FIELDS if is_modern(upstream_version) else _MODERN_REQUEST_FIELDS
-    update: dict[str, Any] = {"meta": meta}
-    update.update({name: None for name in gone if name in type(params).model_fields})
-    return params.model_copy(update=update)
+    kept = {k: v for k, v in (params or {}).items() if k not in gone and k != "_meta"}
+    return kept | ({"_meta": dict(meta)} if meta else {})
 
 
 # -- passing a handler's result through the SDK's server unchanged ---------------------------------
