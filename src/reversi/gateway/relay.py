@@ -60,14 +60,13 @@ class Relay:
         self._joined = anyio.Event()
 
     def seen(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
-        """Note the session a request came on; returns its key."""
+        """Note the session a request came on (on stdio: the agent, from now on); returns its key."""
         key = _agent(ctx)
-        if key is None:
-            self._stateless = self._stateless or self.one_agent
-            if self.one_agent:
-                self._joined.set()
-        else:
-            self._sessions.setdefault(key, ctx.session)
+        if self.one_agent:
+            if key is None:
+                self._stateless = True
+            else:
+                self._sessions.setdefault(key, ctx.session)
             self._joined.set()
         return key
 
@@ -78,6 +77,7 @@ class Relay:
         if key is None:
             yield
             return
+        self._sessions.setdefault(key, ctx.session)
         busy = self._busy.setdefault(upstream, Counter())
         busy[key] += 1
         try:
