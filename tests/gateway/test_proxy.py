@@ -205,3 +205,25 @@ async def test_tools_an_upstream_adds_while_running_are_listed_and_callable(tmp_
         assert not answered.is_error and answered.content[0].text == "restock ran"  # type: ignore[union-attr]
         (b.state / "extra-tools").write_text("")
         assert "b.restock" not in [t.name for t in (await agent.list_tools()).tools]
+
+
+async def test_a_2026_upstream_asking_for_input_is_answered_by_a_2026_agent_and_refused_to_an_older_one(
+    tmp_path: Path, shop: Shop
+) -> None:
+    """`input_required` is no outcome: the step is `uncertain`, and a 2026 agent's call again (with
+    its answers, passed up as it sent them) is a step of its own. A handshake agent cannot be asked."""
+    from tests.gateway.npm import PythonAgent, through
+
+    db = f"sqlite:///{tmp_path}/r.db"
+    upstream = shop.flag().partition("=")[2].split()
+    async with PythonAgent().stdio(through(upstream, db, "--run-id", "run_ask"), "auto") as agent:
+        answered = await agent.call_tool("ask", {})
+    assert answered.structured_content == {"action": "decline", "state": "asked-once"}
+    async with PythonAgent().stdio(through(upstream, db, "--run-id", "run_ask"), "legacy") as agent:
+        refused = await agent.call_tool("ask", {})
+    assert refused.is_error and "input_required" in refused.content[0].text  # type: ignore[union-attr]
+    assert [(s["status"], s["error"]) for s in _steps(db, "run_ask")] == [
+        ("uncertain", "upstream up asked for input before answering (input_required)"),
+        ("succeeded", None),
+        ("uncertain", "upstream up asked for input before answering (input_required)"),
+    ]

@@ -140,12 +140,12 @@ class Proxy:
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 return await self._settle_failure(run, step, upstream, exc)
-        if asks_for_input(raw) and not is_modern(ctx.protocol_version):
-            message = f"upstream {upstream.name} asked for input the agent's MCP revision cannot be asked for"
+        if asks_for_input(raw):  # no outcome yet: a 2026 agent answers and calls again, which is a new step
+            message = f"upstream {upstream.name} asked for input before answering (input_required)"
             await self._journal(run, step, StepStatus.UNCERTAIN, error=message)
-            return tool_error(f"{message}: its effect is unknown (step {step} of {run.run_id} is uncertain)")
-        if asks_for_input(raw):
-            pass  # not an outcome: the agent answers and calls again (a new step)
+            if not is_modern(ctx.protocol_version):
+                return tool_error(f"{message}, which the agent's MCP revision cannot be asked: its effect is "
+                                  f"unknown (step {step} of {run.run_id} is uncertain)")
         elif is_error(raw):
             await self._journal(run, step, StepStatus.FAILED, error=error_text(raw))
         else:
