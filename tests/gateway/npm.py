@@ -121,13 +121,19 @@ def through(command: Sequence[str], db: str, *more: str) -> list[str]:
     return [str(GATEWAY), "--upstream", f"up={shlex.join(command)}", "--db", db, *more]
 
 
-def ts_agent(target: str | Sequence[str], requests: Sequence[tuple[str, dict[str, Any]]], root: str = "") -> Any:
-    """Run the TypeScript SDK's client (`ts_client.mjs`) against `target` (a URL or a command line)."""
+def ts_agent(
+    target: str | Sequence[str],
+    requests: Sequence[tuple[str, dict[str, Any]]],
+    root: str = "",
+    env: dict[str, str] | None = None,
+) -> Any:
+    """Run the TypeScript SDK's client (`ts_client.mjs`) against `target` (a URL or a command line,
+    started with `env` added to ours)."""
     assert NODE is not None
     where = target if isinstance(target, str) else json.dumps(list(target))
     done = subprocess.run(
         [NODE, str(TS_CLIENT), where, json.dumps(requests), root],
-        capture_output=True, text=True, timeout=WAIT_S * 2, cwd=ROOT, check=False,
+        capture_output=True, text=True, timeout=WAIT_S * 2, cwd=ROOT, check=False, env={**os.environ, **(env or {})},
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])

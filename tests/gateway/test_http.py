@@ -59,7 +59,7 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         assert (await http.post(operator_url, json=body, headers=_bearer(bot))).status_code == 403
         bad = await http.post(mcp_url, json=body, headers=_bearer(bot, **{"Reversi-Run-Id": "nope"}))
         assert bad.status_code == 400 and "bad run id" in bad.json()["error"]["message"]
-        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 10
+        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 11
 
     async with connect(mcp_url, _bearer(bot, **{"Reversi-Run-Id": "run_web"})) as agent:
         assert agent.protocol_version >= "2026"
@@ -215,5 +215,5 @@ async def test_metrics_count_calls_by_outcome_refusals_by_reason_and_upstream_he
     assert samples[("reversi_refusals_total", (("reason", "halted"),))] == 1
     assert samples[("reversi_gateway_tool_call_duration_seconds_count", (("upstream", "shop"),))] == 4
     assert samples[("reversi_gateway_upstream_up", (("upstream", "shop"),))] == 1
-    assert samples[("reversi_gateway_upstream_tools", (("upstream", "shop"),))] == 10
+    assert samples[("reversi_gateway_upstream_tools", (("upstream", "shop"),))] == 11
     assert samples[("reversi_gateway_upstream_restarts_total", (("upstream", "shop"),))] == 0

@@ -287,6 +287,28 @@ async def test_the_typescript_client_sees_through_the_gateway_on_stdio_what_it_s
         assert len(seen) >= 2 and seen == steps[: len(seen)]
 
 
+def _wire(request: Any) -> tuple[str, dict[str, Any]]:
+    return request.method, request.params.model_dump(by_alias=True, exclude_none=True) if request.params else {}
+
+
+async def test_the_typescript_client_sees_memory_and_filesystem_through_the_gateway_as_directly(
+    tmp_path: Path,
+) -> None:
+    root = (tmp_path / "files").resolve()
+    root.mkdir()
+    for name, requests, command in (
+        ("memory", MEMORY, server("memory")),
+        ("filesystem", _filesystem(root), server("filesystem", str(root))),
+    ):
+        wire = [_wire(r) for r in requests]
+        direct = ts_agent(command, wire, env={"MEMORY_FILE_PATH": str(tmp_path / "direct.jsonl")})
+        _reset(root)
+        gateway = ts_agent(through(command, f"sqlite:///{tmp_path}/{name}.db"), wire,
+                           env={"MEMORY_FILE_PATH": str(tmp_path / "gateway.jsonl")})
+        assert gateway["answers"] == direct["answers"], name
+        assert all("error" not in a for a in gateway["answers"]), name
+
+
 # -- over HTTP --------------------------------------------------------------------------------------
 
 
@@ -316,8 +338,7 @@ async def test_an_http_upstream_and_an_http_agent_with_sampling_on_its_session(
         base = serve("--upstream", f"up={url}", "--db", f"sqlite:///{tmp_path}/r.db")
         async with agent.http(f"{base}/mcp", "legacy") as client:
             gateway = await answers(client, requests)
-        ts = ts_agent(f"{base}/mcp", [(r.method, r.params.model_dump(by_alias=True, exclude_none=True) if r.params
-                                       else {}) for r in requests])
+        ts = ts_agent(f"{base}/mcp", [_wire(r) for r in requests])
     assert gateway == direct
     assert SAMPLED in gateway[2]["result"]["content"][0]["text"]
     assert agent.asked == ["sampling/createMessage"]
