@@ -332,7 +332,14 @@ async def _list_tools(client: Client) -> tuple[list[types.Tool], list[dict[str, 
         raw.extend(page.get("tools") or ())
         cursor = page.get("nextCursor")
         if cursor is None:
-            return [types.Tool.model_validate(tool) for tool in raw], raw
+            break
+    # What `session.list_tools` does with a listing, on the raw one: on 2026-07-28 it drops the tools
+    # whose x-mcp-header annotations are invalid and learns which arguments later calls mirror into
+    # headers (the SDK keeps this per session, privately: no public way to hand it a raw listing).
+    listing = types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in raw])
+    kept = client.session._absorb_tool_listing(listing, complete=True).tools
+    names = {tool.name for tool in kept}
+    return kept, [tool for tool in raw if tool.get("name") in names]
 
 
 def _leaf(exc: BaseException) -> BaseException:
