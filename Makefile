@@ -7,6 +7,14 @@ CONFORMANCE ?= ../shared/conformance
 
 .PHONY: demo test lint bench clean
 
+# The npm reference MCP servers and the TypeScript SDK client the gateway's interop tests drive,
+# pinned by package-lock.json (installed again whenever the lock file is newer). Without node the
+# tests that need it skip, saying so.
+NODE_STAMP := node_modules/.package-lock.json
+$(NODE_STAMP): package-lock.json
+	@if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund --loglevel=error && touch $(NODE_STAMP); \
+	else echo "npm not found: run npm ci before the gateway's interop tests (they skip only without node)"; fi
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -29,7 +37,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # The contract suite sits beside this repository in CI only: a fresh clone runs without it.
-test: lint
+test: lint $(NODE_STAMP)
 	$(BIN)/python -m pytest tests -q -n 2
 	@if [ -d "$(CONFORMANCE)" ]; then \
 		echo "$(BIN)/python -m pytest $(CONFORMANCE) -q -n 2"; $(BIN)/python -m pytest "$(CONFORMANCE)" -q -n 2; \

@@ -5,8 +5,14 @@ A third side is a bare proxy with no journal, built the way the gateway is (the 
 server on the gateway's stdio transport, the SDK's client to the upstream): what the second MCP hop
 costs on its own, so the gateway's ratio splits into the hop and the journal.
 
+A fourth side is `run.call` on the same store with a function that does nothing: what journaling a
+call costs the SDK, the floor of what the gateway's journal can add (gateway - bare proxy).
+
 Every side talks to the same small upstream (its own process each), in the same run; batches of the
-sides alternate so drift hits them alike. Target: gateway median <= 1.8 x direct; p99 reported.
+sides alternate so drift hits them alike. Two upstreams in turn: a Python one on the SDK (2026-07-28)
+and, when node and `npm ci` are there, the npm reference server-memory (2025-11-25). Targets:
+gateway median <= 1.8 x direct; gateway - bare proxy <= 1.5 x the run.call median; with the node
+upstream, bare proxy <= 1.6 x direct; p99 reported.
 
     python bench/bench_gateway.py [--quick] [--calls N]
 """
@@ -20,10 +26,13 @@ if __package__ in (None, ""):  # run as a file: make `bench` importable, and not
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import argparse
+import json
 import os
 import shlex
+import shutil
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -31,6 +40,8 @@ import anyio
 from bench.common import ROOT, Result, median, ms, note, percentile, print_table, temp_dir
 
 MEDIAN_TARGET = 1.8
+JOURNAL_TARGET = 1.5  # (gateway - bare proxy) / run.call
+HOP_TARGET = 1.6  # bare proxy / direct, with the node upstream
 TOOL = "inventory.reserve"
 MANIFEST = """\
 version: 1
@@ -72,17 +83,17 @@ def serve_upstream() -> None:
     anyio.run(main)
 
 
-def serve_bare_proxy() -> None:
+def serve_bare_proxy(upstream_argv: list[str]) -> None:
     """The second hop alone: list the upstream's tools, forward each tools/call as it is, journal nothing."""
     from mcp import Client, StdioServerParameters, types
     from mcp.server import Server
     from pydantic import TypeAdapter
 
+    from reversi.gateway.revisions import exact_results, passed_through
     from reversi.gateway.stdio import agent_stdio
 
     raw: Any = TypeAdapter(dict[str, Any])
-    upstream_params = StdioServerParameters(command=sys.executable, args=[str(Path(__file__).resolve()),
-                                                                          "--serve-upstream"])
+    upstream_params = StdioServerParameters(command=upstream_argv[0], args=upstream_argv[1:], env=dict(os.environ))
 
     async def main() -> None:
         async with Client(upstream_params, cache=None) as upstream:
@@ -94,11 +105,12 @@ def serve_bare_proxy() -> None:
 
             async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
                 forward = types.CallToolRequestParams(name=params.name, arguments=params.arguments)
-                return await upstream.session.send_request(types.CallToolRequest(params=forward), raw)
+                answer = await upstream.session.send_request(types.CallToolRequest(params=forward), raw)
+                return passed_through("tools/call", answer)  # as the gateway answers: translated for the agent
 
             server = Server("bare-proxy", on_list_tools=list_tools, on_call_tool=call_tool,
                             get_tool_input_schema=schemas.get)
-            server.middleware = []
+            server.middleware = [exact_results(lambda: server.server_info_stamp)]
             async with agent_stdio() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
 
@@ -115,24 +127,53 @@ async def _timed(call: Callable[[int], Awaitable[Any]], start: int, count: int) 
     return samples
 
 
-SIDES = ("direct", "bare proxy", "gateway")
+SIDES = ("direct", "bare proxy", "gateway", "run.call")
 
 
-async def measure(calls: int, batch: int, warmup: int, directory: Path) -> dict[str, list[float]]:
+@dataclass(frozen=True)
+class Upstream:
+    """What the sides call: a server's command line, one of its tools and that tool's arguments."""
+
+    name: str
+    argv: list[str]
+    tool: str
+    arguments: Callable[[int], dict[str, Any]]
+
+
+def upstreams(directory: Path) -> list[Upstream]:
+    """The Python upstream, and server-memory when node and its package are installed."""
+    python = Upstream("python upstream", [sys.executable, str(Path(__file__).resolve()), "--serve-upstream"], TOOL,
+                      lambda i: {"sku": "sku-4711", "qty": i % 7 + 1})
+    node = shutil.which("node")
+    memory = ROOT / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+    if node is None or not memory.exists():
+        note("gateway: no node or no node_modules (npm ci): the server-memory upstream is left out")
+        return [python]
+    os.environ["MEMORY_FILE_PATH"] = str(directory / "memory.jsonl")
+    return [python, Upstream("node server-memory", [node, str(memory)], "search_nodes",
+                             lambda i: {"query": f"q{i % 7}"})]
+
+
+async def measure(upstream: Upstream, calls: int, batch: int, warmup: int, directory: Path) -> dict[str, list[float]]:
     from mcp import Client, StdioServerParameters
 
-    upstream = [sys.executable, str(Path(__file__).resolve()), "--serve-upstream"]
+    import reversi
+
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     manifest = directory / "tools.yaml"
     manifest.write_text(MANIFEST)
+    db = f"sqlite:///{directory}/reversi.db"
     gateway_args = [
         "-m", "reversi.gateway",
-        "--upstream", f"inventory={shlex.join(upstream)}",
-        "--db", f"sqlite:///{directory}/reversi.db",
+        "--upstream", f"up={shlex.join(upstream.argv)}",
+        "--db", db,
         "-m", str(manifest),
     ]
-    direct_params = StdioServerParameters(command=upstream[0], args=upstream[1:], env=env)
-    bare_params = StdioServerParameters(command=upstream[0], args=[upstream[1], "--serve-bare-proxy"], env=env)
+    me = str(Path(__file__).resolve())
+    direct_params = StdioServerParameters(command=upstream.argv[0], args=upstream.argv[1:], env=env)
+    bare_params = StdioServerParameters(
+        command=sys.executable, args=[me, "--serve-bare-proxy", json.dumps(upstream.argv)], env=env
+    )
     gateway_params = StdioServerParameters(command=sys.executable, args=gateway_args, env=env, cwd=str(directory))
     async with (
         Client(direct_params, cache=None) as direct,
@@ -141,51 +182,60 @@ async def measure(calls: int, batch: int, warmup: int, directory: Path) -> dict[
     ):
         def caller(client: Client) -> Callable[[int], Awaitable[Any]]:
             async def call(i: int) -> Any:
-                result = await client.call_tool(TOOL, {"sku": "sku-4711", "qty": i % 7 + 1})
+                result = await client.call_tool(upstream.tool, upstream.arguments(i))
                 assert not result.is_error, result
                 return result
 
             return call
 
-        sides = {"direct": caller(direct), "bare proxy": caller(bare), "gateway": caller(gateway)}
-        for call in sides.values():
-            await _timed(call, 0, warmup)
-        samples: dict[str, list[float]] = {side: [] for side in SIDES}
-        for r in range(calls // batch):
-            for side in SIDES if r % 2 == 0 else SIDES[::-1]:
-                samples[side] += await _timed(sides[side], warmup + r * batch, batch)
-    note(f"gateway: {calls} calls each side in alternating batches of {batch} (after {warmup} warm-up calls)")
+        with reversi.open(db, manifests=[str(manifest)]) as ledger:
+            run = ledger.start_run(actor="bench")
+
+            async def journaled(i: int) -> Any:  # the same store, the same tool and arguments
+                return run.call(upstream.tool, upstream.arguments(i), lambda **args: {"ok": True})
+
+            sides = {"direct": caller(direct), "bare proxy": caller(bare), "gateway": caller(gateway),
+                     "run.call": journaled}
+            for call in sides.values():
+                await _timed(call, 0, warmup)
+            samples: dict[str, list[float]] = {side: [] for side in SIDES}
+            for r in range(calls // batch):
+                for side in SIDES if r % 2 == 0 else SIDES[::-1]:
+                    samples[side] += await _timed(sides[side], warmup + r * batch, batch)
+    note(f"gateway, {upstream.name}: {calls} calls each side in alternating batches of {batch} "
+         f"(after {warmup} warm-up calls)")
     return samples
+
+
+def _results(upstream: Upstream, count: int, samples: dict[str, list[float]]) -> list[Result]:
+    direct, bare, gateway, journal = (samples[side] for side in SIDES)
+    ratio = median(gateway) / median(direct)
+    added = median(gateway) - median(bare)
+    hop = median(bare) / median(direct)
+    name = f"gateway ({upstream.name})"
+    node = upstream.name.startswith("node")
+    return [
+        Result(name, f"tools/call median, stdio, durable journal ({count} calls)", ms(median(gateway)),
+               ms(median(direct)), ratio, f"<= {MEDIAN_TARGET}x", ratio <= MEDIAN_TARGET),
+        Result(name, "tools/call p99", ms(percentile(gateway, 0.99)), ms(percentile(direct, 0.99)),
+               percentile(gateway, 0.99) / percentile(direct, 0.99)),
+        Result(name, "overhead per call (median difference)", ms(median(gateway) - median(direct))),
+        Result(name, "bare proxy, no journal: the second hop alone", ms(median(bare)), ms(median(direct)), hop,
+               f"<= {HOP_TARGET}x" if node else "", (hop <= HOP_TARGET) if node else None),
+        Result(name, "what the journal adds (gateway - bare proxy) vs run.call", ms(added), ms(median(journal)),
+               added / median(journal), f"<= {JOURNAL_TARGET}x", added <= JOURNAL_TARGET * median(journal)),
+    ]
 
 
 def bench(quick: bool = False, calls: int | None = None) -> list[Result]:
     count = calls or (200 if quick else 1000)
+    results: list[Result] = []
     with temp_dir("gateway") as directory:
-        samples = anyio.run(measure, count, 100 if count >= 100 else count, 20 if quick else 50, directory)
-    direct, bare, gateway = (samples[side] for side in SIDES)
-    ratio = median(gateway) / median(direct)
-    return [
-        Result(
-            "gateway",
-            f"tools/call median, stdio, durable journal ({count} calls)",
-            ms(median(gateway)),
-            ms(median(direct)),
-            ratio,
-            f"<= {MEDIAN_TARGET}x",
-            ratio <= MEDIAN_TARGET,
-        ),
-        Result(
-            "gateway",
-            "tools/call p99",
-            ms(percentile(gateway, 0.99)),
-            ms(percentile(direct, 0.99)),
-            percentile(gateway, 0.99) / percentile(direct, 0.99),
-        ),
-        Result("gateway", "overhead per call (median difference)", ms(median(gateway) - median(direct))),
-        Result("gateway", "bare proxy, no journal: the second hop alone", ms(median(bare)), ms(median(direct)),
-               median(bare) / median(direct)),
-        Result("gateway", "what the journal adds (gateway - bare proxy)", ms(median(gateway) - median(bare))),
-    ]
+        for upstream in upstreams(directory):
+            samples = anyio.run(measure, upstream, count, 100 if count >= 100 else count, 20 if quick else 50,
+                                directory)
+            results += _results(upstream, count, samples)
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,13 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer calls, for a smoke test")
     parser.add_argument("--calls", type=int, help="calls per side (default 1000)")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-bare-proxy", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-bare-proxy", metavar="UPSTREAM_ARGV_JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_upstream:
         serve_upstream()
         return 0
     if args.serve_bare_proxy:
-        serve_bare_proxy()
+        serve_bare_proxy(json.loads(args.serve_bare_proxy))
         return 0
     print_table(bench(args.quick, args.calls))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -142,3 +143,26 @@ def shop_manifest(tmp_path: Path) -> str:
     path = tmp_path / "shop.yaml"
     path.write_text(SHOP_MANIFEST)
     return str(path)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start `reversi-gateway --http 127.0.0.1:0 ARGS...`; returns its base URL."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        proc = subprocess.Popen([str(GATEWAY), "--http", "127.0.0.1:0", *args], stderr=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stderr is not None
+        said = []
+        for line in proc.stderr:
+            said.append(line)
+            found = re.search(r"serving (http://\S+)/mcp", line)
+            if found:
+                return found.group(1)
+        pytest.fail(f"the gateway did not start: {''.join(said)}")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(WAIT_S)

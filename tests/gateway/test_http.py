@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,29 +24,6 @@ from reversi.engine.keys import Role, create_key
 from reversi.gateway.http import _Guard
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """Start `reversi-gateway --http 127.0.0.1:0 ARGS...`; returns its base URL."""
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(*args: str) -> str:
-        proc = subprocess.Popen([str(GATEWAY), "--http", "127.0.0.1:0", *args], stderr=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stderr is not None
-        said = []
-        for line in proc.stderr:
-            said.append(line)
-            found = re.search(r"serving (http://\S+)/mcp", line)
-            if found:
-                return found.group(1)
-        pytest.fail(f"the gateway did not start: {''.join(said)}")
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(WAIT_S)
 
 
 @asynccontextmanager
@@ -83,7 +59,7 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         assert (await http.post(operator_url, json=body, headers=_bearer(bot))).status_code == 403
         bad = await http.post(mcp_url, json=body, headers=_bearer(bot, **{"Reversi-Run-Id": "nope"}))
         assert bad.status_code == 400 and "malformed run id" in bad.json()["error"]["message"]
-        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 10
+        assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 11
 
     async with connect(mcp_url, _bearer(bot, **{"Reversi-Run-Id": "run_web"})) as agent:
         assert agent.protocol_version >= "2026"
@@ -239,5 +215,5 @@ async def test_metrics_count_calls_by_outcome_refusals_by_reason_and_upstream_he
     assert samples[("reversi_refusals_total", (("reason", "halted"),))] == 1
     assert samples[("reversi_gateway_tool_call_duration_seconds_count", (("upstream", "shop"),))] == 4
     assert samples[("reversi_gateway_upstream_up", (("upstream", "shop"),))] == 1
-    assert samples[("reversi_gateway_upstream_tools", (("upstream", "shop"),))] == 10
+    assert samples[("reversi_gateway_upstream_tools", (("upstream", "shop"),))] == 11
     assert samples[("reversi_gateway_upstream_restarts_total", (("upstream", "shop"),))] == 0

@@ -109,17 +109,19 @@ def test_the_sdks_own_words_for_a_lost_response_are_told_from_an_upstreams_error
     assert _connection_closed(MCPError(-32000, message, {"detail": 1})) is False  # data: the upstream's
 
 
-async def test_an_unknown_tool_is_refused_unjournaled_and_reversi_meta_is_not_the_agents(
+async def test_an_unknown_tool_gets_the_upstreams_own_answer_and_reversi_meta_is_not_the_agents(
     tmp_path: Path, shop: Shop
 ) -> None:
+    """The upstream decides what a tool it does not list is (this one answers -32602; the npm servers
+    an `isError` result): the call is asked and journaled like any other."""
     db = f"sqlite:///{tmp_path}/r.db"
     async with gateway("--upstream", shop.flag(), "--db", db, "--run-id", "run_meta") as agent:
         with pytest.raises(MCPError, match="Unknown tool: nosuch"):
             await agent.call_tool("nosuch", {})
         forged = {"reversi/idempotency_key": "what a later rollback will use", "trace": "t-1"}
         await agent.call_tool("echo", {"text": "hi"}, meta=cast(types.RequestParamsMeta, forged))
-    assert [s["tool"] for s in _steps(db, "run_meta")] == ["echo"]
-    assert [(c["tool"], c["meta"]) for c in shop.calls()] == [("echo", {"trace": "t-1"})]
+    assert [(s["tool"], s["status"]) for s in _steps(db, "run_meta")] == [("nosuch", "failed"), ("echo", "succeeded")]
+    assert [(c["tool"], c["meta"]) for c in shop.calls()] == [("nosuch", {}), ("echo", {"trace": "t-1"})]
 
 
 async def test_several_upstreams_are_prefixed_with_their_names(tmp_path: Path, shops: Any) -> None:
@@ -133,11 +135,13 @@ async def test_several_upstreams_are_prefixed_with_their_names(tmp_path: Path, s
         answered = _dump(await agent.call_tool("b.echo", {"text": "hi"}))
         envelope = answered.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {})
         assert envelope.get("name") in (None, "reversi-gateway")  # the agent's server, not upstream b
-        for unknown in ("echo", "a.nosuch", "a."):
-            with pytest.raises(MCPError, match="Unknown tool"):
-                await agent.call_tool(unknown, {})
-    assert a.calls() == [] and [c["tool"] for c in b.calls()] == ["echo"]
-    assert [s["tool"] for s in _steps(db, "run_two")] == ["b.echo"]
+        for unknown in ("echo", "a."):  # no upstream to ask: answered as the servers answer
+            refused = await agent.call_tool(unknown, {})
+            assert refused.is_error and refused.content[0].text == f"Unknown tool: {unknown}"  # type: ignore[union-attr]
+        with pytest.raises(MCPError, match="Unknown tool: nosuch"):  # upstream a's own answer
+            await agent.call_tool("a.nosuch", {})
+    assert [c["tool"] for c in a.calls()] == ["nosuch"] and [c["tool"] for c in b.calls()] == ["echo"]
+    assert [s["tool"] for s in _steps(db, "run_two")] == ["b.echo", "a.nosuch"]
 
 
 async def test_upstreams_run_with_the_gateways_environment_and_directory(tmp_path: Path, shop: Shop) -> None:
@@ -201,3 +205,25 @@ async def test_tools_an_upstream_adds_while_running_are_listed_and_callable(tmp_
         assert not answered.is_error and answered.content[0].text == "restock ran"  # type: ignore[union-attr]
         (b.state / "extra-tools").write_text("")
         assert "b.restock" not in [t.name for t in (await agent.list_tools()).tools]
+
+
+async def test_a_2026_upstream_asking_for_input_is_answered_by_a_2026_agent_and_refused_to_an_older_one(
+    tmp_path: Path, shop: Shop
+) -> None:
+    """`input_required` is no outcome: the step is `uncertain`, and a 2026 agent's call again (with
+    its answers, passed up as it sent them) is a step of its own. A handshake agent cannot be asked."""
+    from tests.gateway.npm import PythonAgent, through
+
+    db = f"sqlite:///{tmp_path}/r.db"
+    upstream = shop.flag().partition("=")[2].split()
+    async with PythonAgent().stdio(through(upstream, db, "--run-id", "run_ask"), "auto") as agent:
+        answered = await agent.call_tool("ask", {})
+    assert answered.structured_content == {"action": "decline", "state": "asked-once"}
+    async with PythonAgent().stdio(through(upstream, db, "--run-id", "run_ask"), "legacy") as agent:
+        refused = await agent.call_tool("ask", {})
+    assert refused.is_error and "input_required" in refused.content[0].text  # type: ignore[union-attr]
+    assert [(s["status"], s["error"]) for s in _steps(db, "run_ask")] == [
+        ("uncertain", "upstream up asked for input before answering (input_required)"),
+        ("succeeded", None),
+        ("uncertain", "upstream up asked for input before answering (input_required)"),
+    ]

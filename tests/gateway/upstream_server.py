@@ -56,6 +56,7 @@ TOOLS = [
     types.Tool(name="wait", input_schema={"type": "object", "properties": {"key": {"type": "string"}}}),
     types.Tool(name="env", input_schema={"type": "object", "properties": {"name": {"type": "string"}}}),
     types.Tool(name="slow", input_schema={"type": "object", "properties": {"parts": {"type": "integer"}}}),
+    types.Tool(name="ask", input_schema=_OBJ),
 ]
 
 
@@ -106,6 +107,15 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         return _structured(orders[args["order_id"]])
     if params.name == "get_order":
         return _structured(orders.get(args.get("order_id", ""), {"status": "missing"}))
+    if params.name == "ask":  # 2026-07-28 multi-round-trip: asks its client first, then answers what it said
+        answer = (params.input_responses or {}).get("color")
+        if answer is None:
+            schema = {"type": "object", "properties": {"color": {"type": "string"}}}
+            question = types.ElicitRequestFormParams(message="Which color?", requested_schema=schema)
+            return types.InputRequiredResult(  # type: ignore[return-value]
+                input_requests={"color": types.ElicitRequest(params=question)}, request_state="asked-once"
+            )
+        return _structured({"action": getattr(answer, "action", None), "state": params.request_state})
     other = _OTHER_TOOLS.get(params.name)
     if other is not None:
         return await other(ctx, args)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,9 +305,9 @@ class Ledger:
     # -- recording for a caller on an event loop (the gateway) -----------------------------------------
 
     async def abegin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     alone: Callable[[], bool] | None = None) -> int:
+                     alone: Callable[[], bool] | None = None, via: Mapping[str, Any] | None = None) -> int:
         """`Recorder.abegin`: journal `intended` without blocking the loop. Raises as `Recorder.begin`."""
-        return await self.recorder.abegin(run, tool, args, depends_on, alone=alone)
+        return await self.recorder.abegin(run, tool, args, depends_on, alone=alone, via=via)
 
     async def aoutcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
                        error: str | None = None, alone: Callable[[], bool] | None = None) -> None:

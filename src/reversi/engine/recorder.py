@@ -89,12 +89,23 @@ class Recorder:
         depends_on: Sequence[int] = (),
         *,
         alone: Callable[[], bool] | None = None,
+        via: Mapping[str, Any] | None = None,
     ) -> int:
         """`begin` for an event loop: the write joins the group commit without blocking the loop
-        (`alone` as for `Store.arun_write`)."""
-        return await self.store.arun_write(self.begin_write(run, tool, args, depends_on), alone, run.run_id)
+        (`alone` as for `Store.arun_write`); `via`, where the call goes (the gateway's upstream), is
+        kept in the `intended` event's data as `upstream`."""
+        write = self.begin_write(run, tool, args, depends_on, via=via)
+        return await self.store.arun_write(write, alone, run.run_id)
 
-    def begin_write(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> WriteFn[int]:
+    def begin_write(
+        self,
+        run: RunRecord,
+        tool: str,
+        args: Any,
+        depends_on: Sequence[int] = (),
+        *,
+        via: Mapping[str, Any] | None = None,
+    ) -> WriteFn[int]:
         """`begin` as a write function, for a caller that runs it in its own transaction.
 
         The function raises a refusal as `KeepWrites(refusal)`, so that its `refused` event lands.
@@ -110,7 +121,7 @@ class Recorder:
         depends = _checked_depends_on(depends_on)
         entry = self.manifests.lookup(tool)
         kill = self.kill_reason()
-        return lambda q: self._journal_call(q, run, tool, args, depends, entry, kill)
+        return lambda q: self._journal_call(q, run, tool, args, depends, entry, kill, via)
 
     def _journal_call(
         self,
@@ -121,6 +132,7 @@ class Recorder:
         depends: tuple[int, ...],
         entry: ToolEntry | None,
         kill: str | None,
+        via: Mapping[str, Any] | None = None,
     ) -> int:
         """Inside one write: every check that reads the store, then `refused` or the new step's `intended`."""
         halted = self._halted(q, run, tool)  # also takes the run's write lock: always first
@@ -159,6 +171,8 @@ class Recorder:
         }
         if approval_id:
             data["approval_id"] = approval_id
+        if via is not None:
+            data["upstream"] = dict(via)
         q.append(run.run_id, [NewEvent(EventType.INTENDED, step, _who(run), data)])
         return step
 

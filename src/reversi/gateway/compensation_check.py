@@ -1,17 +1,22 @@
-"""The operator's start-up check that its upstreams are the ones the agent's calls went to.
+"""The operator's checks that its upstreams are the ones the agent's calls went to.
 
 Compensations act on whatever the upstream process reaches (its working directory, environment,
 data and credentials), so the operator must start each upstream exactly as the agent's gateway did.
-That cannot be checked from here; what can, cheaply, is that an upstream offers at least one of the
-compensation tools the manifests name for its tools. One that offers none is most likely another
-server, or the same one started with other credentials or settings.
+That cannot be checked fully from here; what can, cheaply, is that an upstream offers at least one of
+the compensation tools the manifests name for its tools (at start: one that offers none is most
+likely another server, or the same one started with other credentials or settings), and, for a
+run, that each upstream its calls went through (the gateway journals each call's upstream: its
+name, and its command and working directory or its URL) is one the operator has, started alike.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from reversi.core.manifest import ManifestSet
+from reversi.core.models import Event
 from reversi.gateway.upstream import Upstream, UpstreamPool
 
 log = logging.getLogger("reversi.gateway")
@@ -47,3 +52,30 @@ def warn_of_missing_compensations(pool: UpstreamPool, manifests: ManifestSet) ->
                 "the operator with the upstream command, working directory and environment the agent's gateway used",
                 upstream.name, ", ".join(named),
             )
+
+
+def _described(identity: Mapping[str, Any]) -> str:
+    if "url" in identity:
+        return str(identity["url"])
+    return f"{identity.get('command')} in {identity.get('cwd')}"
+
+
+def upstream_differences(pool: UpstreamPool, events: Iterable[Event]) -> list[str]:
+    """One line per upstream that the run's calls went through and this operator does not have, or
+    has started otherwise (another command, working directory or URL). Calls journaled without
+    their upstream (by an older gateway, or not through one) are not checked."""
+    mine = {upstream.name: upstream.identity for upstream in pool.upstreams}
+    seen: dict[str, tuple[int, Mapping[str, Any]]] = {}
+    for event in events:
+        via = event.data.get("upstream") if event.type == "intended" else None
+        if isinstance(via, Mapping) and isinstance(via.get("name"), str) and event.step is not None:
+            seen.setdefault(via["name"], (event.step, via))
+    lines = []
+    for name, (step, theirs) in sorted(seen.items()):
+        ours = mine.get(name)
+        if ours == dict(theirs):
+            continue
+        now = f"this operator's {name} is {_described(ours)}" if ours else f"this operator has no upstream {name}"
+        lines.append(f"step {step} and later calls went through upstream {name} ({_described(theirs)}); {now}: "
+                     "its compensations may act on other data")
+    return lines

@@ -36,6 +36,7 @@ from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
 from reversi.gateway.proxy import Proxy
+from reversi.gateway.relay import Relay
 from reversi.gateway.upstream import UpstreamPool
 
 log = logging.getLogger("reversi.gateway")
@@ -218,7 +219,7 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
             "`reversi keys create NAME --role agent`, or bind to 127.0.0.1"
         )
     async with anyio.create_task_group() as tg:
-        pool = UpstreamPool(options.upstreams)
+        pool = UpstreamPool(options.upstreams, Relay(one_agent=False, wait_s=options.call_timeout))
         await pool.start(tg)  # said after it: when no upstream starts, its error is all there is to say
         if keyless:
             print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)

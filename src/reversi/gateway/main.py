@@ -116,11 +116,14 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
     from reversi.gateway.compensation_check import warn_of_missing_compensations
     from reversi.gateway.operator import Operator
     from reversi.gateway.proxy import Proxy
+    from reversi.gateway.relay import Relay
     from reversi.gateway.stdio import agent_stdio
     from reversi.gateway.upstream import UpstreamPool
 
     async with anyio.create_task_group() as tg:
-        pool = UpstreamPool(options.upstreams)
+        # The operator relays nothing: a compensation's upstream has no agent to ask.
+        relay = None if operator else Relay(one_agent=True, wait_s=options.call_timeout)
+        pool = UpstreamPool(options.upstreams, relay)
         await pool.start(tg)
         if operator:
             warn_of_missing_compensations(pool, ledger.manifests)

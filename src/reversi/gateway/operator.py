@@ -6,6 +6,7 @@ idempotency key in the call's `_meta` as `reversi/idempotency_key`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -19,9 +20,11 @@ from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
 from reversi.errors import BadInput, NotFound, ReversiError
+from reversi.gateway.compensation_check import upstream_differences
 from reversi.gateway.results import error_text, from_error, is_error, result_value, structured
 from reversi.gateway.upstream import UpstreamPool
 
+log = logging.getLogger("reversi.gateway")
 IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
 ROLLBACK_RETRY = Retry(attempts=3, base_ms=250)
 
@@ -154,14 +157,26 @@ class Operator:
         return self.ledger.for_principal(principal).get_run(_arg(args, "run_id", str), Access.OPERATE)
 
     async def _plan(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        plan = await anyio.to_thread.run_sync(lambda: self._run(principal, args).plan())
-        return structured(plan.to_dict(), plan.to_text())
+        run = await anyio.to_thread.run_sync(self._run, principal, args)
+        plan = await anyio.to_thread.run_sync(run.plan)
+        return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
+
+    async def _warned(self, run: Run, answer: types.CallToolResult) -> types.CallToolResult:
+        """`answer` with a warning first (and on stderr) for each upstream of the run's calls that
+        this operator does not have, or started otherwise; the lines also in `_meta` as `reversi/warnings`."""
+        lines = upstream_differences(self.pool, await anyio.to_thread.run_sync(run.events))
+        for line in lines:
+            log.warning("%s: %s", run.id, line)
+        if not lines:
+            return answer
+        warning = types.TextContent(text="\n".join(f"warning: {line}" for line in lines))
+        return answer.model_copy(update={"content": [warning, *answer.content], "meta": {"reversi/warnings": lines}})
 
     async def _execute(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         run = await anyio.to_thread.run_sync(self._run, principal, args)
         if not _arg(args, "confirm", bool, False):
             plan = await anyio.to_thread.run_sync(run.plan)
-            return structured(plan.to_dict(), plan.to_text())
+            return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
         report = await run.arollback(
             compensate=self._compensate,
             retry=ROLLBACK_RETRY,
@@ -169,7 +184,7 @@ class Operator:
             approve_compensations=_arg(args, "approve_compensations", bool, False),
             actor=principal.name,
         )
-        return structured(report.to_dict(), report.to_text())
+        return await self._warned(run, structured(report.to_dict(), report.to_text()))
 
     async def _resolve(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)

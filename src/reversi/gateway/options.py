@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from reversi.errors import ConfigError
 
@@ -27,6 +28,14 @@ class UpstreamSpec:
 
     def describe(self) -> str:
         return self.url or shlex.join(self.command)
+
+    def identity(self) -> dict[str, str]:
+        """What the journal keeps of where a call went (no environment: it may hold credentials)."""
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            netloc = parts.netloc.rpartition("@")[2]  # no user or password
+            return {"name": self.name, "url": urlunsplit(parts._replace(netloc=netloc))}
+        return {"name": self.name, "command": shlex.join(self.command), "cwd": os.path.abspath(self.cwd or ".")}
 
 
 @dataclass(frozen=True)

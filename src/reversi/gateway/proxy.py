@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 import anyio
@@ -17,13 +18,21 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
 
 from reversi.core.models import RunRecord, StepStatus
 from reversi.engine.ledger import Ledger
 from reversi.errors import Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, result_value, tool_error
+from reversi.gateway.revisions import (
+    ENVELOPE,
+    AsSent,
+    asks_for_input,
+    exact_results,
+    for_upstream,
+    is_modern,
+    passed_through,
+)
 from reversi.gateway.upstream import Route, Upstream, UpstreamLost, UpstreamPool, UpstreamUnavailable
 
 log = logging.getLogger("reversi.gateway")
@@ -33,8 +42,7 @@ RunFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[RunRecord]]
 
 _IDENTITY = ("name", "version", "title", "description", "website_url", "icons")  # of the server info
 _PROGRESS_TOKEN = ("progressToken", "progress_token")  # on the wire; as the SDK's model names it
-_ENVELOPE = "io.modelcontextprotocol/"
-_NOT_THE_AGENTS = (_ENVELOPE, "reversi/")
+_NOT_THE_AGENTS = (ENVELOPE, "reversi/")
 
 
 def forward_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | None:
@@ -49,16 +57,6 @@ def forward_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | No
     return cast(types.RequestParamsMeta, kept) if kept else None
 
 
-def _without_envelope(result: dict[str, Any]) -> dict[str, Any]:
-    """An upstream's result without its own protocol envelope in `_meta` (it names the upstream, not
-    the gateway the agent talks to)."""
-    meta = result.get("_meta")
-    if not isinstance(meta, dict) or not any(k.startswith(_ENVELOPE) for k in meta):
-        return result
-    kept = {k: v for k, v in meta.items() if not k.startswith(_ENVELOPE)}
-    return {k: v for k, v in result.items() if k != "_meta"} | ({"_meta": kept} if kept else {})
-
-
 def _progress_relay(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any] | None) -> ProgressFnT | None:
     """When the agent asked for progress, a callback that reports the upstream's to it under its own token."""
     if not meta or all(meta.get(key) is None for key in _PROGRESS_TOKEN):
@@ -68,6 +66,13 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any]
         await ctx.session.report_progress(progress, total, message)
 
     return relay
+
+
+_LISTINGS: dict[str, Callable[..., Any]] = {
+    "resources/list": types.ListResourcesRequest,
+    "resources/templates/list": types.ListResourceTemplatesRequest,
+    "prompts/list": types.ListPromptsRequest,
+}
 
 
 class Proxy:
@@ -95,18 +100,14 @@ class Proxy:
 
     # -- tools -----------------------------------------------------------------------------------
 
-    async def list_tools(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
+    async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> Any:
         await self.pool.refresh_tools(self.call_timeout)  # upstreams may add or drop tools while they run
-        return types.ListToolsResult(tools=self.pool.tools())
+        return passed_through("tools/list", {"tools": self.pool.listed_tools()})
 
-    async def call_tool(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | dict[str, Any]:
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         route = self.pool.route(params.name)
-        if route is None or not await self._offered(route):  # nothing journaled: no call was made
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        if route is None:  # no upstream to ask: answered as the servers answer a tool they do not have
+            return tool_error(f"Unknown tool: {params.name}")
         self._calls += 1
         start = time.perf_counter()
         try:
@@ -115,39 +116,41 @@ class Proxy:
             self._calls -= 1
             self.metrics.answered(route.upstream.name, time.perf_counter() - start)
 
-    async def _offered(self, route: Route) -> bool:
-        """Whether the upstream offers the tool (asked again once if not: it may have added it). An
-        upstream not connected gets the call, which is journaled `failed` as never sent."""
-        if not route.upstream.connected or any(t.name == route.tool for t in route.upstream.tools):
-            return True
-        await route.upstream.refresh_tools(self.call_timeout)
-        return any(t.name == route.tool for t in route.upstream.tools)
-
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, route: Route
-    ) -> types.CallToolResult | dict[str, Any]:
+    ) -> Any:
+        """A tool the upstream does not list is asked too, and journaled like any call: what it
+        answers is the agent's answer, and a tool it offers without listing it may have effects."""
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
-            step = await self.ledger.abegin(run, params.name, arguments, alone=self._alone)
+            step = await self.ledger.abegin(
+                run, params.name, arguments, alone=self._alone, via=route.upstream.identity
+            )
         except ReversiError as exc:
             if isinstance(exc, Refused):
                 self.metrics.refusal(exc.code)
             return from_error(exc)
-        meta = forward_meta(params.meta)
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=route.tool, arguments=params.arguments, _meta=meta)
-        )
+        upstream = route.upstream
+        clean = for_upstream(ctx.params, upstream.protocol_version, forward_meta(params.meta))
+        request = AsSent(method="tools/call", params=clean | {"name": route.tool})
         try:
-            raw = await route.upstream.request(request, self.call_timeout, _progress_relay(ctx, params.meta))
+            with self._relaying(upstream, ctx):
+                raw = await upstream.request(request, self.call_timeout, _progress_relay(ctx, params.meta))
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                return await self._settle_failure(run, step, route.upstream, exc)
-        if is_error(raw):
+                return await self._settle_failure(run, step, upstream, exc)
+        if asks_for_input(raw):  # no outcome yet: a 2026 agent answers and calls again, which is a new step
+            message = f"upstream {upstream.name} asked for input before answering (input_required)"
+            await self._journal(run, step, StepStatus.UNCERTAIN, error=message)
+            if not is_modern(ctx.protocol_version):
+                return tool_error(f"{message}, which the agent's MCP revision cannot be asked: its effect is "
+                                  f"unknown (step {step} of {run.run_id} is uncertain)")
+        elif is_error(raw):
             await self._journal(run, step, StepStatus.FAILED, error=error_text(raw))
         else:
             await self._journal(run, step, StepStatus.SUCCEEDED, result=result_value(raw))
-        return _without_envelope(raw)
+        return passed_through("tools/call", raw)
 
     async def _settle_failure(
         self, run: RunRecord, step: int, upstream: Upstream, exc: BaseException
@@ -186,62 +189,74 @@ class Proxy:
 
     # -- everything else passes through ----------------------------------------------------------
 
-    async def _forward(self, upstream: Upstream, request: Any) -> dict[str, Any]:
+    def _relaying(self, upstream: Upstream, ctx: ServerRequestContext[Any, Any]) -> AbstractContextManager[None]:
+        """While the agent's request is in flight on `upstream`: what the upstream asks goes to it."""
+        relay = self.pool.relay
+        return relay.calling(upstream.name, ctx) if relay is not None else nullcontext()
+
+    async def _forward(self, ctx: Any, upstream: Upstream, request: Any) -> dict[str, Any]:
         try:
-            return await upstream.request(request, self.call_timeout)
+            with self._relaying(upstream, ctx):
+                return await upstream.request(request, self.call_timeout)
         except (UpstreamUnavailable, UpstreamLost, TimeoutError) as exc:
             raise MCPError(-32603, str(exc) or f"upstream {upstream.name} did not answer") from exc
 
-    async def _list(self, capability: str, field: str, key: str, make: Callable[[Any], Any], cursor: Any) -> Any:
+    async def _list(self, ctx: Any, method: str, capability: str, field: str, key: str, cursor: Any) -> Any:
+        make = _LISTINGS[method]
         upstreams = self.pool.with_capability(capability)
         if len(upstreams) == 1:
-            return await self._forward(upstreams[0], make(types.PaginatedRequestParams(cursor=cursor)))
+            page = await self._forward(ctx, upstreams[0], make(params=types.PaginatedRequestParams(cursor=cursor)))
+            return passed_through(method, page)
         merged: list[Any] = []
         for upstream in upstreams:
-            page = await self._forward(upstream, make(types.PaginatedRequestParams()))
+            page = await self._forward(ctx, upstream, make(params=types.PaginatedRequestParams()))
             for item in page.get(field) or ():
                 self._owners[(capability, str(item.get(key)))] = upstream
                 merged.append(item)
-        return {field: merged}
+        return passed_through(method, {field: merged})
 
-    def _owner(self, capability: str, key: str) -> Upstream:
+    def _owner(self, capability: str, key: str | None) -> Upstream:
         upstreams = self.pool.with_capability(capability)
         if not upstreams:
             raise MCPError(-32601, "Method not found")
-        return self._owners.get((capability, key), upstreams[0])
+        return self._owners.get((capability, str(key)), upstreams[0])
+
+    async def _pass(self, ctx: ServerRequestContext[Any, Any], method: str, upstream: Upstream, params: Any) -> Any:
+        """Forward one request as the agent made it (less what is the agent's own, or its era's only)."""
+        clean = for_upstream(ctx.params, upstream.protocol_version, forward_meta(params.meta))
+        return passed_through(method, await self._forward(ctx, upstream, AsSent(method=method, params=clean)))
 
     async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-        cursor = params.cursor if params else None
-        return await self._list("resources", "resources", "uri", lambda p: types.ListResourcesRequest(params=p), cursor)
+        return await self._list(ctx, "resources/list", "resources", "resources", "uri", params and params.cursor)
 
     async def list_resource_templates(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-        cursor = params.cursor if params else None
+        cursor = params and params.cursor
         return await self._list(
-            "resources",
-            "resourceTemplates",
-            "uriTemplate",
-            lambda p: types.ListResourceTemplatesRequest(params=p),
-            cursor,
+            ctx, "resources/templates/list", "resources", "resourceTemplates", "uriTemplate", cursor
         )
 
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        clean = params.model_copy(update={"meta": forward_meta(params.meta)})
-        return await self._forward(self._owner("resources", str(params.uri)), types.ReadResourceRequest(params=clean))
+        return await self._pass(ctx, "resources/read", self._owner("resources", str(params.uri)), params)
 
     async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-        cursor = params.cursor if params else None
-        return await self._list("prompts", "prompts", "name", lambda p: types.ListPromptsRequest(params=p), cursor)
+        return await self._list(ctx, "prompts/list", "prompts", "prompts", "name", params and params.cursor)
 
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
-        clean = params.model_copy(update={"meta": forward_meta(params.meta)})
-        return await self._forward(self._owner("prompts", params.name), types.GetPromptRequest(params=clean))
+        return await self._pass(ctx, "prompts/get", self._owner("prompts", params.name), params)
 
     async def complete(self, ctx: Any, params: types.CompleteRequestParams) -> Any:
-        clean = params.model_copy(update={"meta": forward_meta(params.meta)})
-        upstreams = self.pool.with_capability("completions")
-        if not upstreams:
-            raise MCPError(-32601, "Method not found")
-        return await self._forward(upstreams[0], types.CompleteRequest(params=clean))
+        return await self._pass(ctx, "completion/complete", self._owner("completions", None), params)
+
+    # -- the agent's side of the upstreams' own requests (see `relay`) ----------------------------
+
+    async def _joined(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
+        if self.pool.relay is not None:
+            self.pool.relay.seen(ctx)
+
+    async def _roots_changed(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
+        """The agent's roots changed: every upstream hears it, and asks the agent again."""
+        for upstream in self.pool.upstreams:
+            await upstream.notify_roots_changed()
 
     def server(self) -> Server[Any]:
         """The low-level server: the first upstream's identity, and only the capabilities some upstream has."""
@@ -255,7 +270,7 @@ class Proxy:
             **identity,
             get_tool_input_schema=self.pool.input_schema,
             on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,  # type: ignore[arg-type]  # upstream results pass through raw
+            on_call_tool=self.call_tool,  # upstream results pass through raw
         )
         passthrough: list[tuple[str, str, type[Any], Any]] = [
             ("resources", "resources/list", types.PaginatedRequestParams, self.list_resources),
@@ -268,5 +283,11 @@ class Proxy:
         for capability, method, params_type, handler in passthrough:
             if self.pool.with_capability(capability):
                 server.add_request_handler(method, params_type, handler)
-        server.middleware = []  # no tracing span per message: the journal is the record
+        for note, handler in (
+            ("notifications/initialized", self._joined),
+            ("notifications/roots/list_changed", self._roots_changed),
+        ):
+            server.add_notification_handler(note, types.NotificationParams, handler)
+        # Upstreams' results pass through as they came; no tracing span per message: the journal is the record.
+        server.middleware = [exact_results(lambda: server.server_info_stamp)]
         return server

@@ -11,6 +11,7 @@ gateway has nothing to serve: `UpstreamPool.start` then fails with each one's re
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -30,6 +31,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from reversi.errors import ConfigError
 from reversi.gateway.options import UpstreamSpec
+from reversi.gateway.relay import Relay
+from reversi.gateway.revisions import is_modern
 from reversi.gateway.stderr_relay import StderrRelay
 
 log = logging.getLogger("reversi.gateway")
@@ -113,7 +116,10 @@ class Upstream:
     """One upstream server and what it offers, kept connected by `supervise`."""
 
     spec: UpstreamSpec
+    relay: Relay | None = None  # where the upstream's own requests (sampling, elicitation, roots) go
     tools: list[types.Tool] = field(default_factory=list)
+    listed: list[dict[str, Any]] = field(default_factory=list)  # the same tools as the upstream sent them
+    protocol_version: str | None = None  # the revision negotiated with it
     server_info: types.Implementation | None = None
     capabilities: types.ServerCapabilities = field(default_factory=types.ServerCapabilities)
     instructions: str | None = None
@@ -131,6 +137,11 @@ class Upstream:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @functools.cached_property
+    def identity(self) -> dict[str, str]:
+        """What the journal keeps of where a call went (`UpstreamSpec.identity`, worked out once)."""
+        return self.spec.identity()
 
     @property
     def connected(self) -> bool:
@@ -156,7 +167,8 @@ class Upstream:
                     async with anyio.create_task_group() as watchdog:
                         watchdog.start_soon(_give_up_unless, adopted, attempt, self.start_timeout)
                         errlog = self._stderr.file if self._stderr is not None else sys.stderr
-                        async with Client(_watched(self.spec, closed, errlog), cache=None) as client:
+                        relayed = self.relay.callbacks(self.name) if self.relay is not None else {}
+                        async with Client(_watched(self.spec, closed, errlog), cache=None, **relayed) as client:
                             await self._adopt(client, closed)
                             adopted.set()
                             backoff = 0.1
@@ -213,7 +225,8 @@ class Upstream:
             self._ready = anyio.Event()  # callers wait on the next one
 
     async def _adopt(self, client: Client, closed: anyio.Event) -> None:
-        self.tools = await _list_tools(client)
+        self.tools, self.listed = await _list_tools(client)
+        self.protocol_version = client.protocol_version
         self.server_info = client.server_info
         self.capabilities = client.server_capabilities
         self.instructions = client.instructions
@@ -231,9 +244,19 @@ class Upstream:
             return
         try:
             with anyio.fail_after(timeout):
-                self.tools = await _list_tools(client)
+                self.tools, self.listed = await _list_tools(client)
         except Exception as exc:  # whatever went wrong, the listing goes on with the last known tools
             log.warning("upstream %s: could not list its tools again: %s", self.name, _describe(exc))
+
+    async def notify_roots_changed(self) -> None:
+        """Pass the agent's `notifications/roots/list_changed` on (nothing when not connected)."""
+        client = self._client
+        if client is None or self._closed.is_set() or is_modern(self.protocol_version):
+            return
+        try:
+            await client.session.send_notification(types.RootsListChangedNotification())
+        except Exception as exc:  # a notification: nobody waits for it
+            log.warning("upstream %s: could not pass on that the roots changed: %s", self.name, _describe(exc))
 
     async def started(self) -> None:
         """Wait until the first connection attempt has succeeded or failed."""
@@ -297,18 +320,26 @@ def _connection_closed(exc: MCPError) -> bool:
     return exc.message in _SDK_LOST or exc.message.startswith(_SDK_STREAM)
 
 
-async def _list_tools(client: Client) -> list[types.Tool]:
-    """Every page of the upstream's tools (none when it offers no tools)."""
-    tools: list[types.Tool] = []
+async def _list_tools(client: Client) -> tuple[list[types.Tool], list[dict[str, Any]]]:
+    """Every page of the upstream's tools (none when it offers no tools), read and as they came."""
+    raw: list[dict[str, Any]] = []
     cursor: str | None = None
     if client.server_capabilities.tools is None:
-        return tools
+        return [], raw
     while True:
-        page = await client.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
-        tools.extend(page.tools)
-        cursor = page.next_cursor
+        request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor))
+        page = await client.session.send_request(request, RAW)
+        raw.extend(page.get("tools") or ())
+        cursor = page.get("nextCursor")
         if cursor is None:
-            return tools
+            break
+    # What `session.list_tools` does with a listing, on the raw one: on 2026-07-28 it drops the tools
+    # whose x-mcp-header annotations are invalid and learns which arguments later calls mirror into
+    # headers (the SDK keeps this per session, privately: no public way to hand it a raw listing).
+    listing = types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in raw])
+    kept = client.session._absorb_tool_listing(listing, complete=True).tools
+    names = {tool.name for tool in kept}
+    return kept, [tool for tool in raw if tool.get("name") in names]
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -331,8 +362,9 @@ class Route:
 class UpstreamPool:
     """Every upstream, and which one serves a tool (names prefixed `NAME.` when there are several)."""
 
-    def __init__(self, specs: tuple[UpstreamSpec, ...]) -> None:
-        self.upstreams = [Upstream(spec) for spec in specs]
+    def __init__(self, specs: tuple[UpstreamSpec, ...], relay: Relay | None = None) -> None:
+        self.relay = relay
+        self.upstreams = [Upstream(spec, relay) for spec in specs]
         self.prefixed = len(self.upstreams) > 1
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
@@ -370,6 +402,16 @@ class UpstreamPool:
             for tool in upstream.tools
         ]
 
+    def listed_tools(self) -> list[dict[str, Any]]:
+        """`tools()` as the upstreams sent them (each tool's JSON unchanged but for a prefixed name)."""
+        if not self.prefixed:
+            return list(self.upstreams[0].listed)
+        return [
+            {**tool, "name": self.public_name(upstream, str(tool.get("name")))}
+            for upstream in self.upstreams
+            for tool in upstream.listed
+        ]
+
     def public_name(self, upstream: Upstream, tool: str) -> str:
         """The name the agent (and the manifests) know `upstream`'s `tool` by."""
         return f"{upstream.name}.{tool}" if self.prefixed else tool
@@ -380,7 +422,7 @@ class UpstreamPool:
             return Route(self.upstreams[0], name)
         prefix, dot, rest = name.partition(".")
         for upstream in self.upstreams:
-            if dot and upstream.name == prefix:
+            if dot and rest and upstream.name == prefix:
                 return Route(upstream, rest)
         return None
 
