@@ -183,7 +183,7 @@ def test_a_coroutine_cancelled_while_waiting_still_gets_its_write_committed(stor
 
 
 def test_a_write_nobody_could_share_runs_on_the_loop_itself(store: Store) -> None:
-    """With `alone` saying so and no batch in progress, the write skips the helper thread, on SQLite;
+    """With `only_request` saying so and no batch in progress, the write skips the helper thread, on SQLite;
     PostgreSQL writes are round trips over the network, which a loop must not wait for."""
     where: list[int] = []
 
@@ -192,8 +192,8 @@ def test_a_write_nobody_could_share_runs_on_the_loop_itself(store: Store) -> Non
         q.append(RUN_ID, [event("inline")])
 
     async def main() -> None:
-        await store.arun_write(write, alone=lambda: True)
-        await store.arun_write(write, alone=lambda: False)
+        await store.arun_write(write, only_request=lambda: True)
+        await store.arun_write(write, only_request=lambda: False)
         await store.arun_write(write)
 
     asyncio.run(main())
@@ -206,17 +206,17 @@ def test_a_write_nobody_could_share_runs_on_the_loop_itself(store: Store) -> Non
 def test_inline_writes_keep_their_errors_and_refusals(store: Store) -> None:
     async def main() -> None:
         with pytest.raises(PermissionError, match="no"):
-            await store.arun_write(refused, alone=lambda: True)
+            await store.arun_write(refused, only_request=lambda: True)
         with pytest.raises(ValueError, match="undone"):
-            await store.arun_write(failed, alone=lambda: True)
-        await store.arun_write(lambda q: q.append(RUN_ID, [event("fine")]), alone=lambda: True)
+            await store.arun_write(failed, only_request=lambda: True)
+        await store.arun_write(lambda q: q.append(RUN_ID, [event("fine")]), only_request=lambda: True)
 
     asyncio.run(main())
     assert [actor for actor, _ in journal(store)] == ["refused", "fine"]
 
 
 def test_requests_that_arrive_together_are_not_written_one_by_one_on_the_loop(store: Store) -> None:
-    """`alone` is asked after the loop has run the other ready tasks, so a burst sees itself and
+    """`only_request` is asked after the loop has run the other ready tasks, so a burst sees itself and
     goes through the group commit, sharing transactions, instead of blocking the loop in turn."""
     in_flight = 0
     where: list[int] = []
@@ -229,7 +229,7 @@ def test_requests_that_arrive_together_are_not_written_one_by_one_on_the_loop(st
                 where.append(threading.get_ident())
                 q.append(RUN_ID, [event(f"r{n}")])
 
-            await store.arun_write(write, alone=lambda: in_flight <= 1)
+            await store.arun_write(write, only_request=lambda: in_flight <= 1)
         finally:
             in_flight -= 1
 
@@ -257,7 +257,7 @@ def test_an_inline_write_waits_for_a_batch_in_progress_instead_of_running_beside
     async def main() -> None:
         first = asyncio.ensure_future(store.arun_write(slow))
         await asyncio.to_thread(started.wait, 10)
-        second = asyncio.ensure_future(store.arun_write(write, alone=lambda: True))
+        second = asyncio.ensure_future(store.arun_write(write, only_request=lambda: True))
         await asyncio.sleep(0.05)
         release.set()
         await asyncio.gather(first, second)
@@ -283,7 +283,7 @@ def test_a_lone_write_never_waits_on_the_loop_for_another_process_writing(tmp_pa
 
         async def main() -> int:
             ticks = 0
-            task = asyncio.ensure_future(store.arun_write(write, alone=lambda: True))
+            task = asyncio.ensure_future(store.arun_write(write, only_request=lambda: True))
             while ticks < 20:  # the loop keeps running while the write waits for the lock
                 await asyncio.sleep(0.01)
                 ticks += 1
@@ -320,7 +320,7 @@ def test_a_lone_write_runs_on_the_loop_while_another_thread_reads(tmp_path: Path
         thread.start()
         try:
             assert reading.wait(10)
-            asyncio.run(store.arun_write(write, alone=lambda: True))
+            asyncio.run(store.arun_write(write, only_request=lambda: True))
         finally:
             done.set()
             thread.join(10)
@@ -329,8 +329,8 @@ def test_a_lone_write_runs_on_the_loop_while_another_thread_reads(tmp_path: Path
 
 
 def test_an_in_memory_store_queues_its_loops_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`sqlite:///:memory:` is private to one connection, so it has no second one to write on alone."""
+    """`sqlite:///:memory:` is private to one connection, so it has no second one to write on only_request."""
     monkeypatch.chdir(tmp_path)  # where the run locks' folder would go
     with store_with_a_run("sqlite:///:memory:") as store:
-        asyncio.run(store.arun_write(lambda q: q.append(RUN_ID, [event("in memory")]), alone=lambda: True))
+        asyncio.run(store.arun_write(lambda q: q.append(RUN_ID, [event("in memory")]), only_request=lambda: True))
         assert [actor for actor, _ in journal(store)] == ["in memory"]

@@ -21,7 +21,7 @@ from reversi.core.backoff import Retry
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
 from reversi.core.report import RollbackReport
-from reversi.engine.rollback import Compensate, RollbackExecutor, RollbackOptions, Verifier
+from reversi.engine.rollback import Compensate, ReadBack, RollbackExecutor, RollbackOptions
 from reversi.errors import NotFound, ReversiError, RollbackInProgress, StoreUnavailable
 from reversi.store.base import RunLock, Store
 from reversi.store.jobs import JobRow
@@ -135,7 +135,7 @@ class JobRunner:
     store: Store
     manifests: ManifestSet
     compensate: Compensate
-    verifier: Verifier | None = None
+    verifier: ReadBack | None = None
     on_done: Callable[[Job], None] | None = None
 
     def claim(self, job_id: str) -> tuple[Job, RunLock] | None:

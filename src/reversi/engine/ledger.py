@@ -33,7 +33,7 @@ from reversi.engine.keys import Principal, store_has_keys
 from reversi.engine.manifest_files import load_manifest_files
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.engine.recorder import Recorder
-from reversi.engine.rollback import Compensate, Verifier
+from reversi.engine.rollback import Compensate, ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Forbidden, NotFound, WriteConflict
 from reversi.store.base import Store, open_store
@@ -305,14 +305,14 @@ class Ledger:
     # -- recording for a caller on an event loop (the gateway) -----------------------------------------
 
     async def abegin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     alone: Callable[[], bool] | None = None, via: Mapping[str, Any] | None = None) -> int:
+                     only_request: Callable[[], bool] | None = None, via: Mapping[str, Any] | None = None) -> int:
         """`Recorder.abegin`: journal `intended` without blocking the loop. Raises as `Recorder.begin`."""
-        return await self.recorder.abegin(run, tool, args, depends_on, alone=alone, via=via)
+        return await self.recorder.abegin(run, tool, args, depends_on, only_request=only_request, via=via)
 
     async def aoutcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
-                       error: str | None = None, alone: Callable[[], bool] | None = None) -> None:
+                       error: str | None = None, only_request: Callable[[], bool] | None = None) -> None:
         """`Recorder.aoutcome`: journal an outcome without blocking the loop. Raises as `Recorder.outcome`."""
-        await self.recorder.aoutcome(run, step, status, result=result, error=error, alone=alone)
+        await self.recorder.aoutcome(run, step, status, result=result, error=error, only_request=only_request)
 
     # -- keys and sessions (who a request is: see `reversi.engine.access`) -----------------------------
 
@@ -353,7 +353,7 @@ class Ledger:
 
     # -- rollback jobs (the server's worker) ---------------------------------------------------------
 
-    def job_runner(self, compensate: Compensate, verifier: Verifier | None = None,
+    def job_runner(self, compensate: Compensate, verifier: ReadBack | None = None,
                    on_done: Callable[[jobs.Job], None] | None = None) -> jobs.JobRunner:
         """A runner of this store's rollback jobs, with the manifests in force."""
         return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done)

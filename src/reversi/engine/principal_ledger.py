@@ -152,7 +152,7 @@ class PrincipalLedger:
     # -- recording: the journal's hot path -------------------------------------------------------
 
     async def abegin(self, run_id: str, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     alone: Callable[[], bool] | None = None) -> int:
+                     only_request: Callable[[], bool] | None = None) -> int:
         """Journal `intended` in the principal's own run (see `Recorder.begin`), as one slot of the
         store's group commit, once the key is seen still valid in that write.
 
@@ -162,24 +162,24 @@ class PrincipalLedger:
             Refused, BadInput: as `Recorder.begin`.
         """
         record = await self.arun_record(run_id, Access.RECORD)
-        return await self._awrite(self._base.recorder.begin_write(record, tool, args, depends_on), alone, run_id)
+        return await self._awrite(self._base.recorder.begin_write(record, tool, args, depends_on), only_request, run_id)
 
     async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: Any = None,
-                       error: str | None = None, alone: Callable[[], bool] | None = None) -> StepState:
+                       error: str | None = None, only_request: Callable[[], bool] | None = None) -> StepState:
         """Journal a call's outcome in the principal's own run; returns the step. Raises as `abegin`,
         and NotFound or Conflict as `Recorder.outcome`."""
         record = await self.arun_record(run_id, Access.RECORD)
         write = self._base.recorder.outcome_write(record, step, status, result=result, error=error)
-        return await self._awrite(write, alone, run_id)
+        return await self._awrite(write, only_request, run_id)
 
-    async def _awrite(self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None, run_id: str) -> T:
+    async def _awrite(self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None, run_id: str) -> T:
         principal = self.principal
 
         def checked(q: Queries) -> T:
             check_still_valid(q, principal)
             return fn(q)
 
-        return await self._base.store.arun_write(checked, alone, run_id)
+        return await self._base.store.arun_write(checked, only_request, run_id)
 
     # -- rollback jobs -----------------------------------------------------------------------------
 

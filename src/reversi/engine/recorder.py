@@ -88,14 +88,14 @@ class Recorder:
         args: Any,
         depends_on: Sequence[int] = (),
         *,
-        alone: Callable[[], bool] | None = None,
+        only_request: Callable[[], bool] | None = None,
         via: Mapping[str, Any] | None = None,
     ) -> int:
         """`begin` for an event loop: the write joins the group commit without blocking the loop
-        (`alone` as for `Store.arun_write`); `via`, where the call goes (the gateway's upstream), is
+        (`only_request` as for `Store.arun_write`); `via`, where the call goes (the gateway's upstream), is
         kept in the `intended` event's data as `upstream`."""
         write = self.begin_write(run, tool, args, depends_on, via=via)
-        return await self.store.arun_write(write, alone, run.run_id)
+        return await self.store.arun_write(write, only_request, run.run_id)
 
     def begin_write(
         self,
@@ -195,11 +195,11 @@ class Recorder:
         *,
         result: Any = None,
         error: str | None = None,
-        alone: Callable[[], bool] | None = None,
+        only_request: Callable[[], bool] | None = None,
     ) -> None:
         """`outcome` for an event loop: the write joins the group commit without blocking the loop
-        (`alone` as for `Store.arun_write`)."""
-        await self.store.arun_write(self._outcome_write(run, step, status, result, error), alone, run.run_id)
+        (`only_request` as for `Store.arun_write`)."""
+        await self.store.arun_write(self._outcome_write(run, step, status, result, error), only_request, run.run_id)
 
     def outcome_write(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None

@@ -31,9 +31,11 @@ from reversi.errors import ConfigError, NotFound
 from reversi.store.base import Store
 from reversi.store.queries import Queries
 
+# What a rollback is given (the SDK's `compensate=`, `verify=` and `verifier=`): the undo of one call,
+# a check that the undo is visible (truthy when it is), and the declared read-back's reader.
 Compensate = Callable[[dict[str, Any]], Any]
-Verify = Callable[[dict[str, Any]], Any]
-Verifier = Callable[[str, Any], Any]
+UndoCheck = Callable[[dict[str, Any]], Any]
+ReadBack = Callable[[str, Any], Any]
 # Told (done, total) after each step; the executor goes newest first, so the step it works on next
 # is `total - 1 - done`. It may be async.
 Progress = Callable[[int, int], Any]
@@ -62,8 +64,8 @@ class RollbackOptions:
 
     compensate: Compensate | None = None
     retry: Retry = field(default_factory=Retry)
-    verify: Verify | None = None
-    verifier: Verifier | None = None
+    verify: UndoCheck | None = None
+    verifier: ReadBack | None = None
     approve_compensations: bool = False
     actor: str = "local"
     progress: Progress | None = None

@@ -27,7 +27,7 @@ from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
-from reversi.engine.rollback import Compensate, Progress, RollbackExecutor, RollbackOptions, Verifier, Verify
+from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
 from reversi.errors import BadInput, Conflict, NotFound
 
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ class RollbackArguments(TypedDict, total=False):
     """The keyword options of `Run.rollback` and `Run.arollback`."""
 
     retry: Retry | Mapping[str, Any] | None
-    verify: Verify | None
-    verifier: Verifier | None
+    verify: UndoCheck | None
+    verifier: ReadBack | None
     approve_compensations: bool
     actor: str | None
     progress: Progress | None

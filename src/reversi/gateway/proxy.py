@@ -94,7 +94,7 @@ class Proxy:
         self._owners: dict[tuple[str, str], Upstream] = {}
         self._calls = 0  # tools/call being answered
 
-    def _alone(self) -> bool:
+    def _only_request(self) -> bool:
         """Whether one tool call is being answered: its journal writes then need no group commit."""
         return self._calls <= 1
 
@@ -125,7 +125,7 @@ class Proxy:
         try:
             run = await self.run_for(ctx)
             step = await self.ledger.abegin(
-                run, params.name, arguments, alone=self._alone, via=route.upstream.identity
+                run, params.name, arguments, only_request=self._only_request, via=route.upstream.identity
             )
         except ReversiError as exc:
             if isinstance(exc, Refused):
@@ -182,7 +182,7 @@ class Proxy:
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
     ) -> None:
         try:
-            await self.ledger.aoutcome(run, step, status, result=result, error=error, alone=self._alone)
+            await self.ledger.aoutcome(run, step, status, result=result, error=error, only_request=self._only_request)
             self.metrics.outcome(status.value)
         except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
             log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)

@@ -49,16 +49,16 @@ async def record_step(call: Call) -> Response:
     body = call.body(bodies.RecordStep)
     args = {} if body.args is None else body.args
     step = await call.recording(call.ledger.abegin(call.run_id, body.tool, args, body.depends_on,
-                                                   alone=call.server.alone))
+                                                   only_request=call.server.only_request))
     call.server.metrics.calls.inc()
     return reply({"step": step, "status": "intended"}, 201)
 
 
 async def record_outcome(call: Call) -> Response:
     await call.ledger.arun_record(call.run_id, Access.RECORD)
-    body, step = call.body(bodies.Outcome), call.step
+    body, step = call.body(bodies.ReportOutcome), call.step
     state = await call.recording(call.ledger.aoutcome(call.run_id, step, StepStatus(body.status), result=body.result,
-                                                      error=body.error, alone=call.server.alone))
+                                                      error=body.error, only_request=call.server.only_request))
     return reply(state.to_dict())
 
 
@@ -189,7 +189,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              {201: "StepIntended", 202: "ApprovalPending"}, bodies.RecordStep),
     Endpoint("POST", f"{_RUNS}/steps/{{step}}/outcome", record_outcome, Role.AGENT,
              "Record what the call did: succeeded with its result, failed or uncertain with an error.",
-             {200: "Step"}, bodies.Outcome),
+             {200: "Step"}, bodies.ReportOutcome),
     Endpoint("GET", f"{_RUNS}/plan", get_plan, Role.AGENT, "The rollback plan (a dry run).", {200: "Plan"}),
     Endpoint("POST", f"{_RUNS}/rollback", start_rollback, Role.OPERATOR,
              "With confirm: true, start a rollback job (202); without, the plan (200).",

@@ -38,7 +38,7 @@ class RecordStep(Body):
     depends_on: list[StepNumber] = Field(default_factory=list)
 
 
-class Outcome(Body):
+class ReportOutcome(Body):
     status: Literal["succeeded", "failed", "uncertain"]
     result: Any = None
     error: str | None = None

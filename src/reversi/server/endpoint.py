@@ -57,7 +57,7 @@ class ServerState:
         default_factory=lambda: BoundedCache(_PRINCIPAL_CACHE)
     )
 
-    def alone(self) -> bool:
+    def only_request(self) -> bool:
         """Whether the request asking is the only one being answered."""
         return self.in_flight <= 1
 

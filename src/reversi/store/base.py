@@ -90,14 +90,14 @@ class Store(abc.ABC):
         raise AssertionError("unreachable")
 
     async def arun_write(
-        self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None, order: str | None = None
+        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None
     ) -> T:
         """`run_write` for an event loop: `fn` runs on a writer thread, and the loop is not blocked;
-        except that with `alone`, a write that nobody could share, on a store that can start it
+        except that with `only_request`, a write that nobody could share, on a store that can start it
         without waiting (SQLite), runs on the loop itself (see `GroupCommit.arun`)."""
         for attempt in range(_RETRIES + 1):
             try:
-                return await self._group_commit.arun(fn, alone, order)
+                return await self._group_commit.arun(fn, only_request, order)
             except self._retryable_errors() as exc:
                 if attempt == _RETRIES:
                     raise _gave_up(exc) from exc

@@ -10,7 +10,7 @@ Writers wait in one of two ways. A thread (`run`) blocks on its own event; if wr
 behind its batch, it hands the lead to the next waiting thread before it returns. An event loop
 (`arun`) waits on a future; its writes are led by a helper thread, so the loop never waits on the
 store. Each writer is woken once, when its own write is done (no thundering herd). The one
-exception: a loop whose caller says it is alone, finding nobody writing, writes on its own thread,
+exception: a loop whose caller says its request is the only one, finding nobody writing, writes on its own thread,
 provided the store can open the transaction without waiting (see `arun`).
 """
 
@@ -130,22 +130,22 @@ class GroupCommit:
         return slot.outcome()
 
     async def arun(
-        self, fn: Callable[[Queries], T], alone: Callable[[], bool] | None = None, order: str | None = None
+        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None
     ) -> T:
         """`run` for an event loop: wait for the commit without blocking the loop.
 
-        `alone` is for a caller that can tell when nothing else on its loop is about to write (a server
+        `only_request` is for a caller that can tell when nothing else on its loop is about to write (a server
         answering a single request). If it still says so once the loop has run the tasks that were
         ready, no batch is being written and the store can open a transaction without waiting
         (`begin_now`), `fn` runs right here, on the loop, for one transaction: with nobody to share
         the commit with, handing the write to the helper thread and back costs more than the write.
         """
-        if alone is not None and self._begin_now is not None:
+        if only_request is not None and self._begin_now is not None:
             await asyncio.sleep(0)  # requests that arrived together get to queue their writes first
-            if alone() and self._lead_if_idle():
+            if only_request() and self._lead_if_idle():
                 mine = _Slot(fn, waits=False)  # written here and now: nobody to wake
                 try:
-                    self._write_alone(mine, self._begin_now)
+                    self._write_unshared(mine, self._begin_now)
                     return mine.outcome()
                 except WouldWait:
                     pass  # another thread or process is writing: queue, so the loop does not wait
@@ -205,8 +205,8 @@ class GroupCommit:
 
     def _write(self, batch: list[_Slot[Any]]) -> None:
         try:
-            if len(batch) == 1:  # alone: the transaction itself is the savepoint (saves two round trips)
-                self._write_alone(batch[0])
+            if len(batch) == 1:  # unshared: the transaction itself is the savepoint (saves two round trips)
+                self._write_unshared(batch[0])
             else:
                 self._write_shared(batch)
         finally:
@@ -235,7 +235,7 @@ class GroupCommit:
             if not isinstance(exc, Exception):
                 raise
 
-    def _write_alone(
+    def _write_unshared(
         self, slot: _Slot[Any], begin: Callable[[], AbstractContextManager[Queries]] | None = None
     ) -> None:
         try:
