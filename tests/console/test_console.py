@@ -50,7 +50,7 @@ def test_an_operator_resolves_approves_and_rolls_back_a_run(console: Console, pa
     assert "pending" in approval.inner_text() and "bank.reverse_transfer" in approval.inner_text()
 
     approval.locator("button:text('Approve')").click()
-    page.wait_for_url(f"{console.url}/runs/{run_id}")
+    page.wait_for_url(re.compile(rf"/runs/{run_id}#apr_"))
     assert "approved" in page.locator("#approvals .approval").first.inner_text()
     page.click("button[data-open=confirm-rollback]")
     page.click("#confirm-rollback button[type=submit]")

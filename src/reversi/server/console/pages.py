@@ -1,7 +1,10 @@
 """The console's pages and forms: each handler reads the session, makes one engine call, renders.
 
-Errors from the engine are shown next to what caused them (the form, or the top of the page); a
-form without its session's CSRF token is refused with 403 and changes nothing.
+Every form answers with a redirect to a page (post/redirect/get), its errors included: they travel
+to that page in a flash (`session.Sessions.flash`) and are shown next to what caused them (the
+form, or the top of the page), so reloading a page never sends a form again. A form without its
+session's CSRF token, or too large to read, is refused (403, 413) and changes nothing. Errors on a
+console path (an unknown page, a GET of a form's address, a bug) are HTML pages (`error_page`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
@@ -25,7 +28,7 @@ from reversi.engine import jobs
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, NotFound, ReversiError, Unauthorized
+from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, ReversiError, Unauthorized
 from reversi.server.console import views
 from reversi.server.console.session import Session, Sessions, check_csrf
 from reversi.server.endpoint import MAX_BODY_BYTES, ServerState, is_whole_number
@@ -42,7 +45,10 @@ PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",  # pages name runs, steps and keys' holders: keep them out of caches
 }
+API_PREFIXES = ("/v1/", "/healthz", "/metrics", "/openapi.json")
+FAVICON = (HERE / "static" / "favicon.svg").read_bytes()
 
 
 class Console:
@@ -55,21 +61,53 @@ class Console:
 
     # -- plumbing ----------------------------------------------------------------------------------
 
-    def render(self, request: Request, session: Session, name: str, status: int = 200, **context: Any) -> Response:
+    def render(self, request: Request, session: Session, name: str, status: int = 200, *, fragment: bool = False,
+               **context: Any) -> Response:
+        """The template `name` as a page (with what a form's flash left for it) or, `fragment`, a part of one."""
         kill = views.kill_switch(self.state.ledger)
+        flash = None if fragment else self.sessions.take_flash(request)
         csrf = session.csrf or secrets.token_urlsafe(24)  # first visit: this browser gets its token now
         response = self.templates.TemplateResponse(
-            request, name, {"principal": session.principal, "csrf": csrf, "kill_switch": kill, **context},
+            request, name, {"principal": session.principal, "csrf": csrf, "kill_switch": kill, **context,
+                            **(flash or {})},
             status_code=status, headers=PAGE_HEADERS)
         if csrf != session.csrf:
             self.sessions.save(request, response, session.key_id, csrf)
+        if flash is not None:
+            self.sessions.clear_flash(request, response)
         return response
+
+    def after(self, request: Request, to: str, fragment: str = "", **flash: Any) -> Response:
+        """The answer to a form: a redirect to the page at path `to`, which shows `flash` once."""
+        response = RedirectResponse(to + (f"#{fragment}" if fragment else ""), status_code=303)
+        if flash:
+            self.sessions.flash(request, response, to, flash)
+        return response
+
+    async def error_page(self, request: Request, status: int, message: str, headers: dict[str, str]) -> Response:
+        """An error on a console path as an HTML page (never the API's JSON)."""
+        try:
+            session = await run_in_threadpool(self.sessions.read, request)
+        except Exception:  # the store is down, say: the page still says what happened, signed in or not
+            session = Session(None, "")
+        if status == 405:
+            message += ": this address takes a form, sent from the page it is on"
+        response = self.render(request, session, "error.html", status, fragment=True, error=message)
+        response.headers.update(headers)
+        return response
+
+    @staticmethod
+    def serves(path: str) -> bool:
+        """Whether `path` is the console's (everything that is not the API's)."""
+        return not (path == "/v1" or path.startswith(API_PREFIXES))
 
     def signed_in(self, handler: Callable[[Request, Session, Principal], Awaitable[Response]]) -> Handler:
         async def page(request: Request) -> Response:
             session = await run_in_threadpool(self.sessions.read, request)
             if session.principal is None:
-                return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
+                if _is_fragment(request):  # a page's script asking: it says the session ended, never shows this
+                    return Response("signed out", status_code=401, headers=PAGE_HEADERS)
+                return RedirectResponse(f"/login?{urlencode({'next': _came_from(request)})}", status_code=303)
             if request.method == "POST":
                 if _too_large(request):
                     return self.render(request, session, "error.html", 413, error=TOO_LARGE)
@@ -81,6 +119,8 @@ class Console:
             try:
                 return await handler(request, session, session.principal)
             except ReversiError as exc:
+                if request.method == "POST":
+                    return self.after(request, _back(request), flash_error=exc.message)
                 return self.render(request, session, "error.html", exc.http_status, error=exc.message)
 
         return page
@@ -95,6 +135,7 @@ class Console:
         target = _safe_next(request.query_params.get("next"))
         if request.method == "GET":
             return self.render(request, session, "login.html", next=target)
+        again = f"/login?{urlencode({'next': target})}"
         if _too_large(request):
             return self.render(request, session, "login.html", 413, error=TOO_LARGE, next=target)
         form = await request.form()
@@ -106,7 +147,9 @@ class Console:
             principal = await run_in_threadpool(
                 lambda: self.state.ledger.authenticate(str(form.get("key") or "") or None, local_ok=False))
         except Unauthorized:
-            return self.render(request, session, "login.html", 401, error="unknown or revoked key", next=target)
+            response = RedirectResponse(again, status_code=303)
+            self.sessions.flash(request, response, "/login", {"error": "unknown or revoked key"})
+            return response
         response = RedirectResponse(target, status_code=303)
         self.sessions.save(request, response, principal.key_id)
         return response
@@ -134,12 +177,11 @@ class Console:
         return self.render(request, session, template, rows=rows, filters=filters, next_link=next_link,
                            active=any(r.active for r in rows))
 
-    async def run(self, request: Request, session: Session, principal: Principal, **errors: Any) -> Response:
+    async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
         view = await run_in_threadpool(views.run_page, self.ledger_for(principal), run_id)
         return self.render(request, session, "run.html", view=view, pretty=views.pretty, age=views.age,
-                           can_operate=principal.is_operator, has_compensator=bool(self.state.compensator_cmd),
-                           status=errors.pop("status", 200), **errors)
+                           can_operate=principal.is_operator, has_compensator=bool(self.state.compensator_cmd))
 
     async def rollback(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
@@ -152,9 +194,9 @@ class Console:
             await run_in_threadpool(lambda: ledger.submit_rollback(
                 run_id, approve_compensations=form.get("approve_compensations") == "on", attempts=3))
         except ReversiError as exc:
-            return await self.run(request, session, principal, rollback_error=exc.message, status=exc.http_status)
+            return self.after(request, f"/runs/{run_id}", "rollback", rollback_error=exc.message)
         self.state.wake_worker()
-        return RedirectResponse(f"/runs/{run_id}#rollback", status_code=303)
+        return self.after(request, f"/runs/{run_id}", "rollback")
 
     async def rollback_progress(self, request: Request, session: Session, principal: Principal) -> Response:
         job = await run_in_threadpool(self.ledger_for(principal).latest_job, request.path_params["run_id"])
@@ -169,9 +211,9 @@ class Console:
             kwargs = _resolve_arguments(form)
             await run_in_threadpool(lambda: ledger.resolve(run_id, step, **kwargs))
         except ReversiError as exc:
-            return await self.run(request, session, principal, resolve_error={step: exc.message},
-                                  resolve_form={step: dict(form)}, status=exc.http_status)
-        return RedirectResponse(f"/runs/{run_id}#step-{step}", status_code=303)
+            return self.after(request, f"/runs/{run_id}", f"step-{step}", resolve_error={str(step): exc.message},
+                              form={str(step): _typed(form)})
+        return self.after(request, f"/runs/{run_id}", f"step-{step}")
 
     async def journal(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
@@ -182,15 +224,12 @@ class Console:
 
     # -- approvals and halts -------------------------------------------------------------------------
 
-    async def approvals(self, request: Request, session: Session, principal: Principal, **extra: Any) -> Response:
+    async def approvals(self, request: Request, session: Session, principal: Principal) -> Response:
         found = await run_in_threadpool(lambda: self.ledger_for(principal).approvals(limit=views.APPROVALS_SHOWN))
-        return self.render(request, session, "approvals.html", approvals=found, pretty=views.pretty,
-                           status=extra.pop("status", 200), **extra)
+        return self.render(request, session, "approvals.html", approvals=found, pretty=views.pretty)
 
     async def decide(self, request: Request, session: Session, principal: Principal) -> Response:
-        approval_id, verdict = request.path_params["approval_id"], request.path_params["verdict"]
-        if verdict not in ("approve", "deny"):
-            raise NotFound(f"no such action {verdict!r}: approve or deny")
+        approval_id, verdict = request.path_params["approval_id"], request.url.path.rsplit("/", 1)[1]
         form = await request.form()
         back = _safe_next(str(form.get("next") or "/approvals"))
         ledger = self.ledger_for(principal)
@@ -201,14 +240,12 @@ class Console:
             else:
                 await run_in_threadpool(lambda: ledger.deny(approval_id, note=note or ""))
         except ReversiError as exc:
-            return await self.approvals(request, session, principal, errors={approval_id: exc.message},
-                                        status=exc.http_status)
-        return RedirectResponse(back, status_code=303)
+            return self.after(request, back, approval_id, errors={approval_id: exc.message})
+        return self.after(request, back, approval_id)
 
-    async def halts(self, request: Request, session: Session, principal: Principal, **extra: Any) -> Response:
+    async def halts(self, request: Request, session: Session, principal: Principal) -> Response:
         found = await run_in_threadpool(self.ledger_for(principal).halts)
-        return self.render(request, session, "halts.html", halts=found, can_manage=principal.is_admin,
-                           status=extra.pop("status", 200), **extra)
+        return self.render(request, session, "halts.html", halts=found, can_manage=principal.is_admin)
 
     async def add_halt(self, request: Request, session: Session, principal: Principal) -> Response:
         form = await request.form()
@@ -217,13 +254,18 @@ class Console:
             ledger = self.ledger_for(principal)
             await run_in_threadpool(lambda: ledger.add_halt(str(form.get("reason") or ""), **scope))
         except ReversiError as exc:
-            return await self.halts(request, session, principal, error=exc.message, form=dict(form),
-                                    status=exc.http_status)
-        return RedirectResponse("/halts", status_code=303)
+            return self.after(request, "/halts", error=exc.message, form=_typed(form))
+        return self.after(request, "/halts")
 
     async def lift_halt(self, request: Request, session: Session, principal: Principal) -> Response:
-        await run_in_threadpool(self.ledger_for(principal).lift_halts, request.path_params["halt_id"])
-        return RedirectResponse("/halts", status_code=303)
+        try:
+            await run_in_threadpool(self.ledger_for(principal).lift_halts, request.path_params["halt_id"])
+        except ReversiError as exc:
+            return self.after(request, "/halts", flash_error=exc.message)
+        return self.after(request, "/halts")
+
+    async def favicon(self, request: Request) -> Response:
+        return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     # -- the routes ----------------------------------------------------------------------------------
 
@@ -239,10 +281,12 @@ class Console:
             Route("/runs/{run_id}/steps/{step:int}/resolve", s(self.resolve), methods=["POST"]),
             Route("/runs/{run_id}/journal.jsonl", s(self.journal), methods=["GET"]),
             Route("/approvals", s(self.approvals), methods=["GET"]),
-            Route("/approvals/{approval_id}/{verdict:str}", s(self.decide), methods=["POST"]),
+            Route("/approvals/{approval_id}/approve", s(self.decide), methods=["POST"]),
+            Route("/approvals/{approval_id}/deny", s(self.decide), methods=["POST"]),
             Route("/halts", s(self.halts), methods=["GET"]),
             Route("/halts", s(self.add_halt), methods=["POST"]),
             Route("/halts/{halt_id}/lift", s(self.lift_halt), methods=["POST"]),
+            Route("/favicon.ico", self.favicon, methods=["GET"]),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
 
@@ -252,6 +296,31 @@ def _safe_next(target: str | None) -> str:
     if not target or not target.startswith("/") or target.startswith("//"):
         return "/"
     return target
+
+
+def _is_fragment(request: Request) -> bool:
+    """A request from a page's script for a part of a page (rows, a job's progress)."""
+    return "fragment" in request.query_params or request.url.path.endswith(".json")
+
+
+def _came_from(request: Request) -> str:
+    """Where to go back to after signing in: this page with its query (for a form, the page it was on)."""
+    if request.method == "GET":
+        return request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return _back(request)
+
+
+def _back(request: Request) -> str:
+    """The page a form was sent from (its Referer on this site), else the runs list."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    if referer.netloc and referer.netloc != request.url.netloc:
+        return "/"
+    return _safe_next(referer.path or "/")
+
+
+def _typed(form: FormData) -> dict[str, str]:
+    """What a form carried, to show it again (never its CSRF token)."""
+    return {k: v for k, v in form.items() if k != "csrf" and isinstance(v, str)}
 
 
 def _too_large(request: Request) -> bool:
