@@ -37,14 +37,37 @@ tools:
       tool: bank.reverse_transfer
       args: {transfer: "$result.id"}
       requires_approval: true
+  flaky.create:
+    compensation:
+      tool: flaky.undo
+      args: {id: "$result.id"}
+  mail.send:
+    irreversible: true
+  crm.update:
+    compensation:
+      tool: crm.restore
+      args: {id: "$result.id"}
+    verification:
+      tool: crm.get
+      args: {id: "$result.id"}
+      expect: {restored: true}
 """
-# The compensator waits while the file named by REVERSI_TEST_HOLD exists: a test holds a rollback
-# mid-way by creating it, and lets it go by removing it.
+# The compensator waits while the file named by REVERSI_TEST_HOLD exists (and, if it names a step,
+# for that step only): a test holds a rollback mid-way by creating it, and lets it go by removing it.
+# It fails every undo of flaky.create.
 COMPENSATOR = """import json, os, sys, time
 call = json.load(sys.stdin)
 hold = os.environ.get('REVERSI_TEST_HOLD')
-while hold and os.path.exists(hold):
+def held():
+    try:
+        text = open(hold).read().strip()
+    except OSError:
+        return False
+    return text in ('', str(call['step']))
+while hold and held():
     time.sleep(0.05)
+if call['tool'] == 'flaky.undo':
+    sys.exit('downstream said no')
 print(json.dumps({'undone': call['tool']}))"""
 
 

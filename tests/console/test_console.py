@@ -43,7 +43,7 @@ def test_an_operator_resolves_approves_and_rolls_back_a_run(console: Console, pa
 
     # Roll back without approving: the transfer waits for its approval, the charges are refunded.
     page.click("button[data-open=confirm-rollback]")
-    page.click("#confirm-rollback button[type=submit]")
+    page.click("#confirm-rollback button.danger")
     expect(page.locator("#rollback")).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
     assert "rollback INCOMPLETE" in page.locator("#job-report").inner_text()
     approval = page.locator("#approvals .approval").first
@@ -53,7 +53,7 @@ def test_an_operator_resolves_approves_and_rolls_back_a_run(console: Console, pa
     page.wait_for_url(re.compile(rf"/runs/{run_id}#apr_"))
     assert "approved" in page.locator("#approvals .approval").first.inner_text()
     page.click("button[data-open=confirm-rollback]")
-    page.click("#confirm-rollback button[type=submit]")
+    page.click("#confirm-rollback button.danger")
     expect(page.locator("#rollback")).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
     assert "rollback complete" in page.locator("#job-report").inner_text()
     statuses = {s.index: s.status.value for s in console.ledger.get_run(run_id).steps()}

@@ -58,6 +58,8 @@ class Console:
         self.state = state
         self.sessions = sessions
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, age=views.age,
+                                          refresh_ms=views.REFRESH_MS)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -180,8 +182,23 @@ class Console:
     async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
         view = await run_in_threadpool(views.run_page, self.ledger_for(principal), run_id)
-        return self.render(request, session, "run.html", view=view, pretty=views.pretty, age=views.age,
-                           can_operate=principal.is_operator, has_compensator=bool(self.state.compensator_cmd))
+        return self.render(request, session, "run.html", view=view, can_operate=principal.is_operator,
+                           has_compensator=bool(self.state.compensator_cmd))
+
+    async def confirm_rollback(self, request: Request, session: Session, principal: Principal) -> Response:
+        """The rollback's confirmation as a page of its own: the Roll back button without JavaScript."""
+        ledger = self.ledger_for(principal)
+        run_id = request.path_params["run_id"]
+        await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
+        view = await run_in_threadpool(views.run_page, ledger, run_id)
+        return self.render(request, session, "rollback.html", view=view)
+
+    async def job(self, request: Request, session: Session, principal: Principal) -> Response:
+        """The rollback panel's job, as the fragment its script polls."""
+        job = await run_in_threadpool(views.job_page, self.ledger_for(principal), request.path_params["run_id"])
+        if job is None:
+            return Response("", headers=PAGE_HEADERS)
+        return self.render(request, session, "job.html", fragment=True, job=job)
 
     async def rollback(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
@@ -226,7 +243,7 @@ class Console:
 
     async def approvals(self, request: Request, session: Session, principal: Principal) -> Response:
         found = await run_in_threadpool(lambda: self.ledger_for(principal).approvals(limit=views.APPROVALS_SHOWN))
-        return self.render(request, session, "approvals.html", approvals=found, pretty=views.pretty)
+        return self.render(request, session, "approvals.html", approvals=found)
 
     async def decide(self, request: Request, session: Session, principal: Principal) -> Response:
         approval_id, verdict = request.path_params["approval_id"], request.url.path.rsplit("/", 1)[1]
@@ -277,6 +294,8 @@ class Console:
             Route("/logout", self.logout, methods=["POST"]),
             Route("/runs/{run_id}", s(self.run), methods=["GET"]),
             Route("/runs/{run_id}/rollback", s(self.rollback), methods=["POST"]),
+            Route("/runs/{run_id}/rollback", s(self.confirm_rollback), methods=["GET"]),
+            Route("/runs/{run_id}/job", s(self.job), methods=["GET"]),
             Route("/runs/{run_id}/rollback.json", s(self.rollback_progress), methods=["GET"]),
             Route("/runs/{run_id}/steps/{step:int}/resolve", s(self.resolve), methods=["POST"]),
             Route("/runs/{run_id}/journal.jsonl", s(self.journal), methods=["GET"]),

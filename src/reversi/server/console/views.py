@@ -13,9 +13,11 @@ from reversi.engine.access import Access
 from reversi.engine.ledger import Ledger
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import Forbidden, NotFound
+from reversi.server.console.rollback_view import JobView, PlanSummary, job_view, summarize
 
 PAGE_SIZE = 25
 APPROVALS_SHOWN = 200  # on the approvals page, pending first
+REFRESH_MS = {"runs": 5000, "job": 1000}  # how often a page's script refreshes the runs list, a job's progress
 _OUTCOMES = {EventType.SUCCEEDED, EventType.FAILED, EventType.UNCERTAIN, EventType.RESOLVED}
 
 
@@ -48,6 +50,11 @@ def took(start: str | None, end: str | None) -> str:
     if seconds < 1:
         return f"took {seconds * 1000:.0f} ms"
     return f"took {seconds:.1f} s" if seconds < 120 else f"took {seconds / 60:.0f} min"
+
+
+def step_list(steps: list[int]) -> str:
+    """`[3]` as "step 3", `[1, 2]` as "steps 1, 2"."""
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(str(s) for s in steps)
 
 
 def pretty(value: Any) -> str:
@@ -111,7 +118,8 @@ class RunView:
     plan: Plan
     events: list[Event]
     approvals: list[Approval]
-    job: dict[str, Any] | None
+    job: JobView | None
+    summary: PlanSummary
     residue: dict[int, list[str]] = field(default_factory=dict)
 
 
@@ -152,12 +160,26 @@ def run_page(ledger: PrincipalLedger, run_id: str) -> RunView:
                               took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
                               action.describe()))
     approvals: list[Approval] = []
-    job: dict[str, Any] | None = None
+    job: JobView | None = None
     if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
         approvals = ledger.approvals(run_id=run.id)
-        try:
-            job = ledger.latest_job(run.id).to_dict()
-        except (NotFound, Forbidden):
-            job = None
+        job = _job(ledger, run.id, snap.steps, events)
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
-    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, residue)
+    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summarize(plan, approvals), residue)
+
+
+def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event]) -> JobView | None:
+    try:
+        return job_view(ledger.latest_job(run_id), steps, events)
+    except (NotFound, Forbidden):
+        return None
+
+
+def job_page(ledger: PrincipalLedger, run_id: str) -> JobView | None:
+    """The run's last rollback job as the panel shows it (None: it never had one).
+
+    Raises:
+        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record` (operating the run).
+    """
+    run = ledger.get_run(run_id, Access.OPERATE)
+    return _job(ledger, run.id, run.snapshot().steps, ledger.events(run.id))
