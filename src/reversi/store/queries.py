@@ -81,6 +81,9 @@ _DECISIONS = {ApprovalStatus.APPROVED: "approval_granted", ApprovalStatus.DENIED
 _CHUNK = 500  # ids per `IN (...)`: well under every back end's limit of parameters
 
 
+_SEARCHED = {"any": ("run_id", "actor", "tenant", "environment"), "actor": ("actor",), "tenant": ("tenant",)}
+
+
 def _where(conditions: Sequence[str]) -> str:
     return " WHERE " + " AND ".join(conditions) if conditions else ""
 
@@ -169,13 +172,21 @@ class Queries:
         since: str | None = None,
         before: tuple[str, str] | None = None,
         limit: int | None = None,
+        contains: Sequence[tuple[str, str]] = (),
     ) -> list[RunRecord]:
-        """Runs newest first; `before` is the (created_at, run_id) of the last run of the previous page."""
+        """Runs newest first; `before` is the (created_at, run_id) of the last run of the previous page;
+        `contains`: (where, text) pairs, each text found whatever its case in the run's `actor`, its
+        `tenant`, or `any` of its id, actor, tenant and environment."""
         where, params = [], []
         for column, value in (("actor", actor), ("tenant", tenant)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
+        for part, text in contains:
+            columns = _SEARCHED[part]
+            pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            where.append("(" + " OR ".join(f"LOWER({c}) LIKE ? ESCAPE '\\'" for c in columns) + ")")
+            params.extend([pattern] * len(columns))
         if since is not None:
             where.append("created_at >= ?")
             params.append(since)

@@ -68,6 +68,8 @@ class Console:
         """The template `name` as a page (with what a form's flash left for it) or, `fragment`, a part of one."""
         kill = views.kill_switch(self.state.ledger)
         flash = None if fragment else self.sessions.take_flash(request)
+        if not fragment:
+            context["badges"] = getattr(request.state, "badges", None)
         csrf = session.csrf or secrets.token_urlsafe(24)  # first visit: this browser gets its token now
         response = self.templates.TemplateResponse(
             request, name, {"principal": session.principal, "csrf": csrf, "kill_switch": kill, **context,
@@ -118,6 +120,8 @@ class Console:
                     check_csrf(session, form.get("csrf"))
                 except CsrfRefused as exc:
                     return self.render(request, session, "error.html", 403, error=exc.message)
+            if request.method == "GET" and not _is_fragment(request):
+                request.state.badges = await run_in_threadpool(views.nav_badges, self.ledger_for(session.principal))
             try:
                 return await handler(request, session, session.principal)
             except ReversiError as exc:
@@ -170,14 +174,16 @@ class Console:
 
     async def runs(self, request: Request, session: Session, principal: Principal) -> Response:
         q = request.query_params
-        filters = {k: (q.get(k) or None) for k in ("status", "actor", "tenant")}
+        filters = views.RunFilters.of(q)
         after = _cursor(q.get("after"))
-        rows, following = await run_in_threadpool(views.runs_page, self.ledger_for(principal), filters, after)
-        template = "runs_rows.html" if q.get("fragment") == "rows" else "runs.html"
-        next_link = f"/?{urlencode({**{k: v for k, v in filters.items() if v}, 'after': json.dumps(following)})}" \
-            if following else None
-        return self.render(request, session, template, rows=rows, filters=filters, next_link=next_link,
-                           active=any(r.active for r in rows))
+        ledger = self.ledger_for(principal)
+        rows, following = await run_in_threadpool(views.runs_page, ledger, filters, after)
+        next_link = f"/?{urlencode({**filters.to_dict(), 'after': json.dumps(following)})}" if following else None
+        if q.get("fragment") == "rows":
+            return self.render(request, session, "runs_rows.html", fragment=True, rows=rows)
+        counts = await run_in_threadpool(views.attention_counts, ledger)
+        return self.render(request, session, "runs.html", rows=rows, filters=filters, next_link=next_link,
+                           active=any(r.active for r in rows), counts=counts, scanned=views.TRIAGE_SCAN)
 
     async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
@@ -261,12 +267,16 @@ class Console:
         return self.after(request, back, approval_id)
 
     async def halts(self, request: Request, session: Session, principal: Principal) -> Response:
-        found = await run_in_threadpool(self.ledger_for(principal).halts)
+        found = await run_in_threadpool(self.ledger_for(principal).halts_in_force)
         return self.render(request, session, "halts.html", halts=found, can_manage=principal.is_admin)
 
     async def add_halt(self, request: Request, session: Session, principal: Principal) -> Response:
         form = await request.form()
         scope = {k: (str(form.get(k) or "").strip() or None) for k in ("tool", "actor", "tenant", "environment")}
+        if not any(scope.values()) and form.get("everything") != "on":
+            everything = f"every new call of tenant {principal.tenant}" if principal.tenant else "every new call"
+            return self.after(request, "/halts", error=f"a halt with no scope stops {everything}: tick the box to "
+                              "confirm, or give it a scope", form=_typed(form), confirm_everything=True)
         try:
             ledger = self.ledger_for(principal)
             await run_in_threadpool(lambda: ledger.add_halt(str(form.get("reason") or ""), **scope))
