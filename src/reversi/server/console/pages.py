@@ -57,6 +57,7 @@ class Console:
     def __init__(self, state: ServerState, sessions: Sessions) -> None:
         self.state = state
         self.sessions = sessions
+        self.manifests = state.ledger.manifests
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, age=views.age,
                                           refresh_ms=views.REFRESH_MS)
@@ -187,7 +188,7 @@ class Console:
 
     async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
-        view = await run_in_threadpool(views.run_page, self.ledger_for(principal), run_id)
+        view = await run_in_threadpool(views.run_page, self.ledger_for(principal), run_id, self.manifests)
         return self.render(request, session, "run.html", view=view, can_operate=principal.is_operator,
                            has_compensator=bool(self.state.compensator_cmd))
 
@@ -196,7 +197,7 @@ class Console:
         ledger = self.ledger_for(principal)
         run_id = request.path_params["run_id"]
         await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
-        view = await run_in_threadpool(views.run_page, ledger, run_id)
+        view = await run_in_threadpool(views.run_page, ledger, run_id, self.manifests)
         return self.render(request, session, "rollback.html", view=view)
 
     async def job(self, request: Request, session: Session, principal: Principal) -> Response:
@@ -232,6 +233,12 @@ class Console:
             ledger = self.ledger_for(principal)
             await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
             kwargs = _resolve_arguments(form)
+            if kwargs["status"] == "succeeded" and form.get("accept_missing") != "on":
+                missing = await run_in_threadpool(views.missing_for_resolve, ledger, self.manifests, run_id, step,
+                                                  kwargs.get("result"))
+                if missing:
+                    return self.after(request, f"/runs/{run_id}", f"step-{step}", form={str(step): _typed(form)},
+                                      resolve_missing={str(step): missing})
             await run_in_threadpool(lambda: ledger.resolve(run_id, step, **kwargs))
         except ReversiError as exc:
             return self.after(request, f"/runs/{run_id}", f"step-{step}", resolve_error={str(step): exc.message},
@@ -374,6 +381,8 @@ def _resolve_arguments(form: FormData) -> dict[str, Any]:
     status = str(form.get("status") or "")
     note = str(form.get("note") or "")
     result_text = str(form.get("result") or "").strip()
+    if status == "failed" and result_text == str(form.get("template") or "").strip():
+        result_text = ""  # the template the form started from, untouched: no result
     kwargs: dict[str, Any] = {"status": status, "note": note}
     if result_text:
         try:

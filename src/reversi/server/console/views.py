@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, RunSummary, StepState, StepStatus
 from reversi.core.plan import ActionKind, Plan
 from reversi.engine.access import Access
 from reversi.engine.ledger import Ledger
 from reversi.engine.principal_ledger import Attention, PrincipalLedger
 from reversi.errors import BadInput, Forbidden, NotFound
+from reversi.server.console.resolve_guide import ResolveGuide, guide, missing_fields
 from reversi.server.console.rollback_view import JobView, PlanSummary, job_view, summarize
 
 PAGE_SIZE = 25
@@ -180,6 +182,7 @@ class StepView:
     note: str = ""
     kind: str = ""
     reason: str = ""
+    guide: ResolveGuide | None = None
 
     @property
     def unresolved(self) -> bool:
@@ -213,7 +216,7 @@ def _timings(events: list[Event]) -> dict[int, dict[str, str]]:
     return found
 
 
-def run_page(ledger: PrincipalLedger, run_id: str) -> RunView:
+def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet) -> RunView:
     """Everything the run page shows: steps with timings, the plan, the journal, and for an operator
     of the run, its approvals and its last rollback job.
 
@@ -233,7 +236,7 @@ def run_page(ledger: PrincipalLedger, run_id: str) -> RunView:
         t = timings.get(state.index, {})
         steps.append(StepView(state, pretty(state.args), outcome, clock(t.get("started")),
                               took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
-                              action.describe()))
+                              action.describe(), guide(manifests, state.tool) if state.status.unresolved else None))
     approvals: list[Approval] = []
     job: JobView | None = None
     if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
@@ -258,3 +261,17 @@ def job_page(ledger: PrincipalLedger, run_id: str) -> JobView | None:
     """
     run = ledger.get_run(run_id, Access.OPERATE)
     return _job(ledger, run.id, run.snapshot().steps, ledger.events(run.id))
+
+
+def missing_for_resolve(ledger: PrincipalLedger, manifests: ManifestSet, run_id: str, step: int,
+                        result: Any) -> list[str]:
+    """The fields of `result` that step `step`'s undo needs and does not get (see `missing_fields`).
+
+    Raises:
+        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record` (operating the run); NotFound
+            for a step the run does not have.
+    """
+    snapshot = ledger.get_run(run_id, Access.OPERATE).snapshot()
+    if not 0 <= step < len(snapshot.steps):
+        raise NotFound(f"no step {step} in {run_id}")
+    return missing_fields(manifests, snapshot, step, result)
