@@ -122,3 +122,17 @@ def test_a_deep_link_keeps_its_query_through_sign_in(console: Console, page: Any
     record_run(console)
     sign_in(page, console, console.operator_key, "/?actor=billing-agent")
     assert page.url == f"{console.url}/?actor=billing-agent"
+
+
+def test_a_denied_approval_offers_only_approving_it_and_the_note_box_is_labelled(console: Console, page: Any) -> None:
+    run_id = record_run(console)
+    console.ledger.get_run(run_id).rollback(compensate=lambda call: {"ok": True})
+    [approval] = console.ledger.approvals(status="pending")
+    sign_in(page, console, console.operator_key, "/approvals")
+    box = page.locator(f"#{approval.approval_id}")
+    box.get_by_label("Note").fill("not tonight")
+    box.locator("button:text('Deny')").click()
+    box = page.locator(f"#{approval.approval_id}")
+    expect(box).to_contain_text("denied by olu")
+    assert box.locator("button:text('Deny')").count() == 0
+    assert box.locator("button:text('Approve after all')").count() == 1

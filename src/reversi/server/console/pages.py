@@ -29,7 +29,7 @@ from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, ReversiError, Unauthorized
-from reversi.server.console import views
+from reversi.server.console import run_view, views
 from reversi.server.console.session import Session, Sessions, check_csrf
 from reversi.server.endpoint import MAX_BODY_BYTES, ServerState, is_whole_number
 
@@ -59,8 +59,8 @@ class Console:
         self.sessions = sessions
         self.manifests = state.ledger.manifests
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, age=views.age,
-                                          refresh_ms=views.REFRESH_MS)
+        self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, compact=views.compact,
+                                          age=views.age, refresh_ms=views.REFRESH_MS)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -188,7 +188,7 @@ class Console:
 
     async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
-        view = await run_in_threadpool(views.run_page, self.ledger_for(principal), run_id, self.manifests)
+        view = await run_in_threadpool(run_view.run_page, self.ledger_for(principal), run_id, self.manifests)
         return self.render(request, session, "run.html", view=view, can_operate=principal.is_operator,
                            has_compensator=bool(self.state.compensator_cmd))
 
@@ -197,12 +197,12 @@ class Console:
         ledger = self.ledger_for(principal)
         run_id = request.path_params["run_id"]
         await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
-        view = await run_in_threadpool(views.run_page, ledger, run_id, self.manifests)
+        view = await run_in_threadpool(run_view.run_page, ledger, run_id, self.manifests)
         return self.render(request, session, "rollback.html", view=view)
 
     async def job(self, request: Request, session: Session, principal: Principal) -> Response:
         """The rollback panel's job, as the fragment its script polls."""
-        job = await run_in_threadpool(views.job_page, self.ledger_for(principal), request.path_params["run_id"])
+        job = await run_in_threadpool(run_view.job_page, self.ledger_for(principal), request.path_params["run_id"])
         if job is None:
             return Response("", headers=PAGE_HEADERS)
         return self.render(request, session, "job.html", fragment=True, job=job)
@@ -234,7 +234,7 @@ class Console:
             await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
             kwargs = _resolve_arguments(form)
             if kwargs["status"] == "succeeded" and form.get("accept_missing") != "on":
-                missing = await run_in_threadpool(views.missing_for_resolve, ledger, self.manifests, run_id, step,
+                missing = await run_in_threadpool(run_view.missing_for_resolve, ledger, self.manifests, run_id, step,
                                                   kwargs.get("result"))
                 if missing:
                     return self.after(request, f"/runs/{run_id}", f"step-{step}", form={str(step): _typed(form)},

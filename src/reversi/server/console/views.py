@@ -8,21 +8,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reversi.core.manifest import ManifestSet
-from reversi.core.models import Approval, Event, EventType, RunRecord, RunSummary, StepState, StepStatus
+from reversi.core.models import RunSummary, StepStatus
 from reversi.core.plan import ActionKind, Plan
-from reversi.engine.access import Access
 from reversi.engine.ledger import Ledger
 from reversi.engine.principal_ledger import Attention, PrincipalLedger
-from reversi.errors import BadInput, Forbidden, NotFound
-from reversi.server.console.resolve_guide import ResolveGuide, guide, missing_fields
-from reversi.server.console.rollback_view import JobView, PlanSummary, job_view, summarize
+from reversi.errors import BadInput
 
 PAGE_SIZE = 25
 TRIAGE_SCAN = 500  # the runs list counts the runs needing attention among this many of the latest
 APPROVALS_SHOWN = 200  # on the approvals page, pending first
 REFRESH_MS = {"runs": 5000, "job": 1000}  # how often a page's script refreshes the runs list, a job's progress
-_OUTCOMES = {EventType.SUCCEEDED, EventType.FAILED, EventType.UNCERTAIN, EventType.RESOLVED}
 
 
 def age(at: str, now: datetime | None = None) -> str:
@@ -62,7 +57,13 @@ def step_list(steps: list[int]) -> str:
 
 
 def pretty(value: Any) -> str:
+    """JSON for people: indented, keys sorted, every character as itself (the page escapes what HTML must)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def compact(value: Any) -> str:
+    """JSON on one line, every character as itself."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
 def kill_switch(ledger: Ledger) -> str | None:
@@ -170,108 +171,3 @@ def nav_badges(ledger: PrincipalLedger) -> dict[str, int]:
     if ledger.principal.is_operator:
         badges["approvals"] = sum(ledger.awaiting_approval().values())
     return badges
-
-
-@dataclass
-class StepView:
-    state: StepState
-    args: str
-    outcome: str
-    started: str = ""
-    finished: str = ""
-    note: str = ""
-    kind: str = ""
-    reason: str = ""
-    guide: ResolveGuide | None = None
-
-    @property
-    def unresolved(self) -> bool:
-        return self.state.status.unresolved
-
-
-@dataclass
-class RunView:
-    record: RunRecord
-    steps: list[StepView]
-    plan: Plan
-    events: list[Event]
-    approvals: list[Approval]
-    job: JobView | None
-    summary: PlanSummary
-    residue: dict[int, list[str]] = field(default_factory=dict)
-
-
-def _timings(events: list[Event]) -> dict[int, dict[str, str]]:
-    found: dict[int, dict[str, str]] = {}
-    for ev in events:
-        if ev.step is None:
-            continue
-        times = found.setdefault(ev.step, {})
-        if ev.type == EventType.INTENDED:
-            times["started"] = ev.at
-        elif ev.type in _OUTCOMES:
-            times["finished"] = ev.at
-            if ev.type == EventType.RESOLVED:
-                times["note"] = f"settled by {ev.actor}: {ev.data.get('note', '')}"
-    return found
-
-
-def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet) -> RunView:
-    """Everything the run page shows: steps with timings, the plan, the journal, and for an operator
-    of the run, its approvals and its last rollback job.
-
-    Raises:
-        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record`.
-    """
-    run = ledger.get_run(run_id, Access.READ)
-    snap = run.snapshot()
-    plan = run.plan()
-    events = ledger.events(run.id)
-    by_step = {a.step: a for a in plan.actions}
-    timings = _timings(events)
-    steps = []
-    for state in snap.steps:
-        outcome = pretty(state.result) if state.has_result else (state.error or "")
-        action = by_step[state.index]
-        t = timings.get(state.index, {})
-        steps.append(StepView(state, pretty(state.args), outcome, clock(t.get("started")),
-                              took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
-                              action.describe(), guide(manifests, state.tool) if state.status.unresolved else None))
-    approvals: list[Approval] = []
-    job: JobView | None = None
-    if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
-        approvals = ledger.approvals(run_id=run.id)
-        job = _job(ledger, run.id, snap.steps, events)
-    residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
-    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summarize(plan, approvals), residue)
-
-
-def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event]) -> JobView | None:
-    try:
-        return job_view(ledger.latest_job(run_id), steps, events)
-    except (NotFound, Forbidden):
-        return None
-
-
-def job_page(ledger: PrincipalLedger, run_id: str) -> JobView | None:
-    """The run's last rollback job as the panel shows it (None: it never had one).
-
-    Raises:
-        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record` (operating the run).
-    """
-    run = ledger.get_run(run_id, Access.OPERATE)
-    return _job(ledger, run.id, run.snapshot().steps, ledger.events(run.id))
-
-
-def missing_for_resolve(ledger: PrincipalLedger, manifests: ManifestSet, run_id: str, step: int,
-                        result: Any) -> list[str]:
-    """The fields of `result` that step `step`'s undo needs and does not get (see `missing_fields`).
-
-    Raises:
-        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record` (operating the run); NotFound
-            for a step the run does not have.
-    """
-    snapshot = ledger.get_run(run_id, Access.OPERATE).snapshot()
-    if not 0 <= step < len(snapshot.steps):
-        raise NotFound(f"no step {step} in {run_id}")
-    return missing_fields(manifests, snapshot, step, result)
