@@ -23,6 +23,8 @@ from reversi.server.app import create_app
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+# Read at import: the suite's autouse fixture clears every REVERSI_* variable before each test.
+UPDATE_SCREENSHOTS = os.environ.get("REVERSI_UPDATE_SCREENSHOTS") == "1"
 WAIT_MS = 15_000
 MANIFEST = """
 version: 1
@@ -140,8 +142,8 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return screenshot_dir(tmp_path_factory.mktemp("screenshots"))
 
 
-def screenshot_dir(elsewhere: Path) -> Path:
-    target = DOCS_SCREENSHOTS if os.environ.get("REVERSI_UPDATE_SCREENSHOTS") == "1" else elsewhere
+def screenshot_dir(elsewhere: Path, update: bool | None = None) -> Path:
+    target = DOCS_SCREENSHOTS if (UPDATE_SCREENSHOTS if update is None else update) else elsewhere
     target.mkdir(parents=True, exist_ok=True)
     return target
 

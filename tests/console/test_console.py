@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from playwright.sync_api import expect
 
 from .conftest import WAIT_MS, Console, record_run, screenshot_dir, sign_in
@@ -183,8 +182,6 @@ def test_the_session_cookie_is_secure_when_the_console_is_reached_over_https(con
         assert "httponly" in cookie and ("; secure" in cookie) is secure, (proto, cookie)
 
 
-def test_screenshots_go_to_the_docs_only_when_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("REVERSI_UPDATE_SCREENSHOTS", raising=False)
-    assert screenshot_dir(tmp_path / "a") == tmp_path / "a"
-    monkeypatch.setenv("REVERSI_UPDATE_SCREENSHOTS", "1")
-    assert screenshot_dir(tmp_path / "b").parts[-2:] == ("docs", "screenshots")
+def test_screenshots_go_to_the_docs_only_when_asked_for(tmp_path: Path) -> None:
+    assert screenshot_dir(tmp_path / "a", update=False) == tmp_path / "a"
+    assert screenshot_dir(tmp_path / "b", update=True).parts[-2:] == ("docs", "screenshots")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import expect
@@ -44,13 +45,14 @@ def test_the_final_report_shows_everything_the_rollback_did_not_do(console: Cons
     assert "The undo failed after 3 attempts: downstream said no" in page.locator("#step-6").inner_text()
 
 
-def test_progress_shows_one_step_and_the_report_so_far_and_no_verdict_until_done(console: Console, page: Any) -> None:
+def test_progress_shows_one_step_and_the_report_so_far_and_no_verdict_until_done(
+        console: Console, page: Any, screenshots: Path) -> None:
     run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
     run.begin("stripe.create_charge", {"amount": 1}).succeeded({"id": "ch_0"})
     run.begin("stripe.create_charge", {"amount": 2}).uncertain("timed out")
     run.begin("stripe.create_charge", {"amount": 3}).succeeded({"id": "ch_2"})
     console.hold_file.write_text("0")  # step 2 is undone, step 0 waits
-    sign_in(page, console, console.admin_key, f"/runs/{run.id}")
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
     page.click("[data-open=confirm-rollback]")
     page.click("#confirm-rollback button.danger")
     panel = page.locator("#rollback")
@@ -61,6 +63,7 @@ def test_progress_shows_one_step_and_the_report_so_far_and_no_verdict_until_done
     assert "INCOMPLETE" not in text and "rollback complete" not in text
     assert "step 1" not in text.split("Last rollback")[1].split("So far")[0]  # one step number, the current one
     assert page.locator("#job[aria-live=polite]").count() == 1
+    panel.screenshot(path=str(screenshots / "rollback-progress.png"))
     console.hold_file.unlink()
     expect(panel).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
     assert "rollback INCOMPLETE" in page.locator("#job-report").inner_text()

@@ -3,6 +3,7 @@ are honest, and nothing on the page grows past the screen."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +67,24 @@ def test_long_values_stay_inside_the_page_and_json_reads_as_written(console: Con
         assert LONG in cell.locator("pre").inner_text()  # the whole value, expanded
     finally:
         context.close()
+
+
+def test_an_operator_sees_the_run_as_a_picture_with_why_each_deferred_step_waits(
+        console: Console, page: Any, screenshots: Path) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    run.begin("stripe.create_charge", {"amount": 1}).succeeded({"id": "ch_0"})
+    run.begin("stripe.create_charge", {"amount": 2}, depends_on=[0]).uncertain("timed out")
+    run.begin("mail.send", {"to": "a@b.c"}).succeeded({})
+    run.begin("stripe.create_charge", {"amount": 3}).succeeded({"id": "ch_3"})
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    counts = page.locator("#plan-counts").inner_text()
+    for text in ("1 to undo", "1 unknown", "1 cannot be undone", "1 blocked", "0 need approval"):
+        assert text in " ".join(counts.split()), text
+    graph = page.locator("svg.run-graph")
+    assert graph.locator("g.node").count() == 4
+    deferred = graph.locator("#graph-step-0")
+    assert "kind-defer" in (deferred.get_attribute("class") or "")
+    assert "waits while these stay: step 1 (unresolved)" in (deferred.text_content() or "")
+    assert graph.locator("path.edge.blocking").count() == 1
+    assert "undo → stripe.refund" in (graph.locator("#graph-step-3").text_content() or "")
+    page.locator("main").screenshot(path=str(screenshots / "run-picture.png"))

@@ -30,6 +30,7 @@ from reversi.engine.keys import Principal
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, ReversiError, Unauthorized
 from reversi.server.console import run_view, views
+from reversi.server.console.graph import run_graph
 from reversi.server.console.session import Session, Sessions, check_csrf
 from reversi.server.endpoint import MAX_BODY_BYTES, ServerState, is_whole_number
 
@@ -189,7 +190,8 @@ class Console:
     async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
         view = await run_in_threadpool(run_view.run_page, self.ledger_for(principal), run_id, self.manifests)
-        return self.render(request, session, "run.html", view=view, can_operate=principal.is_operator,
+        return self.render(request, session, "run.html", view=view, graph=run_graph(view.plan, view.dependencies),
+                           can_operate=principal.is_operator,
                            has_compensator=bool(self.state.compensator_cmd))
 
     async def confirm_rollback(self, request: Request, session: Session, principal: Principal) -> Response:

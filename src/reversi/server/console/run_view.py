@@ -72,6 +72,7 @@ class RunView:
     summary: PlanSummary
     residue: dict[int, list[str]] = field(default_factory=dict)
     timeline: list[StepView | RefusedView] = field(default_factory=list)  # newest first
+    dependencies: dict[int, list[Dependency]] = field(default_factory=dict)
 
 
 def _timings(events: list[Event]) -> dict[int, dict[str, Any]]:
@@ -137,7 +138,7 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet) -> Ru
         job = _job(ledger, run.id, snap.steps, events)
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
     return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summarize(plan, approvals), residue,
-                   timeline)
+                   timeline, deps)
 
 
 def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event]) -> JobView | None:
