@@ -9,10 +9,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
 from tests.server.conftest import wait_for
 
 from reversi.engine import jobs
+from reversi.server.console import views
 
 from .conftest import WAIT_MS, Console, record_run, sign_in
 
@@ -136,3 +138,14 @@ def test_a_denied_approval_offers_only_approving_it_and_the_note_box_is_labelled
     expect(box).to_contain_text("denied by olu")
     assert box.locator("button:text('Deny')").count() == 0
     assert box.locator("button:text('Approve after all')").count() == 1
+
+
+def test_a_bug_on_a_console_page_is_an_html_page(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views, "runs_page", broken)
+    with signed_in_client(console, console.operator_key) as (client, _):
+        answer = client.get("/")
+    assert answer.status_code == 500 and answer.headers["content-type"].startswith("text/html")
+    assert "internal error: see the server&#39;s log" in answer.text and "a bug" not in answer.text

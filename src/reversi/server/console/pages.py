@@ -14,10 +14,9 @@ import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -28,11 +27,11 @@ from reversi.engine import jobs
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, ReversiError, Unauthorized
-from reversi.server.console import run_view, views
+from reversi.errors import BodyTooLarge, CsrfRefused, ReversiError, Unauthorized
+from reversi.server.console import forms, run_view, views
 from reversi.server.console.graph import run_graph
 from reversi.server.console.session import Session, Sessions, check_csrf
-from reversi.server.endpoint import MAX_BODY_BYTES, ServerState, is_whole_number
+from reversi.server.endpoint import MAX_BODY_BYTES, ServerState
 
 HERE = Path(__file__).parent
 TOO_LARGE = BodyTooLarge(MAX_BODY_BYTES).message
@@ -111,24 +110,24 @@ class Console:
         async def page(request: Request) -> Response:
             session = await run_in_threadpool(self.sessions.read, request)
             if session.principal is None:
-                if _is_fragment(request):  # a page's script asking: it says the session ended, never shows this
+                if forms.is_fragment(request):  # a page's script asking: it says the session ended, never shows this
                     return Response("signed out", status_code=401, headers=PAGE_HEADERS)
-                return RedirectResponse(f"/login?{urlencode({'next': _came_from(request)})}", status_code=303)
+                return RedirectResponse(f"/login?{urlencode({'next': forms.came_from(request)})}", status_code=303)
             if request.method == "POST":
-                if _too_large(request):
+                if forms.too_large(request):
                     return self.render(request, session, "error.html", 413, error=TOO_LARGE)
                 form = await request.form()
                 try:
                     check_csrf(session, form.get("csrf"))
                 except CsrfRefused as exc:
                     return self.render(request, session, "error.html", 403, error=exc.message)
-            if request.method == "GET" and not _is_fragment(request):
+            if request.method == "GET" and not forms.is_fragment(request):
                 request.state.badges = await run_in_threadpool(views.nav_badges, self.ledger_for(session.principal))
             try:
                 return await handler(request, session, session.principal)
             except ReversiError as exc:
                 if request.method == "POST":
-                    return self.after(request, _back(request), flash_error=exc.message)
+                    return self.after(request, forms.back(request), flash_error=exc.message)
                 return self.render(request, session, "error.html", exc.http_status, error=exc.message)
 
         return page
@@ -140,11 +139,11 @@ class Console:
 
     async def login(self, request: Request) -> Response:
         session = await run_in_threadpool(self.sessions.read, request)
-        target = _safe_next(request.query_params.get("next"))
+        target = forms.safe_next(request.query_params.get("next"))
         if request.method == "GET":
             return self.render(request, session, "login.html", next=target)
         again = f"/login?{urlencode({'next': target})}"
-        if _too_large(request):
+        if forms.too_large(request):
             return self.render(request, session, "login.html", 413, error=TOO_LARGE, next=target)
         form = await request.form()
         try:
@@ -164,7 +163,7 @@ class Console:
 
     async def logout(self, request: Request) -> Response:
         session = await run_in_threadpool(self.sessions.read, request)
-        if _too_large(request):
+        if forms.too_large(request):
             return self.render(request, session, "error.html", 413, error=TOO_LARGE)
         check_csrf(session, (await request.form()).get("csrf"))
         await run_in_threadpool(self.sessions.end, session)
@@ -177,7 +176,7 @@ class Console:
     async def runs(self, request: Request, session: Session, principal: Principal) -> Response:
         q = request.query_params
         filters = views.RunFilters.of(q)
-        after = _cursor(q.get("after"))
+        after = forms.cursor(q.get("after"))
         ledger = self.ledger_for(principal)
         rows, following = await run_in_threadpool(views.runs_page, ledger, filters, after)
         next_link = f"/?{urlencode({**filters.to_dict(), 'after': json.dumps(following)})}" if following else None
@@ -234,17 +233,17 @@ class Console:
         try:
             ledger = self.ledger_for(principal)
             await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
-            kwargs = _resolve_arguments(form)
+            kwargs = forms.resolve_arguments(form)
             if kwargs["status"] == "succeeded" and form.get("accept_missing") != "on":
                 missing = await run_in_threadpool(run_view.missing_for_resolve, ledger, self.manifests, run_id, step,
                                                   kwargs.get("result"))
                 if missing:
-                    return self.after(request, f"/runs/{run_id}", f"step-{step}", form={str(step): _typed(form)},
+                    return self.after(request, f"/runs/{run_id}", f"step-{step}", form={str(step): forms.typed(form)},
                                       resolve_missing={str(step): missing})
             await run_in_threadpool(lambda: ledger.resolve(run_id, step, **kwargs))
         except ReversiError as exc:
             return self.after(request, f"/runs/{run_id}", f"step-{step}", resolve_error={str(step): exc.message},
-                              form={str(step): _typed(form)})
+                              form={str(step): forms.typed(form)})
         return self.after(request, f"/runs/{run_id}", f"step-{step}")
 
     async def journal(self, request: Request, session: Session, principal: Principal) -> Response:
@@ -263,7 +262,7 @@ class Console:
     async def decide(self, request: Request, session: Session, principal: Principal) -> Response:
         approval_id, verdict = request.path_params["approval_id"], request.url.path.rsplit("/", 1)[1]
         form = await request.form()
-        back = _safe_next(str(form.get("next") or "/approvals"))
+        back = forms.safe_next(str(form.get("next") or "/approvals"))
         ledger = self.ledger_for(principal)
         try:
             note = str(form.get("note") or "") or None
@@ -285,12 +284,12 @@ class Console:
         if not any(scope.values()) and form.get("everything") != "on":
             everything = f"every new call of tenant {principal.tenant}" if principal.tenant else "every new call"
             return self.after(request, "/halts", error=f"a halt with no scope stops {everything}: tick the box to "
-                              "confirm, or give it a scope", form=_typed(form), confirm_everything=True)
+                              "confirm, or give it a scope", form=forms.typed(form), confirm_everything=True)
         try:
             ledger = self.ledger_for(principal)
             await run_in_threadpool(lambda: ledger.add_halt(str(form.get("reason") or ""), **scope))
         except ReversiError as exc:
-            return self.after(request, "/halts", error=exc.message, form=_typed(form))
+            return self.after(request, "/halts", error=exc.message, form=forms.typed(form))
         return self.after(request, "/halts")
 
     async def lift_halt(self, request: Request, session: Session, principal: Principal) -> Response:
@@ -327,68 +326,3 @@ class Console:
             Route("/favicon.ico", self.favicon, methods=["GET"]),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
-
-
-def _safe_next(target: str | None) -> str:
-    """Only a path on this site: never an address elsewhere (no open redirect)."""
-    if not target or not target.startswith("/") or target.startswith("//"):
-        return "/"
-    return target
-
-
-def _is_fragment(request: Request) -> bool:
-    """A request from a page's script for a part of a page (rows, a job's progress)."""
-    return "fragment" in request.query_params or request.url.path.endswith(".json")
-
-
-def _came_from(request: Request) -> str:
-    """Where to go back to after signing in: this page with its query (for a form, the page it was on)."""
-    if request.method == "GET":
-        return request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    return _back(request)
-
-
-def _back(request: Request) -> str:
-    """The page a form was sent from (its Referer on this site), else the runs list."""
-    referer = urlsplit(request.headers.get("referer", ""))
-    if referer.netloc and referer.netloc != request.url.netloc:
-        return "/"
-    return _safe_next(referer.path or "/")
-
-
-def _typed(form: FormData) -> dict[str, str]:
-    """What a form carried, to show it again (never its CSRF token)."""
-    return {k: v for k, v in form.items() if k != "csrf" and isinstance(v, str)}
-
-
-def _too_large(request: Request) -> bool:
-    """A form is a few fields: the API's body limit holds here too (a body of unknown length is refused)."""
-    length = request.headers.get("content-length", "")
-    return not is_whole_number(length) or int(length) > MAX_BODY_BYTES
-
-
-def _cursor(text: str | None) -> tuple[str, str] | None:
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or JSON nested past what Python reads
-        raise BadInput("bad page link: start again from the first page") from None
-    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        raise BadInput("bad page link: start again from the first page")
-    return value[0], value[1]
-
-
-def _resolve_arguments(form: FormData) -> dict[str, Any]:
-    status = str(form.get("status") or "")
-    note = str(form.get("note") or "")
-    result_text = str(form.get("result") or "").strip()
-    if status == "failed" and result_text == str(form.get("template") or "").strip():
-        result_text = ""  # the template the form started from, untouched: no result
-    kwargs: dict[str, Any] = {"status": status, "note": note}
-    if result_text:
-        try:
-            kwargs["result"] = json.loads(result_text)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"the result is not JSON: {exc}") from None
-    return kwargs
