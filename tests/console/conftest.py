@@ -55,7 +55,8 @@ tools:
       expect: {restored: true}
 """
 # The compensator waits while the file named by REVERSI_TEST_HOLD exists (and, if it names a step,
-# for that step only): a test holds a rollback mid-way by creating it, and lets it go by removing it.
+# or STEP:ATTEMPT, for that step or attempt only): a test holds a rollback mid-way by creating it,
+# and lets it go by removing it.
 # It fails every undo of flaky.create.
 COMPENSATOR = """import json, os, sys, time
 call = json.load(sys.stdin)
@@ -65,7 +66,7 @@ def held():
         text = open(hold).read().strip()
     except OSError:
         return False
-    return text in ('', str(call['step']))
+    return text in ('', str(call['step']), str(call['step']) + ':' + str(call['attempt']))
 while hold and held():
     time.sleep(0.05)
 if call['tool'] == 'flaky.undo':

@@ -119,3 +119,18 @@ def test_the_panel_offers_no_rollback_when_there_is_nothing_to_undo(console: Con
     panel = page.locator("#rollback").inner_text()
     assert "Nothing left to undo" in panel and "Fully reversible" not in panel
     assert page.locator("[data-open=confirm-rollback]").count() == 0
+
+
+def test_the_panel_shows_the_attempt_a_step_is_on_and_why_the_last_one_failed(console: Console, page: Any) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    run.begin("flaky.create", {}).succeeded({"id": "f_0"})
+    console.hold_file.write_text("0:2")  # the first attempt fails, the second waits
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    page.click("[data-open=confirm-rollback]")
+    page.click("#confirm-rollback button.danger")
+    panel = page.locator("#rollback")
+    expect(panel).to_contain_text("attempt 2 of 3", timeout=WAIT_MS)
+    assert "the last attempt failed: downstream said no" in panel.inner_text()
+    console.hold_file.unlink()
+    expect(panel).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
+    assert "step 0: downstream said no (3 attempts)" in page.locator("#job-report").inner_text()
