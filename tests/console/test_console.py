@@ -7,48 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from playwright.sync_api import expect
 
-from .conftest import Console
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-WAIT_MS = 15_000
+from .conftest import WAIT_MS, Console, record_run, screenshot_dir, sign_in
 
 
-def record_run(console: Console) -> str:
-    """A billing agent's run: a charge, a transfer whose undo needs approval, a charge that timed out."""
-    ledger = console.ledger.acting_as("billing-agent")
-    run = ledger.start_run(actor="billing-agent", tenant="acme", environment="prod")
-    run.begin("stripe.create_charge", {"amount": 700, "customer": "cus_42"}).succeeded({"id": "ch_1"})
-    run.begin("bank.transfer", {"amount": 5000}).succeeded({"id": "tr_9"})
-    run.begin("stripe.create_charge", {"amount": 900, "customer": "cus_42"}).uncertain("read timed out after 10 s")
-    return str(run.id)
-
-
-def sign_in(page: Any, console: Console, key: str) -> None:
-    page.goto(console.url + "/")
-    page.wait_for_url(re.compile(r"/login"))
-    page.fill("#key", key)
-    page.click("button[type=submit]")
-    page.wait_for_url(console.url + "/")
-
-
-@pytest.fixture
-def page(browser: Any) -> Any:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
-    yield context.new_page()
-    context.close()
-
-
-def test_an_operator_resolves_approves_and_rolls_back_a_run(console: Console, page: Any) -> None:
+def test_an_operator_resolves_approves_and_rolls_back_a_run(console: Console, page: Any, screenshots: Path) -> None:
     run_id = record_run(console)
     sign_in(page, console, console.admin_key)
 
     row = page.locator(f"tr:has(a[href=\"/runs/{run_id}\"])")
     assert "needs attention" in row.inner_text()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "runs-list.png"))
+    page.screenshot(path=str(screenshots / "runs-list.png"))
     page.click(f'a[href="/runs/{run_id}"]')
     page.wait_for_url(f"{console.url}/runs/{run_id}")
 
@@ -68,21 +38,21 @@ def test_an_operator_resolves_approves_and_rolls_back_a_run(console: Console, pa
     page.wait_for_url(re.compile(r"#step-2$"))
     assert "succeeded" in page.locator("#step-2 .badge").inner_text()
     assert "settled by dana: found ch_2 in the Stripe dashboard" in page.locator("#step-2").inner_text()
-    page.screenshot(path=str(SCREENSHOTS / "run-page.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "run-page.png"), full_page=True)
 
     # Roll back without approving: the transfer waits for its approval, the charges are refunded.
     page.click("button[data-open=confirm-rollback]")
-    page.click("#confirm-rollback button[type=submit]")
+    page.click("#confirm-rollback button.danger")
     expect(page.locator("#rollback")).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
     assert "rollback INCOMPLETE" in page.locator("#job-report").inner_text()
     approval = page.locator("#approvals .approval").first
     assert "pending" in approval.inner_text() and "bank.reverse_transfer" in approval.inner_text()
 
     approval.locator("button:text('Approve')").click()
-    page.wait_for_url(f"{console.url}/runs/{run_id}")
+    page.wait_for_url(re.compile(rf"/runs/{run_id}#apr_"))
     assert "approved" in page.locator("#approvals .approval").first.inner_text()
     page.click("button[data-open=confirm-rollback]")
-    page.click("#confirm-rollback button[type=submit]")
+    page.click("#confirm-rollback button.danger")
     expect(page.locator("#rollback")).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
     assert "rollback complete" in page.locator("#job-report").inner_text()
     statuses = {s.index: s.status.value for s in console.ledger.get_run(run_id).steps()}
@@ -210,3 +180,8 @@ def test_the_session_cookie_is_secure_when_the_console_is_reached_over_https(con
         first_visit = httpx.get(console.url + "/login", headers={"X-Forwarded-Proto": proto})
         cookie = first_visit.headers["set-cookie"].lower()
         assert "httponly" in cookie and ("; secure" in cookie) is secure, (proto, cookie)
+
+
+def test_screenshots_go_to_the_docs_only_when_asked_for(tmp_path: Path) -> None:
+    assert screenshot_dir(tmp_path / "a", update=False) == tmp_path / "a"
+    assert screenshot_dir(tmp_path / "b", update=True).parts[-2:] == ("docs", "screenshots")

@@ -15,6 +15,7 @@ from reversi.core.references import (
     RunContext,
     bad_references,
     resolve,
+    result_references,
 )
 
 RUN = RunContext(id="run_abc", actor="ana", tenant="acme", environment="prod")
@@ -200,3 +201,10 @@ def test_a_string_either_resolves_or_is_reported_bad_never_both(text: str) -> No
 @given(st.text(alphabet="abc $", max_size=10))
 def test_escaping_every_dollar_gives_the_text_back(text: str) -> None:
     assert resolve(text.replace("$", "$$"), ctx()) == text
+
+
+def test_the_result_references_of_a_template_are_listed_once_each_with_their_paths() -> None:
+    template = {"a": "$result.id", "b": ["${result.items[0].sku}-x", "$args.n", "$result.id"], "c": "$result[*]"}
+    assert result_references(template) == [("$result.id", ("id",)), ("$result.items[0].sku", ("items", 0, "sku")),
+                                           ("$result[*]", (None,))]
+    assert result_references({"x": "$args.id", "y": "$nonsense"}) == []

@@ -91,3 +91,18 @@ def test_halts_are_listed_by_tenant_in_sql_and_so_are_those_added_before_the_ten
     assert len(ledger.halts()) == 4
     assert halts.lift_halts(ledger.store, None, "dana", "acme") == 2
     assert [h.halt_id for h in ledger.halts()] == [everyone.halt_id, "halt_older"]
+
+
+def test_runs_are_found_by_text_in_their_id_actor_or_tenant_whatever_its_case(ledger: reversi.Ledger) -> None:
+    billing = ledger.start_run("run_Billing_1", actor="Billing-Agent", tenant="acme")
+    support = ledger.start_run("run_support_1", actor="support", tenant="ac%me_2")
+    with ledger.store.read() as q:
+        def found(*contains: tuple[str, str]) -> set[str]:
+            return {r.run_id for r in q.list_runs(contains=contains)}
+
+        assert found(("any", "billing")) == {billing.id}
+        assert found(("actor", "AGENT")) == {billing.id}
+        assert found(("tenant", "ac")) == {billing.id, support.id}
+        assert found(("tenant", "%")) == {support.id}  # a wildcard of LIKE is only itself
+        assert found(("tenant", "c_")) == set()
+        assert found(("any", "run_"), ("actor", "supp")) == {support.id}

@@ -8,7 +8,7 @@ since the planner resolves the same few templates for every step of a run.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -116,18 +116,35 @@ def bad_references(template: Any) -> list[str]:
     returned alone.
     """
     found: list[str] = []
+    for text in _texts(template):
+        parsed = _parse(text)
+        if isinstance(parsed, _Bad):
+            found.extend(parsed.refs)
+    return found
+
+
+def result_references(template: Any) -> list[tuple[str, tuple[str | int | None, ...]]]:
+    """Every `$result` reference a template makes, once each in order: as written (`$result.id`)
+    and as its path (`("id",)`; an index is an int, `[*]` is None). Bad references are left out."""
+    found: dict[str, tuple[str | int | None, ...]] = {}
+    for text in _texts(template):
+        parsed = _parse(text)
+        refs = [parsed] if isinstance(parsed, _Ref) else list(parsed.parts) if isinstance(parsed, _Text) else []
+        found.update((r.written, r.path) for r in refs if isinstance(r, _Ref) and r.root == "result")
+    return list(found.items())
+
+
+def _texts(template: Any) -> Iterator[str]:
+    """The template's strings that hold a `$`, in order (mapping keys are not templates)."""
     if isinstance(template, str):
         if "$" in template:
-            parsed = _parse(template)
-            if isinstance(parsed, _Bad):
-                found.extend(parsed.refs)
+            yield template
     elif isinstance(template, Mapping):
         for value in template.values():
-            found.extend(bad_references(value))
+            yield from _texts(value)
     elif isinstance(template, list | tuple):
         for item in template:
-            found.extend(bad_references(item))
-    return found
+            yield from _texts(item)
 
 
 def _resolve_text(text: str, ctx: ReferenceContext) -> Any:

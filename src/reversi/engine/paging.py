@@ -13,13 +13,27 @@ _BATCH = 200
 
 @dataclass(frozen=True)
 class RunQuery:
-    """Which runs: every field that is set must match (`status`: a step in that status)."""
+    """Which runs: every field that is set must match (`status`: a step in that status; `contains`:
+    (where, text) pairs as `Queries.list_runs` takes them; `any_status`: a step in one of these
+    statuses, or the run is one of `or_runs`)."""
 
     status: str | None = None
     actor: str | None = None
     tenant: str | None = None
     since: str | None = None
     principal: str | None = None
+    contains: tuple[tuple[str, str], ...] = ()
+    any_status: frozenset[str] | None = None
+    or_runs: frozenset[str] = frozenset()
+
+    def matches(self, summary: RunSummary) -> bool:
+        """Whether a run (read by the store's filters already) passes the filters applied to its steps."""
+        if self.principal is not None and summary.run.principal != self.principal:
+            return False
+        if self.status is not None and self.status not in summary.statuses:
+            return False
+        return self.any_status is None or bool(self.any_status & summary.statuses) \
+            or summary.run.run_id in self.or_runs
 
 
 @dataclass(frozen=True)
@@ -43,12 +57,13 @@ def list_runs_page(store: Store, query: RunQuery, *, after: tuple[str, str] | No
     with store.read() as q:
         cursor = after
         while len(found) <= limit:
-            batch = q.list_runs(actor=query.actor, tenant=query.tenant, since=query.since, before=cursor, limit=_BATCH)
+            batch = q.list_runs(actor=query.actor, tenant=query.tenant, since=query.since, before=cursor, limit=_BATCH,
+                                contains=query.contains)
             for record in batch:
                 if query.principal is not None and record.principal != query.principal:
                     continue
                 summary = q.run_summary(record)
-                if query.status is None or query.status in summary.statuses:
+                if query.matches(summary):
                     found.append(summary)
             if len(batch) < _BATCH:
                 break

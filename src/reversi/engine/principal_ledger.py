@@ -7,7 +7,9 @@ console, the gateway) acts only through it, so none can forget a filter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from reversi.core.models import Approval, Event, Halt, HaltScope, RunRecord, StepState, StepStatus, check_run_id
@@ -37,6 +39,27 @@ if TYPE_CHECKING:
     from reversi.engine.ledger import Ledger
 
 T = TypeVar("T")
+
+
+class Attention(Enum):
+    """Runs that need a person: a step whose outcome is unknown, an undo that failed, an approval asked."""
+
+    ANY = "any"
+    UNRESOLVED = "unresolved"
+    UNDO_FAILED = "undo_failed"
+    APPROVAL = "approval"
+
+    @property
+    def statuses(self) -> frozenset[str]:
+        """The step statuses that need a person in this way."""
+        unresolved = {StepStatus.INTENDED.value, StepStatus.UNCERTAIN.value}
+        failed = {StepStatus.COMPENSATION_FAILED.value}
+        return frozenset({Attention.ANY: unresolved | failed, Attention.UNRESOLVED: unresolved,
+                          Attention.UNDO_FAILED: failed}.get(self, set()))
+
+    @property
+    def approvals(self) -> bool:
+        return self in (Attention.ANY, Attention.APPROVAL)
 
 
 class PrincipalLedger:
@@ -103,9 +126,12 @@ class PrincipalLedger:
         return run, existing is not None
 
     def list_runs(self, *, status: str | None = None, actor: str | None = None, tenant: str | None = None,
-                  since: str | None = None, after: tuple[str, str] | None = None, limit: int = 100) -> RunPage:
+                  since: str | None = None, after: tuple[str, str] | None = None, limit: int = 100,
+                  contains: Mapping[str, str] | None = None, attention: Attention | None = None) -> RunPage:
         """A page of the runs this principal sees, newest first: an agent its own, an operator those of
-        its tenant (or every tenant's).
+        its tenant (or every tenant's). `contains`: text found, whatever its case, in the run's `actor`,
+        its `tenant`, or `any` of its id, actor, tenant and environment; `attention`: only the runs that
+        need it, in that way.
 
         Raises:
             BadInput: `status` is not a step status, or `limit` is not 1-1000.
@@ -113,8 +139,21 @@ class PrincipalLedger:
         possible, tenant = listing_tenant(self.principal, tenant)
         if not possible:  # a confined principal filtering on another tenant
             return RunPage([], None)
-        query = RunQuery(status, actor, tenant, since, listing_owner(self.principal))
+        any_status, or_runs = None, frozenset[str]()
+        if attention is not None:
+            any_status = attention.statuses
+            if attention.approvals and self.principal.is_operator:
+                or_runs = frozenset(self.awaiting_approval())
+        searched = tuple((part, text) for part, text in (contains or {}).items() if text)
+        query = RunQuery(status, actor, tenant, since, listing_owner(self.principal), searched, any_status, or_runs)
         return list_runs_page(self._base.store, query, after=after, limit=limit)
+
+    def awaiting_approval(self) -> dict[str, int]:
+        """The runs of this operator's reach with pending approvals, and how many each has."""
+        counts: dict[str, int] = {}
+        for approval in self.approvals("pending"):
+            counts[approval.run_id] = counts.get(approval.run_id, 0) + 1
+        return counts
 
     def plans(self, runs: Sequence[RunRecord]) -> list[Plan]:
         """The rollback plan of each run (read together: a listing's page).
@@ -253,6 +292,15 @@ class PrincipalLedger:
     def halts(self) -> list[Halt]:
         """The active halts this principal sees: every one, or (confined to a tenant) that tenant's."""
         return halts.list_halts(self._base.store, self.principal.tenant)
+
+    def halts_in_force(self) -> list[tuple[Halt, bool]]:
+        """Every active halt that can refuse this principal's calls (for a principal confined to a
+        tenant, one whose tenant glob matches it, or that names no tenant), and whether this principal
+        may lift it (`lift_halts` sees it)."""
+        tenant = self.principal.tenant
+        liftable = {h.halt_id for h in self.halts()} if self.principal.is_admin else set()
+        return [(h, h.halt_id in liftable) for h in halts.list_halts(self._base.store)
+                if tenant is None or h.scope.tenant is None or fnmatchcase(tenant, h.scope.tenant)]
 
     def add_halt(self, reason: str, *, tool: str | None = None, actor: str | None = None,
                  tenant: str | None = None, environment: str | None = None) -> Halt:

@@ -1,4 +1,5 @@
-"""`create_app`: the ASGI application of `reversi-server`. Errors become JSON here, in `on_error` only.
+"""`create_app`: the ASGI application of `reversi-server`. Errors become answers here, in `on_error` only:
+JSON on the API's paths, an HTML page (the console's `error_page`) on the console's.
 
 The API lives under `/v1`; the web console (`reversi.server.console`) is served at `/`.
 """
@@ -23,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 from reversi.engine.ledger import Ledger
 from reversi.errors import ApprovalRequired, Refused, ReversiError, Unauthorized
 from reversi.server.api import ENDPOINTS
-from reversi.server.console import console_routes
+from reversi.server.console import Console, console_for
 from reversi.server.endpoint import ServerState
 from reversi.server.jobs import JobWorker
 from reversi.server.metrics import Metrics, Timing
@@ -37,9 +38,10 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
 
 
-def _error_handler(ledger: Ledger, metrics: Metrics) -> ErrorHandler:
+def _error_handler(ledger: Ledger, metrics: Metrics, console: Console | None = None) -> ErrorHandler:
     async def on_error(request: Request, exc: Exception) -> Response:
-        """The one place an error becomes an answer: `{"error": {"code", "message"}}` with its status."""
+        """The one place an error becomes an answer: `{"error": {"code", "message"}}` with its status
+        (on a console path, the console's HTML page saying the same)."""
         headers: dict[str, str] = {}
         if isinstance(exc, ReversiError):
             status, body = exc.http_status, {"error": exc.to_dict()}
@@ -61,6 +63,8 @@ def _error_handler(ledger: Ledger, metrics: Metrics) -> ErrorHandler:
         else:
             log.error("internal error answering %s %s", request.method, request.url.path, exc_info=exc)
             status, body = 500, {"error": {"code": "internal", "message": "internal error: see the server's log"}}
+        if console is not None and console.serves(request.url.path):
+            return await console.error_page(request, status, body["error"]["message"], headers)
         return JSONResponse(body, status_code=status, headers=headers)
 
     return on_error
@@ -156,7 +160,8 @@ def create_app(
     )
     state = ServerState(ledger, metrics, compensator_cmd, reader_cmd, worker.wake if worker else lambda: None)
     document = openapi_document(ENDPOINTS)
-    on_error = _error_handler(ledger, metrics)
+    console = console_for(state)
+    on_error = _error_handler(ledger, metrics, console)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -185,7 +190,7 @@ def create_app(
         Route("/metrics", metrics_page, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    routes += console_routes(state)
+    routes += console.routes()
     app = ReversiApp(
         routes=routes,
         middleware=[Middleware(Timing, metrics=metrics)],

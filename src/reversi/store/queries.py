@@ -43,6 +43,7 @@ _STATUS_EVENTS = ("intended", "succeeded", "failed", "uncertain", "resolved", "c
 _RUN_COLUMNS = "run_id, principal, mode, actor, tenant, environment, labels, created_at"
 _STEP_COLUMNS = "run_id, step, tool, args, depends_on, compensation_needs_approval, manifest_digest, dup_key"
 _EVENT_COLUMNS = "run_id, seq, step, type, at, actor, data"
+_SEARCHED = {"any": ("run_id", "actor", "tenant", "environment"), "actor": ("actor",), "tenant": ("tenant",)}
 
 
 def _run(row: Any) -> RunRecord:
@@ -92,13 +93,21 @@ class Queries(ApprovalQueries, HaltQueries, JobQueries, KeyQueries, SessionQueri
         since: str | None = None,
         before: tuple[str, str] | None = None,
         limit: int | None = None,
+        contains: Sequence[tuple[str, str]] = (),
     ) -> list[RunRecord]:
-        """Runs newest first; `before` is the (created_at, run_id) of the last run of the previous page."""
+        """Runs newest first; `before` is the (created_at, run_id) of the last run of the previous page;
+        `contains`: (where, text) pairs, each text found whatever its case in the run's `actor`, its
+        `tenant`, or `any` of its id, actor, tenant and environment."""
         where, params = [], []
         for column, value in (("actor", actor), ("tenant", tenant)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
+        for part, text in contains:
+            columns = _SEARCHED[part]
+            pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            where.append("(" + " OR ".join(f"LOWER({c}) LIKE ? ESCAPE '\\'" for c in columns) + ")")
+            params.extend([pattern] * len(columns))
         if since is not None:
             where.append("created_at >= ?")
             params.append(since)

@@ -1,7 +1,10 @@
 """The console's pages and forms: each handler reads the session, makes one engine call, renders.
 
-Errors from the engine are shown next to what caused them (the form, or the top of the page); a
-form without its session's CSRF token is refused with 403 and changes nothing.
+Every form answers with a redirect to a page (post/redirect/get), its errors included: they travel
+to that page in a flash (`session.Sessions.flash`) and are shown next to what caused them (the
+form, or the top of the page), so reloading a page never sends a form again. A form without its
+session's CSRF token, or too large to read, is refused (403, 413) and changes nothing. Errors on a
+console path (an unknown page, a GET of a form's address, a bug) are HTML pages (`error_page`).
 """
 
 from __future__ import annotations
@@ -14,21 +17,21 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from reversi.core.json_values import compact, parse_json
+from reversi.core.json_values import compact
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import BadInput, BodyTooLarge, CsrfRefused, NoCompensator, NotFound, ReversiError, Unauthorized
-from reversi.server.console import views
+from reversi.errors import BodyTooLarge, CsrfRefused, NoCompensator, ReversiError, Unauthorized
+from reversi.server.console import forms, run_view, views
+from reversi.server.console.graph import run_graph
 from reversi.server.console.session import Session, Sessions, check_csrf
-from reversi.server.endpoint import MAX_BODY_BYTES, ServerState, is_whole_number
+from reversi.server.endpoint import MAX_BODY_BYTES, ServerState
 
 HERE = Path(__file__).parent
 TOO_LARGE = BodyTooLarge(MAX_BODY_BYTES).message
@@ -42,7 +45,10 @@ PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",  # pages name runs, steps and keys' holders: keep them out of caches
 }
+API_PREFIXES = ("/v1/", "/healthz", "/metrics", "/openapi.json")
+FAVICON = (HERE / "static" / "favicon.svg").read_bytes()
 
 
 class Console:
@@ -51,36 +57,77 @@ class Console:
     def __init__(self, state: ServerState, sessions: Sessions) -> None:
         self.state = state
         self.sessions = sessions
+        self.manifests = state.ledger.manifests
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, compact=views.compact,
+                                          age=views.age, refresh_ms=views.REFRESH_MS)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
-    def render(self, request: Request, session: Session, name: str, status: int = 200, **context: Any) -> Response:
+    def render(self, request: Request, session: Session, name: str, status: int = 200, *, fragment: bool = False,
+               **context: Any) -> Response:
+        """The template `name` as a page (with what a form's flash left for it) or, `fragment`, a part of one."""
         kill = views.kill_switch(self.state.ledger)
+        flash = None if fragment else self.sessions.take_flash(request)
+        if not fragment:
+            context["badges"] = getattr(request.state, "badges", None)
         csrf = session.csrf or secrets.token_urlsafe(24)  # first visit: this browser gets its token now
         response = self.templates.TemplateResponse(
-            request, name, {"principal": session.principal, "csrf": csrf, "kill_switch": kill, **context},
+            request, name, {"principal": session.principal, "csrf": csrf, "kill_switch": kill, **context,
+                            **(flash or {})},
             status_code=status, headers=PAGE_HEADERS)
         if csrf != session.csrf:
             self.sessions.save(request, response, session.key_id, csrf)
+        if flash is not None:
+            self.sessions.clear_flash(request, response)
         return response
+
+    def after(self, request: Request, to: str, fragment: str = "", **flash: Any) -> Response:
+        """The answer to a form: a redirect to the page at path `to`, which shows `flash` once."""
+        response = RedirectResponse(to + (f"#{fragment}" if fragment else ""), status_code=303)
+        if flash:
+            self.sessions.flash(request, response, to, flash)
+        return response
+
+    async def error_page(self, request: Request, status: int, message: str, headers: dict[str, str]) -> Response:
+        """An error on a console path as an HTML page (never the API's JSON)."""
+        try:
+            session = await run_in_threadpool(self.sessions.read, request)
+        except Exception:  # the store is down, say: the page still says what happened, signed in or not
+            session = Session(None, "")
+        if status == 405:
+            message += ": this address takes a form, sent from the page it is on"
+        response = self.render(request, session, "error.html", status, fragment=True, error=message)
+        response.headers.update(headers)
+        return response
+
+    @staticmethod
+    def serves(path: str) -> bool:
+        """Whether `path` is the console's (everything that is not the API's)."""
+        return not (path == "/v1" or path.startswith(API_PREFIXES))
 
     def signed_in(self, handler: Callable[[Request, Session, Principal], Awaitable[Response]]) -> Handler:
         async def page(request: Request) -> Response:
             session = await run_in_threadpool(self.sessions.read, request)
             if session.principal is None:
-                return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
+                if forms.is_fragment(request):  # a page's script asking: it says the session ended, never shows this
+                    return Response("signed out", status_code=401, headers=PAGE_HEADERS)
+                return RedirectResponse(f"/login?{urlencode({'next': forms.came_from(request)})}", status_code=303)
             if request.method == "POST":
-                if _too_large(request):
+                if forms.too_large(request):
                     return self.render(request, session, "error.html", 413, error=TOO_LARGE)
                 form = await request.form()
                 try:
                     check_csrf(session, form.get("csrf"))
                 except CsrfRefused as exc:
                     return self.render(request, session, "error.html", 403, error=exc.message)
+            if request.method == "GET" and not forms.is_fragment(request):
+                request.state.badges = await run_in_threadpool(views.nav_badges, self.ledger_for(session.principal))
             try:
                 return await handler(request, session, session.principal)
             except ReversiError as exc:
+                if request.method == "POST":
+                    return self.after(request, forms.back(request), flash_error=exc.message)
                 return self.render(request, session, "error.html", exc.http_status, error=exc.message)
 
         return page
@@ -92,10 +139,11 @@ class Console:
 
     async def login(self, request: Request) -> Response:
         session = await run_in_threadpool(self.sessions.read, request)
-        target = _safe_next(request.query_params.get("next"))
+        target = forms.safe_next(request.query_params.get("next"))
         if request.method == "GET":
             return self.render(request, session, "login.html", next=target)
-        if _too_large(request):
+        again = f"/login?{urlencode({'next': target})}"
+        if forms.too_large(request):
             return self.render(request, session, "login.html", 413, error=TOO_LARGE, next=target)
         form = await request.form()
         try:
@@ -106,14 +154,16 @@ class Console:
             principal = await run_in_threadpool(
                 lambda: self.state.ledger.authenticate(str(form.get("key") or "") or None, local_ok=False))
         except Unauthorized:
-            return self.render(request, session, "login.html", 401, error="unknown or revoked key", next=target)
+            response = RedirectResponse(again, status_code=303)
+            self.sessions.flash(request, response, "/login", {"error": "unknown or revoked key"})
+            return response
         response = RedirectResponse(target, status_code=303)
         self.sessions.save(request, response, principal.key_id)
         return response
 
     async def logout(self, request: Request) -> Response:
         session = await run_in_threadpool(self.sessions.read, request)
-        if _too_large(request):
+        if forms.too_large(request):
             return self.render(request, session, "error.html", 413, error=TOO_LARGE)
         check_csrf(session, (await request.form()).get("csrf"))
         await run_in_threadpool(self.sessions.end, session)
@@ -125,21 +175,38 @@ class Console:
 
     async def runs(self, request: Request, session: Session, principal: Principal) -> Response:
         q = request.query_params
-        filters = {k: (q.get(k) or None) for k in ("status", "actor", "tenant")}
-        after = _cursor(q.get("after"))
-        rows, following = await run_in_threadpool(views.runs_page, self.ledger_for(principal), filters, after)
-        template = "runs_rows.html" if q.get("fragment") == "rows" else "runs.html"
-        next_link = f"/?{urlencode({**{k: v for k, v in filters.items() if v}, 'after': json.dumps(following)})}" \
-            if following else None
-        return self.render(request, session, template, rows=rows, filters=filters, next_link=next_link,
-                           active=any(r.active for r in rows))
+        filters = views.RunFilters.of(q)
+        after = forms.cursor(q.get("after"))
+        ledger = self.ledger_for(principal)
+        rows, following = await run_in_threadpool(views.runs_page, ledger, filters, after)
+        next_link = f"/?{urlencode({**filters.to_dict(), 'after': json.dumps(following)})}" if following else None
+        if q.get("fragment") == "rows":
+            return self.render(request, session, "runs_rows.html", fragment=True, rows=rows)
+        counts = await run_in_threadpool(views.attention_counts, ledger)
+        return self.render(request, session, "runs.html", rows=rows, filters=filters, next_link=next_link,
+                           active=any(r.active for r in rows), counts=counts, scanned=views.TRIAGE_SCAN)
 
-    async def run(self, request: Request, session: Session, principal: Principal, **errors: Any) -> Response:
+    async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
-        view = await run_in_threadpool(views.run_page, self.ledger_for(principal), run_id)
-        return self.render(request, session, "run.html", view=view, pretty=views.pretty, age=views.age,
-                           can_operate=principal.is_operator, has_compensator=bool(self.state.compensator_cmd),
-                           status=errors.pop("status", 200), **errors)
+        view = await run_in_threadpool(run_view.run_page, self.ledger_for(principal), run_id, self.manifests)
+        return self.render(request, session, "run.html", view=view, graph=run_graph(view.plan, view.dependencies),
+                           can_operate=principal.is_operator,
+                           has_compensator=bool(self.state.compensator_cmd))
+
+    async def confirm_rollback(self, request: Request, session: Session, principal: Principal) -> Response:
+        """The rollback's confirmation as a page of its own: the Roll back button without JavaScript."""
+        ledger = self.ledger_for(principal)
+        run_id = request.path_params["run_id"]
+        await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
+        view = await run_in_threadpool(run_view.run_page, ledger, run_id, self.manifests)
+        return self.render(request, session, "rollback.html", view=view)
+
+    async def job(self, request: Request, session: Session, principal: Principal) -> Response:
+        """The rollback panel's job, as the fragment its script polls."""
+        job = await run_in_threadpool(run_view.job_page, self.ledger_for(principal), request.path_params["run_id"])
+        if job is None:
+            return Response("", headers=PAGE_HEADERS)
+        return self.render(request, session, "job.html", fragment=True, job=job)
 
     async def rollback(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
@@ -152,9 +219,9 @@ class Console:
             await run_in_threadpool(lambda: ledger.submit_rollback(
                 run_id, approve_compensations=form.get("approve_compensations") == "on", attempts=3))
         except ReversiError as exc:
-            return await self.run(request, session, principal, rollback_error=exc.message, status=exc.http_status)
+            return self.after(request, f"/runs/{run_id}", "rollback", rollback_error=exc.message)
         self.state.wake_worker()
-        return RedirectResponse(f"/runs/{run_id}#rollback", status_code=303)
+        return self.after(request, f"/runs/{run_id}", "rollback")
 
     async def rollback_progress(self, request: Request, session: Session, principal: Principal) -> Response:
         job = await run_in_threadpool(self.ledger_for(principal).latest_job, request.path_params["run_id"])
@@ -166,12 +233,18 @@ class Console:
         try:
             ledger = self.ledger_for(principal)
             await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
-            kwargs = _resolve_arguments(form)
+            kwargs = forms.resolve_arguments(form)
+            if kwargs["status"] == "succeeded" and form.get("accept_missing") != "on":
+                missing = await run_in_threadpool(run_view.missing_for_resolve, ledger, self.manifests, run_id, step,
+                                                  kwargs.get("result"))
+                if missing:
+                    return self.after(request, f"/runs/{run_id}", f"step-{step}", form={str(step): forms.typed(form)},
+                                      resolve_missing={str(step): missing})
             await run_in_threadpool(lambda: ledger.resolve(run_id, step, **kwargs))
         except ReversiError as exc:
-            return await self.run(request, session, principal, resolve_error={step: exc.message},
-                                  resolve_form={step: dict(form)}, status=exc.http_status)
-        return RedirectResponse(f"/runs/{run_id}#step-{step}", status_code=303)
+            return self.after(request, f"/runs/{run_id}", f"step-{step}", resolve_error={str(step): exc.message},
+                              form={str(step): forms.typed(form)})
+        return self.after(request, f"/runs/{run_id}", f"step-{step}")
 
     async def journal(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
@@ -182,17 +255,14 @@ class Console:
 
     # -- approvals and halts -------------------------------------------------------------------------
 
-    async def approvals(self, request: Request, session: Session, principal: Principal, **extra: Any) -> Response:
+    async def approvals(self, request: Request, session: Session, principal: Principal) -> Response:
         found = await run_in_threadpool(lambda: self.ledger_for(principal).approvals(limit=views.APPROVALS_SHOWN))
-        return self.render(request, session, "approvals.html", approvals=found, pretty=views.pretty,
-                           status=extra.pop("status", 200), **extra)
+        return self.render(request, session, "approvals.html", approvals=found)
 
     async def decide(self, request: Request, session: Session, principal: Principal) -> Response:
-        approval_id, verdict = request.path_params["approval_id"], request.path_params["verdict"]
-        if verdict not in ("approve", "deny"):
-            raise NotFound(f"no such action {verdict!r}: approve or deny")
+        approval_id, verdict = request.path_params["approval_id"], request.url.path.rsplit("/", 1)[1]
         form = await request.form()
-        back = _safe_next(str(form.get("next") or "/approvals"))
+        back = forms.safe_next(str(form.get("next") or "/approvals"))
         ledger = self.ledger_for(principal)
         try:
             note = str(form.get("note") or "") or None
@@ -201,29 +271,36 @@ class Console:
             else:
                 await run_in_threadpool(lambda: ledger.deny(approval_id, note=note or ""))
         except ReversiError as exc:
-            return await self.approvals(request, session, principal, errors={approval_id: exc.message},
-                                        status=exc.http_status)
-        return RedirectResponse(back, status_code=303)
+            return self.after(request, back, approval_id, errors={approval_id: exc.message})
+        return self.after(request, back, approval_id)
 
-    async def halts(self, request: Request, session: Session, principal: Principal, **extra: Any) -> Response:
-        found = await run_in_threadpool(self.ledger_for(principal).halts)
-        return self.render(request, session, "halts.html", halts=found, can_manage=principal.is_admin,
-                           status=extra.pop("status", 200), **extra)
+    async def halts(self, request: Request, session: Session, principal: Principal) -> Response:
+        found = await run_in_threadpool(self.ledger_for(principal).halts_in_force)
+        return self.render(request, session, "halts.html", halts=found, can_manage=principal.is_admin)
 
     async def add_halt(self, request: Request, session: Session, principal: Principal) -> Response:
         form = await request.form()
         scope = {k: (str(form.get(k) or "").strip() or None) for k in ("tool", "actor", "tenant", "environment")}
+        if not any(scope.values()) and form.get("everything") != "on":
+            everything = f"every new call of tenant {principal.tenant}" if principal.tenant else "every new call"
+            return self.after(request, "/halts", error=f"a halt with no scope stops {everything}: tick the box to "
+                              "confirm, or give it a scope", form=forms.typed(form), confirm_everything=True)
         try:
             ledger = self.ledger_for(principal)
             await run_in_threadpool(lambda: ledger.add_halt(str(form.get("reason") or ""), **scope))
         except ReversiError as exc:
-            return await self.halts(request, session, principal, error=exc.message, form=dict(form),
-                                    status=exc.http_status)
-        return RedirectResponse("/halts", status_code=303)
+            return self.after(request, "/halts", error=exc.message, form=forms.typed(form))
+        return self.after(request, "/halts")
 
     async def lift_halt(self, request: Request, session: Session, principal: Principal) -> Response:
-        await run_in_threadpool(self.ledger_for(principal).lift_halts, request.path_params["halt_id"])
-        return RedirectResponse("/halts", status_code=303)
+        try:
+            await run_in_threadpool(self.ledger_for(principal).lift_halts, request.path_params["halt_id"])
+        except ReversiError as exc:
+            return self.after(request, "/halts", flash_error=exc.message)
+        return self.after(request, "/halts")
+
+    async def favicon(self, request: Request) -> Response:
+        return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     # -- the routes ----------------------------------------------------------------------------------
 
@@ -235,48 +312,17 @@ class Console:
             Route("/logout", self.logout, methods=["POST"]),
             Route("/runs/{run_id}", s(self.run), methods=["GET"]),
             Route("/runs/{run_id}/rollback", s(self.rollback), methods=["POST"]),
+            Route("/runs/{run_id}/rollback", s(self.confirm_rollback), methods=["GET"]),
+            Route("/runs/{run_id}/job", s(self.job), methods=["GET"]),
             Route("/runs/{run_id}/rollback.json", s(self.rollback_progress), methods=["GET"]),
             Route("/runs/{run_id}/steps/{step:int}/resolve", s(self.resolve), methods=["POST"]),
             Route("/runs/{run_id}/journal.jsonl", s(self.journal), methods=["GET"]),
             Route("/approvals", s(self.approvals), methods=["GET"]),
-            Route("/approvals/{approval_id}/{verdict:str}", s(self.decide), methods=["POST"]),
+            Route("/approvals/{approval_id}/approve", s(self.decide), methods=["POST"]),
+            Route("/approvals/{approval_id}/deny", s(self.decide), methods=["POST"]),
             Route("/halts", s(self.halts), methods=["GET"]),
             Route("/halts", s(self.add_halt), methods=["POST"]),
             Route("/halts/{halt_id}/lift", s(self.lift_halt), methods=["POST"]),
+            Route("/favicon.ico", self.favicon, methods=["GET"]),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
-
-
-def _safe_next(target: str | None) -> str:
-    """Only a path on this site: never an address elsewhere (no open redirect)."""
-    if not target or not target.startswith("/") or target.startswith("//"):
-        return "/"
-    return target
-
-
-def _too_large(request: Request) -> bool:
-    """A form is a few fields: the API's body limit holds here too (a body of unknown length is refused)."""
-    length = request.headers.get("content-length", "")
-    return not is_whole_number(length) or int(length) > MAX_BODY_BYTES
-
-
-def _cursor(text: str | None) -> tuple[str, str] | None:
-    if not text:
-        return None
-    try:
-        value = parse_json(text, "the page link")
-    except BadInput:
-        raise BadInput("bad page link: start again from the first page") from None
-    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        raise BadInput("bad page link: start again from the first page")
-    return value[0], value[1]
-
-
-def _resolve_arguments(form: FormData) -> dict[str, Any]:
-    status = str(form.get("status") or "")
-    note = str(form.get("note") or "")
-    result_text = str(form.get("result") or "").strip()
-    kwargs: dict[str, Any] = {"status": status, "note": note}
-    if result_text:
-        kwargs["result"] = parse_json(result_text, "the result")
-    return kwargs

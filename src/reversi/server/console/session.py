@@ -6,15 +6,21 @@ remembers a sign-out until the cookie would have expired, so a copy of the cooki
 is HttpOnly and SameSite=Strict. The signing secret is
 REVERSI_SESSION_SECRET when set (share it between servers behind one address), else random per
 process (a restart signs everyone out).
+
+Every form answers with a redirect to a page (post/redirect/get), so reloading a page never sends a
+form again. What that page must show about the form (its error, what was typed) travels in a
+*flash*: a second signed cookie, for that page only, read once and then deleted.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
@@ -27,6 +33,9 @@ from reversi.errors import CsrfRefused
 
 COOKIE = "reversi_session"
 MAX_AGE_S = 12 * 3600
+FLASH_COOKIE = "reversi_flash"
+FLASH_MAX_AGE_S = 120
+FLASH_MAX_BYTES = 3500  # browsers keep cookies up to about 4 KB: past this, what was typed is dropped
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class Sessions:
         self.ledger = ledger
         key = secret or os.environ.get("REVERSI_SESSION_SECRET") or secrets.token_urlsafe(32)
         self._signer = URLSafeTimedSerializer(key, salt="reversi-console")
+        self._flasher = URLSafeTimedSerializer(key, salt="reversi-console-flash")
 
     def read(self, request: Request) -> Session:
         """The request's session; with no keys in the store, a loopback visitor is the admin `local`."""
@@ -77,6 +87,36 @@ class Sessions:
         if not session.csrf or session.key_id is None:  # nobody signed in: nothing to remember
             return
         self.ledger.sign_out(session.csrf, format_time(datetime.now(UTC) + timedelta(seconds=MAX_AGE_S)))
+
+
+    def flash(self, request: Request, response: Response, to: str, context: dict[str, Any]) -> None:
+        """Have the page at path `to` show `context` once (its `form` key, what was typed, is left out
+        when it would make the cookie too large)."""
+        value = self._flasher.dumps({"to": to, **context})
+        if len(value) > FLASH_MAX_BYTES:
+            trimmed = {k: v for k, v in context.items() if k != "form"}
+            trimmed["flash_error"] = "what you typed was too long to keep: type it again"
+            value = self._flasher.dumps({"to": to, **trimmed})
+        if len(value) > FLASH_MAX_BYTES:  # an error message that long: say that something went wrong
+            value = self._flasher.dumps({"to": to, "flash_error": "that did not work (the error is too long to show)"})
+        response.set_cookie(FLASH_COOKIE, value, max_age=FLASH_MAX_AGE_S, httponly=True, samesite="strict",
+                            path="/", secure=_https(request))
+
+    def take_flash(self, request: Request) -> dict[str, Any] | None:
+        """The flash left for the page at the request's path, if any (the caller deletes the cookie)."""
+        raw = request.cookies.get(FLASH_COOKIE)
+        if not raw:
+            return None
+        try:
+            data = self._flasher.loads(raw, max_age=FLASH_MAX_AGE_S)
+        except (BadSignature, json.JSONDecodeError):
+            return None
+        if not isinstance(data, dict) or data.pop("to", None) != request.url.path:
+            return None
+        return data
+
+    def clear_flash(self, request: Request, response: Response) -> None:
+        response.delete_cookie(FLASH_COOKIE, path="/", httponly=True, samesite="strict", secure=_https(request))
 
 
 def check_csrf(session: Session, submitted: object) -> None:

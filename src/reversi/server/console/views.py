@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reversi.core.models import Approval, Event, EventType, RunRecord, StepState
-from reversi.core.plan import Plan
+from reversi.core.models import RunSummary, StepStatus
+from reversi.core.plan import ActionKind, Plan
 from reversi.core.times import parse_time
-from reversi.engine.access import Access
 from reversi.engine.ledger import Ledger
-from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import Forbidden, NotFound
+from reversi.engine.principal_ledger import Attention, PrincipalLedger
+from reversi.errors import BadInput
 
 PAGE_SIZE = 25
+TRIAGE_SCAN = 500  # the runs list counts the runs needing attention among this many of the latest
 APPROVALS_SHOWN = 200  # on the approvals page, pending first
-_OUTCOMES = {EventType.SUCCEEDED, EventType.FAILED, EventType.UNCERTAIN, EventType.RESOLVED}
+REFRESH_MS = {"runs": 5000, "job": 1000}  # how often a page's script refreshes the runs list, a job's progress
 
 
 def age(at: str, now: datetime | None = None) -> str:
@@ -47,8 +48,19 @@ def took(start: str | None, end: str | None) -> str:
     return f"took {seconds:.1f} s" if seconds < 120 else f"took {seconds / 60:.0f} min"
 
 
+def step_list(steps: list[int]) -> str:
+    """`[3]` as "step 3", `[1, 2]` as "steps 1, 2"."""
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(str(s) for s in steps)
+
+
 def pretty(value: Any) -> str:
+    """JSON for people: indented, keys sorted, every character as itself (the page escapes what HTML must)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def compact(value: Any) -> str:
+    """JSON on one line, every character as itself."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
 def kill_switch(ledger: Ledger) -> str | None:
@@ -69,92 +81,90 @@ class RunRow:
     unresolved: int
     fully_reversible: bool
     active: bool
+    labels: dict[str, str] = field(default_factory=dict)
+    pending: int = 0  # approvals asked and not decided
 
 
-def runs_page(ledger: PrincipalLedger, filters: dict[str, str | None],
+@dataclass(frozen=True)
+class RunFilters:
+    """The runs list's filters, as typed (trimmed; empty is None)."""
+
+    q: str | None = None  # text in the run id, actor, tenant or environment
+    status: str | None = None
+    actor: str | None = None
+    tenant: str | None = None
+    attention: str | None = None
+
+    @classmethod
+    def of(cls, query: Mapping[str, str]) -> RunFilters:
+        return cls(*((query.get(k) or "").strip() or None for k in ("q", "status", "actor", "tenant", "attention")))
+
+    def to_dict(self) -> dict[str, str]:
+        return {k: v for k, v in vars(self).items() if v}
+
+    def attention_kind(self) -> Attention | None:
+        """The attention filter, if it names one (raises BadInput if it names none)."""
+        if self.attention is None:
+            return None
+        try:
+            return Attention(self.attention)
+        except ValueError:
+            raise BadInput(f"attention {self.attention!r} is not one of {', '.join(a.value for a in Attention)}")\
+                from None
+
+
+def run_status(summary: RunSummary, plan: Plan, pending: int) -> str:
+    """A run's state in a word or two, for the runs list."""
+    statuses = summary.statuses
+    if summary.unresolved or StepStatus.COMPENSATION_FAILED in statuses:
+        return "needs attention"
+    if StepStatus.COMPENSATING in statuses:
+        return "rolling back"
+    if pending:
+        return "awaiting approval"
+    undone = StepStatus.COMPENSATED in statuses
+    if all(a.kind is ActionKind.SKIP for a in plan.actions):
+        return "rolled back" if undone else "settled"
+    return "partly rolled back" if undone else "standing"
+
+
+def runs_page(ledger: PrincipalLedger, filters: RunFilters,
               after: tuple[str, str] | None) -> tuple[list[RunRow], tuple[str, str] | None]:
-    """One page of the runs this principal may see, newest first, with their plans."""
-    found = ledger.list_runs(status=filters.get("status"), actor=filters.get("actor"), tenant=filters.get("tenant"),
-                             after=after, limit=PAGE_SIZE)
+    """One page of the runs this principal may see, newest first, with their plans.
+
+    Raises:
+        BadInput: a bad status or attention filter.
+    """
+    contains = {"any": filters.q or "", "actor": filters.actor or "", "tenant": filters.tenant or ""}
+    found = ledger.list_runs(status=filters.status, after=after, limit=PAGE_SIZE, contains=contains,
+                             attention=filters.attention_kind())
+    pending = ledger.awaiting_approval() if ledger.principal.is_operator else {}
     rows = []
     for s, plan in zip(found.items, ledger.plans([s.run for s in found.items]), strict=True):
-        status = "needs attention" if s.unresolved else "standing" if s.standing else "settled"
+        waiting = pending.get(s.run.run_id, 0)
+        status = run_status(s, plan, waiting)
         rows.append(RunRow(s.run.run_id, status, s.run.scope.actor, s.run.scope.tenant, age(s.run.created_at),
                            s.steps, s.standing, s.unresolved, plan.fully_reversible,
-                           active=bool(s.unresolved) or "compensating" in s.statuses))
+                           active=bool(s.unresolved) or StepStatus.COMPENSATING in s.statuses or bool(waiting),
+                           labels=dict(s.run.labels), pending=waiting))
     return rows, found.next
 
 
-@dataclass
-class StepView:
-    state: StepState
-    args: str
-    outcome: str
-    started: str = ""
-    finished: str = ""
-    note: str = ""
-    kind: str = ""
-    reason: str = ""
-
-    @property
-    def unresolved(self) -> bool:
-        return self.state.status.unresolved
+def attention_counts(ledger: PrincipalLedger) -> dict[str, int]:
+    """How many of the latest `TRIAGE_SCAN` runs need attention, in each way (`Attention` values)."""
+    pending = ledger.awaiting_approval() if ledger.principal.is_operator else {}
+    counts = {a.value: 0 for a in Attention}
+    for s in ledger.list_runs(limit=TRIAGE_SCAN).items:
+        ways = [a for a in Attention if a is not Attention.ANY
+                and (a.statuses & s.statuses or (a.approvals and s.run.run_id in pending))]
+        for a in [*ways, Attention.ANY] if ways else []:
+            counts[a.value] += 1
+    return counts
 
 
-@dataclass
-class RunView:
-    record: RunRecord
-    steps: list[StepView]
-    plan: Plan
-    events: list[Event]
-    approvals: list[Approval]
-    job: dict[str, Any] | None
-    residue: dict[int, list[str]] = field(default_factory=dict)
-
-
-def _timings(events: list[Event]) -> dict[int, dict[str, str]]:
-    found: dict[int, dict[str, str]] = {}
-    for ev in events:
-        if ev.step is None:
-            continue
-        times = found.setdefault(ev.step, {})
-        if ev.type == EventType.INTENDED:
-            times["started"] = ev.at
-        elif ev.type in _OUTCOMES:
-            times["finished"] = ev.at
-            if ev.type == EventType.RESOLVED:
-                times["note"] = f"settled by {ev.actor}: {ev.data.get('note', '')}"
-    return found
-
-
-def run_page(ledger: PrincipalLedger, run_id: str) -> RunView:
-    """Everything the run page shows: steps with timings, the plan, the journal, and for an operator
-    of the run, its approvals and its last rollback job.
-
-    Raises:
-        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record`.
-    """
-    run = ledger.get_run(run_id, Access.READ)
-    snap = run.snapshot()
-    plan = run.plan()
-    events = ledger.events(run.id)
-    by_step = {a.step: a for a in plan.actions}
-    timings = _timings(events)
-    steps = []
-    for state in snap.steps:
-        outcome = pretty(state.result) if state.has_result else (state.error or "")
-        action = by_step[state.index]
-        t = timings.get(state.index, {})
-        steps.append(StepView(state, pretty(state.args), outcome, clock(t.get("started")),
-                              took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
-                              action.describe()))
-    approvals: list[Approval] = []
-    job: dict[str, Any] | None = None
-    if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
-        approvals = ledger.approvals(run_id=run.id)
-        try:
-            job = ledger.latest_job(run.id).to_dict()
-        except (NotFound, Forbidden):
-            job = None
-    residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
-    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, residue)
+def nav_badges(ledger: PrincipalLedger) -> dict[str, int]:
+    """The counts beside the navigation: halts that can refuse this principal's calls, pending approvals."""
+    badges = {"halts": len(ledger.halts_in_force())}
+    if ledger.principal.is_operator:
+        badges["approvals"] = sum(ledger.awaiting_approval().values())
+    return badges

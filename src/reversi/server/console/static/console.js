@@ -1,41 +1,99 @@
 // Reversi console: confirm dialogs, live refresh of active runs, live progress of a rollback job.
+// Without JavaScript every page still works: the Roll back button opens a confirmation page instead.
 "use strict";
 
 document.addEventListener("click", (event) => {
   const opener = event.target.closest("[data-open]");
-  if (opener) document.getElementById(opener.dataset.open).showModal();
+  const dialog = opener && document.getElementById(opener.dataset.open);
+  if (dialog) {
+    event.preventDefault(); // the button's form would open the confirmation page
+    dialog.showModal(); // focus goes to its Cancel button (autofocus)
+  }
   const closer = event.target.closest("[data-close]");
   if (closer) closer.closest("dialog").close();
 });
 
-// The runs list refreshes its rows every 5 s while a run on the page is still active.
+// Enter on the rollback's checkbox would send its form (a browser's implicit submission): in the
+// confirmation only a button press rolls back.
+document.addEventListener("keydown", (event) => {
+  const target = event.target;
+  if (event.key === "Enter" && target.closest("form.rollback-confirm") && !["BUTTON", "A"].includes(target.tagName)) {
+    event.preventDefault();
+  }
+});
+
+// Say something in a notice element (nothing: hide it), with an optional link.
+function say(notice, text, link) {
+  if (!notice) return;
+  notice.replaceChildren(text);
+  if (link) {
+    const a = document.createElement("a");
+    a.href = link.href;
+    a.textContent = link.text;
+    notice.append(" ", a, ".");
+  }
+  notice.hidden = !text;
+}
+
+// GET `url` every `every` ms and hand each answer's HTML to `apply`, which says whether to go on.
+// A session that ended stops it, saying so; a network error or a server error pauses it, saying so,
+// and it retries, waiting longer each time (up to 30 s).
+function poll(url, notice, every, apply) {
+  let delay = every;
+  const tick = async () => {
+    let response = null;
+    try {
+      response = await fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } });
+    } catch (err) {
+      response = null;
+    }
+    if (response && (response.status === 401 || response.redirected)) {
+      const here = window.location.pathname + window.location.search;
+      say(notice, "Your session ended: this page no longer refreshes.",
+          { href: `/login?next=${encodeURIComponent(here)}`, text: "Sign in again" });
+      return;
+    }
+    if (!response || !response.ok) {
+      delay = Math.min(delay * 2, 30000);
+      say(notice, `Refresh paused: the server did not answer. Retrying in ${Math.ceil(delay / 1000)} s.`);
+      setTimeout(tick, delay);
+      return;
+    }
+    delay = every;
+    say(notice, "");
+    if (apply(await response.text())) setTimeout(tick, every);
+  };
+  setTimeout(tick, every);
+}
+
+// The runs list refreshes its rows while a run on the page is still active.
 function refreshRuns() {
   const table = document.querySelector("table.runs");
   if (!table || table.dataset.live !== "on") return;
   const url = new URL(window.location.href);
   url.searchParams.set("fragment", "rows");
-  setTimeout(async () => {
-    const response = await fetch(url, { credentials: "same-origin" });
-    if (response.ok) {
-      document.getElementById("run-rows").innerHTML = await response.text();
-      table.dataset.live = document.querySelector("#run-rows tr.active") ? "on" : "off";
-    }
-    refreshRuns();
-  }, 5000);
+  poll(url, document.getElementById("runs-notice"), Number(table.dataset.refreshMs), (html) => {
+    document.getElementById("run-rows").innerHTML = html;
+    table.dataset.live = document.querySelector("#run-rows tr.active") ? "on" : "off";
+    return table.dataset.live === "on";
+  });
 }
 
-// A rollback job in progress: poll its state every second, reload the page when it is done.
+// A rollback job in progress: show its progress as the server renders it; reload the page when it
+// is done (a GET: every form answers with a redirect, so a reload never sends one again).
 function followJob() {
   const panel = document.getElementById("rollback");
   if (!panel || !["queued", "running"].includes(panel.dataset.jobState)) return;
-  const state = document.getElementById("job-state");
-  const timer = setInterval(async () => {
-    const response = await fetch(`/runs/${panel.dataset.run}/rollback.json`, { credentials: "same-origin" });
-    if (!response.ok) return;
-    const job = await response.json();
-    if (state) state.textContent = job.state + (job.current_step !== null && job.state !== "done" ? ` · step ${job.current_step}` : "");
-    if (job.state === "done") { clearInterval(timer); window.location.reload(); }
-  }, 1000);
+  const url = `/runs/${encodeURIComponent(panel.dataset.run)}/job?fragment=job`;
+  poll(url, document.getElementById("job-notice"), Number(panel.dataset.refreshMs) || 1000, (html) => {
+    const box = document.getElementById("job");
+    box.innerHTML = html;
+    const job = box.querySelector(".job");
+    panel.dataset.jobState = job ? job.dataset.state : "";
+    if (panel.dataset.jobState !== "done") return true;
+    window.location.reload();
+    return false;
+  });
 }
 
 document.addEventListener("DOMContentLoaded", () => { refreshRuns(); followJob(); });

@@ -1,0 +1,75 @@
+"""Reading the console's requests: where a form came from and goes back to, what it carried, its size."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+
+from reversi.core.json_values import parse_json
+from reversi.errors import BadInput
+from reversi.server.endpoint import MAX_BODY_BYTES, is_whole_number
+
+
+def safe_next(target: str | None) -> str:
+    """Only a path on this site: never an address elsewhere (no open redirect)."""
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    return target
+
+
+def is_fragment(request: Request) -> bool:
+    """A request from a page's script for a part of a page (rows, a job's progress)."""
+    return "fragment" in request.query_params or request.url.path.endswith(".json")
+
+
+def came_from(request: Request) -> str:
+    """Where to go back to after signing in: this page with its query (for a form, the page it was on)."""
+    if request.method == "GET":
+        return request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return back(request)
+
+
+def back(request: Request) -> str:
+    """The page a form was sent from (its Referer on this site), else the runs list."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    if referer.netloc and referer.netloc != request.url.netloc:
+        return "/"
+    return safe_next(referer.path or "/")
+
+
+def typed(form: FormData) -> dict[str, str]:
+    """What a form carried, to show it again (never its CSRF token)."""
+    return {k: v for k, v in form.items() if k != "csrf" and isinstance(v, str)}
+
+
+def too_large(request: Request) -> bool:
+    """A form is a few fields: the API's body limit holds here too (a body of unknown length is refused)."""
+    length = request.headers.get("content-length", "")
+    return not is_whole_number(length) or int(length) > MAX_BODY_BYTES
+
+
+def cursor(text: str | None) -> tuple[str, str] | None:
+    if not text:
+        return None
+    try:
+        value = parse_json(text, "the page link")
+    except BadInput:
+        raise BadInput("bad page link: start again from the first page") from None
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+        raise BadInput("bad page link: start again from the first page")
+    return value[0], value[1]
+
+
+def resolve_arguments(form: FormData) -> dict[str, Any]:
+    status = str(form.get("status") or "")
+    note = str(form.get("note") or "")
+    result_text = str(form.get("result") or "").strip()
+    if status == "failed" and result_text == str(form.get("template") or "").strip():
+        result_text = ""  # the template the form started from, untouched: no result
+    kwargs: dict[str, Any] = {"status": status, "note": note}
+    if result_text:
+        kwargs["result"] = parse_json(result_text, "the result")
+    return kwargs

@@ -1,0 +1,172 @@
+"""What a run's page shows: its steps and refused calls as one timeline, the plan, the journal, and for
+an operator of the run, its approvals and its last rollback job (sync: call from a worker thread)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from reversi.core.manifest import ManifestSet
+from reversi.core.models import Approval, Event, EventType, RunRecord, StepState
+from reversi.core.plan import Plan
+from reversi.engine.access import Access
+from reversi.engine.principal_ledger import PrincipalLedger
+from reversi.errors import Forbidden, NotFound
+from reversi.server.console.resolve_guide import ResolveGuide, guide, missing_fields
+from reversi.server.console.rollback_view import JobView, PlanSummary, job_view, summarize
+from reversi.server.console.views import clock, pretty, took
+
+# A call's own outcome: how long it took ends there, not when an operator settled it later.
+_CALL_OUTCOMES = {EventType.SUCCEEDED, EventType.FAILED, EventType.UNCERTAIN}
+
+
+@dataclass(frozen=True)
+class Dependency:
+    step: int
+    why: str  # "declared" (depends_on) or the `requires` glob that matched
+
+
+@dataclass
+class StepView:
+    state: StepState
+    args: str
+    outcome: str
+    started: str = ""
+    finished: str = ""
+    note: str = ""
+    kind: str = ""
+    reason: str = ""
+    guide: ResolveGuide | None = None
+    seq: int = 0  # of its `intended` event: where it sits among the refused calls
+    depends: list[Dependency] = field(default_factory=list)
+
+    @property
+    def unresolved(self) -> bool:
+        return self.state.status.unresolved
+
+    refused = False
+
+
+@dataclass(frozen=True)
+class RefusedView:
+    """A call stopped before it ran: no step number, only a journal entry."""
+
+    seq: int
+    at: str
+    tool: str
+    args: str
+    reason: str
+    actor: str
+    refused = True
+
+
+@dataclass
+class RunView:
+    record: RunRecord
+    steps: list[StepView]
+    plan: Plan
+    events: list[Event]
+    approvals: list[Approval]
+    job: JobView | None
+    summary: PlanSummary
+    residue: dict[int, list[str]] = field(default_factory=dict)
+    timeline: list[StepView | RefusedView] = field(default_factory=list)  # newest first
+    dependencies: dict[int, list[Dependency]] = field(default_factory=dict)
+
+
+def _timings(events: list[Event]) -> dict[int, dict[str, Any]]:
+    found: dict[int, dict[str, Any]] = {}
+    for ev in events:
+        if ev.step is None:
+            continue
+        times = found.setdefault(ev.step, {})
+        if ev.type == EventType.INTENDED:
+            times["started"], times["seq"] = ev.at, ev.seq
+        elif ev.type in _CALL_OUTCOMES:
+            times["finished"] = ev.at
+        elif ev.type == EventType.RESOLVED:
+            times["note"] = f"settled by {ev.actor}: {ev.data.get('note', '')} · {clock(ev.at)}"
+    return found
+
+
+def dependencies(steps: tuple[StepState, ...], manifests: ManifestSet) -> dict[int, list[Dependency]]:
+    """What each step depends on (SPEC §4): its `depends_on`, and the earlier steps whose tool a glob
+    of its tool's `requires` matches."""
+    found: dict[int, list[Dependency]] = {}
+    for state in steps:
+        entry = manifests.lookup(state.tool)
+        deps = {t: Dependency(t, "declared") for t in state.record.depends_on}
+        for glob in entry.requires if entry else ():
+            for earlier in steps[: state.index]:
+                if earlier.index not in deps and fnmatchcase(earlier.tool, glob):
+                    deps[earlier.index] = Dependency(earlier.index, f"requires {glob}")
+        if deps:
+            found[state.index] = sorted(deps.values(), key=lambda d: d.step)
+    return found
+
+
+def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet) -> RunView:
+    """Everything the run page shows.
+
+    Raises:
+        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record`.
+    """
+    run = ledger.get_run(run_id, Access.READ)
+    snap = run.snapshot()
+    plan = run.plan()
+    events = ledger.events(run.id)
+    by_step = {a.step: a for a in plan.actions}
+    timings = _timings(events)
+    deps = dependencies(snap.steps, manifests)
+    steps = []
+    for state in snap.steps:
+        outcome = pretty(state.result) if state.has_result else (state.error or "")
+        action = by_step[state.index]
+        t = timings.get(state.index, {})
+        steps.append(StepView(state, pretty(state.args), outcome, clock(t.get("started")),
+                              took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
+                              action.describe(), guide(manifests, state.tool) if state.status.unresolved else None,
+                              t.get("seq", 0), deps.get(state.index, [])))
+    refused = [RefusedView(e.seq, clock(e.at), str(e.data.get("tool", "")), pretty(e.data.get("args")),
+                           str(e.data.get("reason", "")), e.actor) for e in events if e.type == EventType.REFUSED]
+    timeline: list[StepView | RefusedView] = sorted([*steps, *refused], key=lambda item: -item.seq)
+    approvals: list[Approval] = []
+    job: JobView | None = None
+    if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
+        approvals = ledger.approvals(run_id=run.id)
+        job = _job(ledger, run.id, snap.steps, events)
+    residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
+    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summarize(plan, approvals), residue,
+                   timeline, deps)
+
+
+def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event]) -> JobView | None:
+    try:
+        return job_view(ledger.latest_job(run_id), steps, events)
+    except (NotFound, Forbidden):
+        return None
+
+
+def job_page(ledger: PrincipalLedger, run_id: str) -> JobView | None:
+    """The run's last rollback job as the panel shows it (None: it never had one).
+
+    Raises:
+        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record` (operating the run).
+    """
+    run = ledger.get_run(run_id, Access.OPERATE)
+    return _job(ledger, run.id, run.snapshot().steps, ledger.events(run.id))
+
+
+def missing_for_resolve(ledger: PrincipalLedger, manifests: ManifestSet, run_id: str, step: int,
+                        result: Any) -> list[str]:
+    """The fields of `result` that step `step`'s undo needs and does not get (see `missing_fields`).
+
+    Raises:
+        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record` (operating the run); NotFound
+            for a step the run does not have.
+    """
+    snapshot = ledger.get_run(run_id, Access.OPERATE).snapshot()
+    if not 0 <= step < len(snapshot.steps):
+        raise NotFound(f"no step {step} in {run_id}")
+    return missing_fields(manifests, snapshot, step, result)
