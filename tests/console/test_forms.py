@@ -97,6 +97,10 @@ def test_console_errors_are_html_pages_and_the_apis_stay_json(console: Console) 
             assert client.get(path).headers["cache-control"] == "no-store", path
 
 
+NO_HALT = "halt_00000000-0000-4000-8000-000000000000"  # well formed, and in no store
+NO_APPROVAL = "apr_" + "0" * 32
+
+
 def test_every_form_answers_with_a_redirect_and_its_page_shows_the_error_once(console: Console) -> None:
     run_id = record_run(console)
     with signed_in_client(console, console.admin_key) as (client, csrf):
@@ -106,8 +110,10 @@ def test_every_form_answers_with_a_redirect_and_its_page_shows_the_error_once(co
             (f"/runs/{run_id}/steps/0/resolve", {"status": "failed", "note": "x"}, f"/runs/{run_id}",
              "only intended or uncertain steps can be resolved"),
             ("/halts", {"reason": "", "tool": "x.*"}, "/halts", "a halt needs a reason"),
-            ("/halts/halt_nope/lift", {}, "/halts", "no active halt halt_nope"),
-            ("/approvals/apr_nope/approve", {"next": f"/runs/{run_id}"}, f"/runs/{run_id}", "no approval apr_nope"),
+            (f"/halts/{NO_HALT}/lift", {}, "/halts", f"no active halt {NO_HALT}"),
+            (f"/approvals/{NO_APPROVAL}/approve", {"next": f"/runs/{run_id}"}, f"/runs/{run_id}",
+             f"no approval {NO_APPROVAL}"),
+            ("/halts/halt_nope/lift", {}, "/halts", "malformed halt id &#39;halt_nope&#39;"),
         ]
         for path, data, page, error in posts:
             answer = client.post(path, data={**data, "csrf": csrf}, headers={"Referer": console.url + page})
