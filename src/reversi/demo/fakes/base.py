@@ -41,6 +41,10 @@ class FakeBase:
     holds: Counter[str] = field(default_factory=Counter)
     released: threading.Event = field(default_factory=threading.Event)
 
+    def app(self) -> Starlette:
+        """The fake's Starlette app (each fake has its routes)."""
+        raise NotImplementedError
+
     def fail_next(self, method_path: str, status: int, body: Any, times: int = 1, **headers: str) -> None:
         """Answer the next `times` requests to `METHOD /path` with this error instead."""
         self.failures[method_path] = Failure(status, body, headers, times)
