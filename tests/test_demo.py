@@ -172,3 +172,16 @@ def test_the_cli_demo_runs_again_on_a_fresh_shop_and_the_commands_it_suggests_wo
     exported = reversi_cli("export", "--run", run_id)
     assert exported.returncode == 0
     assert json.loads(exported.stdout.splitlines()[0])["type"] == "run_opened"
+
+
+def test_a_demo_the_kill_switch_stops_says_why_and_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in SETTINGS_FROM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "kill").write_text("incident 7\n")
+    monkeypatch.setenv("REVERSI_KILL_FILE", str(tmp_path / "kill"))
+    monkeypatch.chdir(tmp_path)
+    stopped = DemoRun(tmp_path)
+    stopped.code = run_demo(tmp_path, stopped.echo)
+    assert stopped.code == 1
+    assert stopped.lines[-1] == ("The demo did not go as designed: fs.write_file failed: kill switch: incident 7"
+                                 " (the gateways' log: .reversi/demo/gateway.log)")

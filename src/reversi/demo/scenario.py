@@ -25,7 +25,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from reversi.demo.agent import Tour
+from reversi.demo.agent import DemoFailed, Tour
 from reversi.demo.fakes.base import serving
 from reversi.demo.fakes.mail import TOKEN as MAIL_TOKEN
 from reversi.demo.fakes.slack import TOKEN as SLACK_TOKEN
@@ -81,7 +81,9 @@ def run_demo(workdir: Path, echo: Echo) -> int:
     unsent), 1 when something did not happen as it should have.
 
     Raises:
-        reversi.errors.ReversiError: the folder cannot hold the demo's files.
+        reversi.errors.ConfigError: the folder cannot hold the demo's files, or
+            `reversi-connectors manifest` failed. A call refused (a halt, the kill switch) or a
+            gateway that does not start is printed and ends the demo with 1.
     """
     paths = DemoPaths(workdir.resolve())
     shop = Shop(paths.workdir)
@@ -105,8 +107,8 @@ def run_demo(workdir: Path, echo: Echo) -> int:
         echo(f"Stripe, Slack and the mail API are bundled fakes on 127.0.0.1 (URLs in {paths.shown(paths.log)})")
         try:
             problem = anyio.run(_run_tour, tour, paths, env)
-        except Exception as exc:  # an upstream or a gateway that would not start: say so, exit 1
-            problem = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a refused call, or a gateway that would not start: say so, exit 1
+            problem = _reason(exc)
         finally:
             for fake in fakes.each():
                 fake.release()
@@ -116,6 +118,12 @@ def run_demo(workdir: Path, echo: Echo) -> int:
         echo(f"The demo did not go as designed: {problem} (the gateways' log: {paths.shown(paths.log)})")
         return 1
     return 0
+
+
+def _reason(error: BaseException) -> str:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:  # anyio's task groups wrap it
+        error = error.exceptions[0]
+    return str(error) if isinstance(error, DemoFailed) else f"{type(error).__name__}: {error}"
 
 
 def _packaged(name: str) -> str:
