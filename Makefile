@@ -21,15 +21,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# The demo journals, plans and rolls back a run, then serves the console over it (no keys:
-# loopback only) with the demo's own compensator, so its runs can be rolled back from the browser.
-DEMO_WORLD := .reversi/demo/world.json
+# The demo runs an agent through the gateway on files in demo-shop/files/ and rows in demo-shop/shop.db,
+# rolls it back, then serves the console over the journal (no keys: loopback only) with the connectors
+# as compensator and reader, set to the demo's shop, so its fs and sql steps can be rolled back from the
+# browser. Its Stripe, Slack and mail fakes live only while `reversi demo` runs: those steps cannot.
 DEMO_PORT ?= 8080
+DEMO_SHOP := $(CURDIR)/demo-shop
 
 demo: $(STAMP)
 	$(BIN)/reversi demo
-	REVERSI_COMPENSATOR_CMD="$(BIN)/python -m reversi.demo.compensator $(DEMO_WORLD)" \
-	REVERSI_READER_CMD="$(BIN)/python -m reversi.demo.reader $(DEMO_WORLD)" \
+	REVERSI_COMPENSATOR_CMD="$(CURDIR)/$(BIN)/reversi-connectors compensate" \
+	REVERSI_READER_CMD="$(CURDIR)/$(BIN)/reversi-connectors read" \
+	REVERSI_FS_ROOT="$(DEMO_SHOP)/files" REVERSI_SQL_URL="sqlite:///$(DEMO_SHOP)/shop.db" \
+	REVERSI_CONNECTOR_DIR="$(CURDIR)/.reversi/connectors" \
 	$(BIN)/reversi-server --db sqlite:///.reversi/reversi.db -m .reversi/demo/tools.yaml --port $(DEMO_PORT)
 
 lint: $(STAMP)

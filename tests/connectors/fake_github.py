@@ -14,7 +14,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from tests.connectors.fake_server import FakeBase, bearer
+
+from reversi.demo.fakes.base import FakeBase, bearer
 
 TOKEN = "ghp_fake"
 USER = "octo"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from tests.connectors.conftest import CONNECTORS, READER, files_under, reversi_cli
 from tests.connectors.fake_server import URL, served_with
-from tests.connectors.fake_stripe import KEY, FakeStripe
 
 import reversi
 from reversi.connectors import fs, stripe
+from reversi.demo.fakes.stripe import KEY, FakeStripe
 
 CRASHER = shlex.join([sys.executable, str(Path(__file__).parent / "crashing_compensator.py"), CONNECTORS])
 

@@ -17,7 +17,8 @@ import pytest
 from mcp import Client, StdioServerParameters, types
 from tests.connectors.conftest import CONNECTORS, connectors_cli, files_under
 from tests.connectors.fake_server import URL, served_with
-from tests.connectors.fake_stripe import KEY, FakeStripe
+
+from reversi.demo.fakes.stripe import KEY, FakeStripe
 
 GATEWAY = str(Path(sys.executable).parent / "reversi-gateway")
 

@@ -10,11 +10,11 @@ import pytest
 from tests.connectors.conftest import Done, compensation_calls, connectors_cli
 from tests.connectors.fake_github import TOKEN, USER, FakeGitHub
 from tests.connectors.fake_server import URL, served_with
-from tests.connectors.fake_slack import CHANNEL, FakeSlack
-from tests.connectors.fake_slack import TOKEN as SLACK_TOKEN
 
 import reversi
 from reversi.connectors import DownstreamError, github, slack
+from reversi.demo.fakes.slack import CHANNEL, FakeSlack
+from reversi.demo.fakes.slack import TOKEN as SLACK_TOKEN
 
 GITHUB_MANIFEST = github.CONNECTOR.manifest_path()
 SLACK_MANIFEST = slack.CONNECTOR.manifest_path()

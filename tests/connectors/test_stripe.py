@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from tests.connectors.conftest import Done, compensation_calls, connectors_cli
 from tests.connectors.fake_server import URL, served_with
-from tests.connectors.fake_stripe import KEY, FakeStripe
 
 import reversi
 from reversi.connectors import ChangedSince, DownstreamError, stripe
+from reversi.demo.fakes.stripe import KEY, FakeStripe
 
 MANIFEST = stripe.CONNECTOR.manifest_path()
 

@@ -1,57 +1,46 @@
-"""`reversi demo`: an agent's run journaled, planned, settled by an operator and rolled back, in one folder.
+"""`reversi demo`: an agent's run through the gateway, halted, settled and rolled back, in one folder.
 
-Everything happens for real, on a small scale: the run is journaled in the folder's default store
-(`.reversi/reversi.db`), the agent's calls change a stand-in world (`.reversi/demo/world.json` and a
-real file under `demo-output/`), and the rollback runs the bundled compensator and reader as
-external commands, exactly as `reversi rollback --compensator-cmd ... --reader-cmd ...` would.
+Everything is real except the far end of Stripe, Slack and the mail API, which are the bundled fakes
+(`reversi.demo.fakes`), served on 127.0.0.1 for the length of the demo. The agent is an MCP client of
+`reversi-gateway`, whose upstream is `reversi-connectors serve`: its files land in `demo-shop/files/`,
+its rows in `demo-shop/shop.db`, its run in `.reversi/reversi.db`. The rollback runs through the
+gateway's operator endpoint, which calls each compensation on the same connectors server.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import shlex
+import subprocess
 import sys
-import textwrap
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 
-import reversi
-from reversi.demo.world import OUTPUT_DIR, World
-from reversi.engine.commands import command_compensator, command_reader
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from reversi.demo.agent import DemoFailed, Tour
+from reversi.demo.fakes.base import serving
+from reversi.demo.fakes.mail import TOKEN as MAIL_TOKEN
+from reversi.demo.fakes.slack import TOKEN as SLACK_TOKEN
+from reversi.demo.fakes.stripe import KEY as STRIPE_KEY
+from reversi.demo.shop import SHOP, Fakes, Shop
 from reversi.engine.config import load_settings
 from reversi.errors import ConfigError
 from reversi.store.base import DEFAULT_URL
 
 Echo = Callable[[str], None]
 
-AGENT, TENANT, ENVIRONMENT, OPERATOR = "billing-agent", "acme", "demo", "dana"
-CHECKOUT = f"{OUTPUT_DIR}/invoice-bot"
-README = f"{CHECKOUT}/README.md"
-CHARGE: dict[str, Any] = {
-    "customer": "cus_acme_42",
-    "amount": 4900,
-    "currency": "usd",
-    "description": "INV-2041 Pro plan, March",
-}
-LATE_CHARGE: dict[str, Any] = {
-    "customer": "cus_acme_42",
-    "amount": 1900,
-    "currency": "usd",
-    "description": "INV-2042 extra seats",
-}
-REPO: dict[str, Any] = {"org": "acme", "name": "invoice-bot", "private": True, "clone_to": CHECKOUT}
-FILE: dict[str, Any] = {
-    "path": README,
-    "content": "# invoice-bot\n\nWritten by billing-agent in `reversi demo`; the rollback deletes it.\n",
-}
-EMAIL: dict[str, Any] = {
-    "to": "ap@acme.example",
-    "subject": "Receipt for INV-2041",
-    "body": "Thank you: we charged $49.00.",
-}
-TIMED_OUT, EMAIL_STEP = 4, 3
+BIN = Path(sys.executable).parent
+CONNECTORS = ("fs", "sql", "stripe", "slack", "http")
+CALL_TIMEOUT_S = 3
+UPSTREAM_SHOWN = f"shop=reversi-connectors serve {' '.join(CONNECTORS)}"
 
 
 @dataclass(frozen=True)
@@ -65,12 +54,20 @@ class DemoPaths:
         return self.workdir / ".reversi" / "reversi.db"
 
     @property
-    def manifest(self) -> Path:
-        return self.workdir / ".reversi" / "demo" / "tools.yaml"
+    def demo(self) -> Path:
+        return self.workdir / ".reversi" / "demo"
 
     @property
-    def world(self) -> Path:
-        return self.workdir / ".reversi" / "demo" / "world.json"
+    def manifest(self) -> Path:
+        return self.demo / "tools.yaml"
+
+    @property
+    def mail_tools(self) -> Path:
+        return self.demo / "mail.yaml"
+
+    @property
+    def log(self) -> Path:
+        return self.demo / "gateway.log"
 
     def shown(self, path: Path) -> str:
         """`path` as the user would type it from the demo's folder."""
@@ -84,158 +81,109 @@ def run_demo(workdir: Path, echo: Echo) -> int:
     unsent), 1 when something did not happen as it should have.
 
     Raises:
-        reversi.errors.ReversiError: the store or the folder's configuration stopped the demo
-            (a halt or the kill switch refusing the agent's calls, a bad reversi.yaml, ...).
+        reversi.errors.ConfigError: the folder cannot hold the demo's files, or
+            `reversi-connectors manifest` failed. A call refused (a halt, the kill switch) or a
+            gateway that does not start is printed and ends the demo with 1.
     """
     paths = DemoPaths(workdir.resolve())
+    shop = Shop(paths.workdir)
     try:
-        world = _prepare(paths)
+        shop.reset()
+        paths.demo.mkdir(parents=True, exist_ok=True)
+        paths.mail_tools.write_text(_packaged("mail.yaml"), encoding="utf-8")
+        paths.log.write_text("", encoding="utf-8")
     except OSError as exc:  # a folder the user may not write in, or a file where .reversi/ should be
         raise ConfigError(f"the demo cannot set up its files in {workdir}: {exc.strerror or exc} "
                           f"({exc.filename}); run it in a folder you can write to") from None
-    with reversi.open("sqlite:///" + str(paths.db), manifests=[str(paths.manifest)]) as ledger:
-        run = ledger.start_run(
-            actor=AGENT, tenant=TENANT, environment=ENVIRONMENT, mode="observe", labels={"source": "reversi demo"}
-        )
-        echo("Reversi demo: an agent's run, journaled, planned and rolled back")
-        echo(f"Run {run.id}, journaled in {paths.shown(paths.db)}; stand-in world in {paths.shown(paths.world)}")
-        _record(run, world, echo)
-        _show_plan(run, echo)
-        _settle(run, world, echo)
-        report = _roll_back(run, paths, echo)
-    _show_world(world, paths, echo)
-    _explore(paths, run.id, echo)
-    problem = _what_went_wrong(report, paths)
+    fakes = Fakes()
+    with ExitStack() as stack:
+        urls = [stack.enter_context(serving(fake.app(), fake)) for fake in fakes.each()]
+        env = _environment(paths, shop, *urls)
+        _write_manifest(paths, env)
+        tour = Tour(run_id=f"run_demo_{secrets.token_hex(6)}", db_url=f"sqlite:///{paths.db}", shop=shop,
+                    fakes=fakes, echo=echo)
+        echo("Reversi demo: an agent's run on real files and rows, journaled, halted, settled and rolled back")
+        echo(f"Run {tour.run_id}, journaled in {paths.shown(paths.db)}; the agent works in {SHOP}/")
+        echo(f"Stripe, Slack and the mail API are bundled fakes on 127.0.0.1 (URLs in {paths.shown(paths.log)})")
+        try:
+            problem = anyio.run(_run_tour, tour, paths, env)
+        except Exception as exc:  # a refused call, or a gateway that would not start: say so, exit 1
+            problem = _reason(exc)
+        finally:
+            for fake in fakes.each():
+                fake.release()
+    _explore(paths, tour.run_id, echo)
     if problem:
         echo("")
-        echo(f"The demo did not go as designed: {problem}")
+        echo(f"The demo did not go as designed: {problem} (the gateways' log: {paths.shown(paths.log)})")
         return 1
     return 0
 
 
-def _prepare(paths: DemoPaths) -> World:
-    """Copy the manifest out and start the stand-in world afresh (a second demo starts clean too)."""
-    paths.manifest.parent.mkdir(parents=True, exist_ok=True)
-    paths.manifest.write_text(resources.files("reversi.demo").joinpath("tools.yaml").read_text(encoding="utf-8"))
-    readme, checkout = paths.workdir / README, paths.workdir / CHECKOUT
-    readme.unlink(missing_ok=True)
-    if checkout.is_dir() and not any(checkout.iterdir()):
-        checkout.rmdir()
-    return World.reset(paths.world, paths.workdir)
+def _reason(error: BaseException) -> str:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:  # anyio's task groups wrap it
+        error = error.exceptions[0]
+    return str(error) if isinstance(error, DemoFailed) else f"{type(error).__name__}: {error}"
 
 
-def _heading(echo: Echo, title: str) -> None:
-    echo("")
-    echo(title)
+def _packaged(name: str) -> str:
+    return resources.files("reversi.demo").joinpath(name).read_text(encoding="utf-8")
 
 
-def _explain(echo: Echo, text: str) -> None:
-    echo(textwrap.fill(text, width=100))
+def _environment(paths: DemoPaths, shop: Shop, stripe_url: str, slack_url: str, mail_url: str) -> dict[str, str]:
+    """The settings the connectors read: the shop's folder and database, and the fakes' URLs and keys."""
+    with paths.log.open("a", encoding="utf-8") as log:
+        log.write(f"fakes: stripe {stripe_url}, slack {slack_url}, mail {mail_url}\n")
+    return {
+        **os.environ,
+        "REVERSI_FS_ROOT": str(shop.files),
+        "REVERSI_SQL_URL": shop.db_url,
+        "REVERSI_CONNECTOR_DIR": str(paths.workdir / ".reversi" / "connectors"),
+        "REVERSI_HTTP_TOOLS": str(paths.mail_tools),
+        "STRIPE_API_BASE": stripe_url,
+        "STRIPE_API_KEY": STRIPE_KEY,
+        "SLACK_API_URL": slack_url,
+        "SLACK_BOT_TOKEN": SLACK_TOKEN,
+        "REVERSI_DEMO_MAIL_URL": mail_url,
+        "REVERSI_DEMO_MAIL_TOKEN": MAIL_TOKEN,
+    }
 
 
-def _indented(echo: Echo, text: str) -> None:
-    for line in text.splitlines():
-        echo(f"  {line}")
+def _write_manifest(paths: DemoPaths, env: dict[str, str]) -> None:
+    """The connectors' own manifests, the email's `irreversible: true` among them (from mail.yaml)."""
+    made = subprocess.run([str(BIN / "reversi-connectors"), "manifest", *CONNECTORS], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    if made.returncode != 0:
+        raise ConfigError(f"reversi-connectors manifest failed: {made.stderr.strip()}")
+    header = ("# The manifest of `reversi demo` (`reversi-connectors manifest fs sql stripe slack http`, with\n"
+              "# REVERSI_HTTP_TOOLS naming .reversi/demo/mail.yaml). The demo writes it afresh each time it runs.\n")
+    paths.manifest.write_text(header + made.stdout, encoding="utf-8")
 
 
-def _dollars(cents: int) -> str:
-    return f"${cents / 100:.2f}"
+async def _run_tour(tour: Tour, paths: DemoPaths, env: dict[str, str]) -> str | None:
+    upstream = shlex.join([str(BIN / "reversi-connectors"), "serve", *CONNECTORS])
+    common = ["--upstream", f"shop={upstream}", "--db", tour.db_url, "-m", str(paths.manifest)]
+    scope = ["--run-id", tour.run_id, "--call-timeout", str(CALL_TIMEOUT_S), *tour.scope_flags]
+    with paths.log.open("a", encoding="utf-8") as log:
+        async with _gateway(["operator", *common], env, paths.workdir, log) as operator:
+            async with _gateway(common + scope, env, paths.workdir, log) as agent:
+                tour.introduce(f"reversi-gateway --upstream \"{UPSTREAM_SHOWN}\" -m {paths.shown(paths.manifest)}"
+                               f" --call-timeout {CALL_TIMEOUT_S}")
+                await tour.work(agent)
+            await tour.settle_and_roll_back(operator, f"reversi-gateway operator --upstream \"{UPSTREAM_SHOWN}\" ...")
+    return tour.what_went_wrong()
 
 
-def _times_out(create_charge: Callable[..., Any]) -> Callable[..., Any]:
-    """A client whose charge goes through but whose answer never comes back."""
-
-    def call(**args: Any) -> Any:
-        create_charge(**args)
-        raise TimeoutError("stripe: read timed out after 10 s")
-
-    return call
-
-
-def _record(run: reversi.Run, world: World, echo: Echo) -> None:
-    _heading(echo, f"1. The agent works ({AGENT}, tenant {TENANT}); each call is journaled before and after it runs")
-    calls: list[tuple[str, dict[str, Any], Callable[..., Any], Callable[[Any], str]]] = [
-        ("stripe.create_charge", CHARGE, world.create_charge, lambda r: f"charged {_dollars(r['amount'])}: {r['id']}"),
-        ("github.create_repo", REPO, world.create_repo, lambda r: f"created {r['full_name']}, cloned to {CHECKOUT}/"),
-        ("fs.write_file", FILE, world.write_file, lambda r: f"wrote {r['path']} (a real file: look)"),
-        ("email.send", EMAIL, world.send_email, lambda r: f"sent {r['id']} to {EMAIL['to']}"),
-        ("stripe.create_charge", LATE_CHARGE, _times_out(world.create_charge), str),
-    ]
-    for index, (tool, args, fn, say) in enumerate(calls):
-        try:
-            said = say(run.call(tool, args, fn))
-        except TimeoutError as exc:
-            said = f"no answer ({exc}): journaled uncertain"
-        echo(f"  step {index}  {tool:<21} {said}")
-
-
-def _show_plan(run: reversi.Run, echo: Echo) -> None:
-    _heading(echo, "2. The plan: what a rollback would do, newest step first (`reversi plan`)")
-    _indented(echo, run.plan().to_text())
-    _explain(
-        echo,
-        f"Step {TIMED_OUT} timed out, so nobody knows whether it charged the card: Reversi will not guess, and "
-        f"leaves it unresolved. Step {EMAIL_STEP} cannot be undone: an email stays sent. The file (step 2) is "
-        "undone before the repository it lives in (step 1), because the manifest says fs.write_file requires "
-        "github.create_repo.",
-    )
-
-
-def _settle(run: reversi.Run, world: World, echo: Echo) -> None:
-    _heading(echo, f"3. An operator ({OPERATOR}) checks the timed-out charge and settles it (`reversi resolve`)")
-    found = world.find_charges(LATE_CHARGE["customer"], LATE_CHARGE["description"])
-    if found:
-        charge = found[0]
-        note = f"found {charge['id']} ({LATE_CHARGE['description']}) in the Stripe dashboard"
-        run.resolve(TIMED_OUT, status="succeeded", result=charge, note=note, actor=OPERATOR)
-        echo(f"  {OPERATOR}: {note}: it went through.")
-        echo(f"  step {TIMED_OUT} settled: succeeded, with that charge as its result. The new plan:")
-    else:
-        note = f"no charge for {LATE_CHARGE['description']} in the Stripe dashboard"
-        run.resolve(TIMED_OUT, status="failed", note=note, actor=OPERATOR)
-        echo(f"  {OPERATOR}: {note}: it never happened. The new plan:")
-    _indented(echo, run.plan().to_text())
-    _explain(
-        echo, "With its result known, the late charge can be refunded like the first. The email still cannot be unsent."
-    )
-
-
-def _roll_back(run: reversi.Run, paths: DemoPaths, echo: Echo) -> reversi.RollbackReport:
-    _heading(echo, "4. The rollback: each undo runs as an external command, its result read back")
-    python, world = shlex.quote(sys.executable), shlex.quote(str(paths.world))
-    echo(f"  --compensator-cmd 'python -m reversi.demo.compensator {paths.shown(paths.world)}'")
-    echo(f"  --reader-cmd      'python -m reversi.demo.reader {paths.shown(paths.world)}'")
-    report = run.rollback(
-        compensate=command_compensator(f"{python} -m reversi.demo.compensator {world}"),
-        verifier=command_reader(f"{python} -m reversi.demo.reader {world}"),
-        retry=reversi.Retry(attempts=3, base_ms=100, max_ms=1_000),
-        actor=OPERATOR,
-    )
-    _indented(echo, report.to_text())
-    _explain(
-        echo,
-        "Both charges are refunded and read back as refunded, and the file and the repository are gone. The report "
-        "still ends INCOMPLETE, because the email cannot be unsent and Reversi does not pretend otherwise.",
-    )
-    return report
-
-
-def _show_world(world: World, paths: DemoPaths, echo: Echo) -> None:
-    _heading(echo, f"5. The world afterwards ({paths.shown(paths.world)} and {OUTPUT_DIR}/)")
-    data = world.load()
-    for charge in data["charges"].values():
-        state = f"refunded ({charge.get('refund')})" if charge["refunded"] else "NOT refunded"
-        echo(f"  charge {charge['id']}  {_dollars(charge['amount'])}  {state}")
-    for repo in data["repos"].values():
-        echo(f"  repository {repo['full_name']}  {'deleted' if repo['deleted'] else 'still there'}")
-    gone = not world.output_path(README).exists()
-    echo(f"  file {README}  {'deleted from disk' if gone else 'STILL ON DISK'}")
-    for message in data["outbox"]:
-        echo(f"  email {message['id']} to {message['to']}  still sent (cannot be undone)")
+@asynccontextmanager
+async def _gateway(args: list[str], env: dict[str, str], cwd: Path, log: TextIO) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=str(BIN / "reversi-gateway"), args=args, env=env, cwd=str(cwd))
+    async with Client(stdio_client(params, errlog=log), cache=None) as client:
+        yield client
 
 
 def _explore(paths: DemoPaths, run_id: str, echo: Echo) -> None:
-    _heading(echo, "6. Explore it yourself, from this folder")
+    echo("")
+    echo("Explore it yourself, from this folder")
     echo(f"  journal: {paths.db} (SQLite)")
     echo(f"  run:     {run_id}")
     # The commands below read the default store; if REVERSI_DB or reversi.yaml points elsewhere, name ours.
@@ -244,13 +192,3 @@ def _explore(paths: DemoPaths, run_id: str, echo: Echo) -> None:
     echo(f"  reversi {db}show {run_id}")
     echo(f"  reversi {db}plan {run_id} -m {paths.shown(paths.manifest)}")
     echo(f"  reversi {db}export --run {run_id}")
-
-
-def _what_went_wrong(report: reversi.RollbackReport, paths: DemoPaths) -> str | None:
-    if sorted(report.compensated) != [0, 1, 2, TIMED_OUT]:
-        return f"expected steps 0, 1, 2 and {TIMED_OUT} compensated, got {report.to_dict()}"
-    if [u.step for u in report.unrecoverable] != [EMAIL_STEP] or report.failed or report.unverified:
-        return f"unexpected rollback report {report.to_dict()}"
-    if (paths.workdir / README).exists():
-        return f"{README} is still on disk"
-    return None

@@ -11,7 +11,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from tests.connectors.fake_server import FakeBase
+
+from reversi.demo.fakes.base import FakeBase
 
 TOKEN = "xoxb-fake"
 CHANNEL = "C0123456789"

@@ -15,7 +15,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from tests.connectors.fake_server import FakeBase, bearer
+
+from reversi.demo.fakes.base import FakeBase, bearer
 
 KEY = "sk_test_fake"
 
@@ -89,6 +90,7 @@ class FakeStripe(FakeBase):
         self.charges[charge_id] = {
             "id": charge_id, "object": "charge", "amount": int(form["amount"]), "amount_refunded": 0,
             "currency": form.get("currency", "usd"), "customer": form.get("customer"), "refunded": False,
+            "description": form.get("description"),
             "status": "succeeded", "metadata": form.get("metadata", {}), "livemode": False,
         }
         return JSONResponse(self.charges[charge_id])
