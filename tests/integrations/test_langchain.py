@@ -10,19 +10,16 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
+from tests.integrations import billing
 
 import reversi
 from reversi.integrations.langchain import journaled
 
-charged: list[int] = []
+charged = billing.charged
 NAMES = {"create_charge": "stripe.create_charge", "lookup_charge": "stripe.get_charge"}
 
 
-@tool
-async def create_charge(amount: int, order_id: str) -> dict[str, Any]:
-    """Charge a customer."""
-    charged.append(amount)
-    return {"id": f"ch_{order_id}", "amount": amount}
+create_charge = tool(billing.create_charge)
 
 
 @tool

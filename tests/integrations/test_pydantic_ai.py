@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
+from tests.integrations import billing
 from tests.integrations.conftest import refund
 
 import reversi
 from reversi.integrations.pydantic_ai import journaled
 
-charged: list[int] = []
+charged = billing.charged
 
 
-async def create_charge(amount: int, order_id: str) -> dict[str, Any]:
-    """Charge a customer."""
-    charged.append(amount)
-    return {"id": f"ch_{order_id}", "amount": amount}
+create_charge = billing.create_charge
 
 
 def billing_tools() -> FunctionToolset[object]:
