@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, ToolException, tool
 from tests.integrations import billing
 
 import reversi
@@ -92,3 +93,22 @@ def test_a_sync_call_is_journaled_too(sqlite_ledger: reversi.Ledger) -> None:
     [wrapped] = journaled([lookup_charge], run, names=NAMES)
     assert wrapped.invoke({"charge_id": "ch_9"}) == "ch_9: paid"
     assert [(s.tool, s.status.value) for s in run.steps()] == [("stripe.get_charge", "succeeded")]
+
+
+def test_a_tools_own_error_is_journaled_failed_then_handled_as_the_tool_says(sqlite_ledger: reversi.Ledger) -> None:
+    @tool
+    def send_email(to: str) -> str:
+        """Email a customer."""
+        raise ToolException(f"no mailbox {to}")
+
+    send_email.handle_tool_error = True
+    run = sqlite_ledger.start_run(actor="billing-agent")
+    [wrapped] = journaled([send_email], run)
+    answer = wrapped.invoke({"name": "send_email", "args": {"to": "a@b.c"}, "id": "c9", "type": "tool_call"})
+    assert isinstance(answer, ToolMessage) and answer.status == "error" and answer.content == "no mailbox a@b.c"
+    [step] = run.steps()
+    assert (step.status.value, step.error) == ("failed", "no mailbox a@b.c")
+    send_email.handle_tool_error = False
+    [unhandled] = journaled([send_email], run)
+    with pytest.raises(ToolException):
+        unhandled.invoke({"to": "d@e.f"})
