@@ -12,6 +12,7 @@ status, `refused`, `compensated`, `compensation_failed`, or a rollback's `comple
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +36,8 @@ class _Call:
 
 
 _CALL: ContextVar[_Call | None] = ContextVar("reversi_call_span", default=None)
+_REMOTE: ContextVar[dict[str, str] | None] = ContextVar("reversi_remote_parent", default=None)
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
 
 def _api() -> Any | None:
@@ -78,14 +81,33 @@ def ended(run_id: str, step: int, outcome: str) -> None:
 
 
 def journal_fields() -> dict[str, str]:
-    """The current span's trace and span ids (hex, as W3C `traceparent` writes them), to journal; {} without one."""
+    """The trace and span ids (hex, as W3C `traceparent` writes them) to journal: the current span's,
+    else the remote caller's (`remote_parent`); {} without either."""
     api = _api()
-    if api is None:
+    context = api.get_current_span().get_span_context() if api is not None else None
+    if context is not None and context.is_valid:
+        return {"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}
+    return dict(_REMOTE.get() or {})
+
+
+def traceparent_fields(traceparent: object) -> dict[str, str]:
+    """The trace and parent span ids of a W3C `traceparent` value; {} when it is not a valid one."""
+    found = _TRACEPARENT.fullmatch(traceparent.strip()) if isinstance(traceparent, str) else None
+    if found is None or set(found[1]) == {"0"} or set(found[2]) == {"0"}:
         return {}
-    context = api.get_current_span().get_span_context()
-    if not context.is_valid:
-        return {}
-    return {"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}
+    return {"trace_id": found[1], "span_id": found[2]}
+
+
+@contextmanager
+def remote_parent(traceparent: object) -> Iterator[None]:
+    """While the block runs, a call journaled with no span of this process current journals the trace
+    of a remote caller's W3C `traceparent` (an HTTP header, an MCP request's `_meta.traceparent`).
+    Needs no OpenTelemetry: the ids are read from the text."""
+    token = _REMOTE.set(traceparent_fields(traceparent) or None)
+    try:
+        yield
+    finally:
+        _REMOTE.reset(token)
 
 
 @contextmanager

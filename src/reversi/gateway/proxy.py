@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from reversi.core.models import RunRecord, StepStatus
+from reversi.engine import tracing
 from reversi.engine.ledger import Ledger
 from reversi.errors import Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
@@ -129,7 +130,8 @@ class Proxy:
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
-            step = await self.ledger.abegin(run, params.name, arguments, alone=self._alone)
+            with tracing.remote_parent((params.meta or {}).get("traceparent")):  # the agent's trace id, journaled
+                step = await self.ledger.abegin(run, params.name, arguments, alone=self._alone)
         except ReversiError as exc:
             if isinstance(exc, Refused):
                 self.metrics.refusal(exc.code)
