@@ -122,6 +122,7 @@ def rollback_span(run_id: str) -> Iterator[Any]:
 
 
 def rolled_back(span: Any, complete: bool) -> None:
+    """The rollback of `rollback_span` ended, its report complete or not."""
     if span is not None:
         span.set_attribute(OUTCOME, "complete" if complete else "incomplete")
 
@@ -139,6 +140,7 @@ def compensation_span(run_id: str, step: int, tool: str, attempt: int) -> Iterat
 
 
 def compensation_ended(span: Any, error: str | None) -> None:
+    """The attempt of `compensation_span` ended: undone, or failed with `error` (an error status)."""
     if span is None:
         return
     span.set_attribute(OUTCOME, "compensation_failed" if error is not None else "compensated")
