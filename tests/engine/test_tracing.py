@@ -9,25 +9,18 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from tests.otel_spans import EXPORTER, in_memory_spans
 
 import reversi
 from reversi.errors import Halted
 
-EXPORTER = InMemorySpanExporter()
-
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):  # the global provider is set once a process
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-        trace.set_tracer_provider(provider)
-    EXPORTER.clear()
-    yield EXPORTER
+    yield in_memory_spans()
     EXPORTER.clear()
 
 

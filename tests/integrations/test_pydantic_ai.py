@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 
 from pydantic_ai import Agent
+from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 from tests.integrations import billing
 from tests.integrations.conftest import refund
+from tests.otel_spans import in_memory_spans
 
 import reversi
 from reversi.integrations.pydantic_ai import journaled
@@ -60,3 +62,18 @@ def test_a_halt_refuses_the_tool_and_the_model_reads_why(sqlite_ledger: reversi.
     assert charged == []
     assert "card processor incident" in output and "nothing was done" in output
     assert run.steps() == () and run.events()[-1].type == "refused"
+
+
+def test_the_call_span_sits_under_pydantic_ais_own_tool_span_and_its_trace_is_journaled(
+    sqlite_ledger: reversi.Ledger,
+) -> None:
+    spans = in_memory_spans()
+    run = sqlite_ledger.start_run(actor="billing-agent")
+    agent = Agent(FunctionModel(charge_then_report), capabilities=[Instrumentation()])
+    asyncio.run(agent.run("charge order o-1", toolsets=[journaled(billing_tools(), run)]))
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    call, tool_span = by_name["reversi.call create_charge"], by_name["execute_tool create_charge"]
+    assert call.parent is not None and tool_span.context is not None and call.context is not None
+    assert call.parent.span_id == tool_span.context.span_id
+    intended = next(e for e in run.events() if e.type == "intended")
+    assert intended.data["trace_id"] == format(call.context.trace_id, "032x")
