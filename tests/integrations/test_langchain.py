@@ -112,3 +112,22 @@ def test_a_tools_own_error_is_journaled_failed_then_handled_as_the_tool_says(sql
     [unhandled] = journaled([send_email], run)
     with pytest.raises(ToolException):
         unhandled.invoke({"to": "d@e.f"})
+
+
+class Search(BaseTool):
+    """A tool of the older kind: a subclass with no argument schema, called with one text."""
+
+    name: str = "search"
+    description: str = "Search the tickets."
+
+    def _run(self, query: str) -> str:
+        return f"3 tickets about {query}"
+
+
+def test_a_tool_with_no_schema_keeps_the_one_its_signature_gives_and_takes_text(sqlite_ledger: reversi.Ledger) -> None:
+    run = sqlite_ledger.start_run(actor="billing-agent")
+    [wrapped] = journaled([Search()], run)
+    assert wrapped.args == Search().args == {"query": {"title": "Query", "type": "string"}}
+    assert wrapped.invoke({"query": "refunds"}) == "3 tickets about refunds"
+    assert wrapped.invoke("invoices") == "3 tickets about invoices"
+    assert [s.args for s in run.steps()] == [{"query": "refunds"}, {"input": "invoices"}]

@@ -58,36 +58,49 @@ class JournaledTool(BaseTool):
     journal: Run
     tool_name: str
 
-    def _journal_args(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The arguments the model gave, without those the framework injects (a runtime, a call id)."""
+    def _input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | dict[str, Any], dict[str, Any]]:
+        """What to hand the wrapped tool, and what to journal: the arguments the model gave, without
+        those the framework injects (a runtime, a call id); a single text input as `input`."""
+        if args:
+            return args[0], plain_arguments({"input": args[0]})
         schema = self.wrapped.tool_call_schema
         if isinstance(schema, type) and issubclass(schema, BaseModel):
-            kwargs = {k: v for k, v in kwargs.items() if k in schema.model_fields}
-        return plain_arguments(kwargs)
+            return kwargs, plain_arguments({k: v for k, v in kwargs.items() if k in schema.model_fields})
+        return kwargs, plain_arguments(kwargs)
 
     def _run(
-        self, *, config: RunnableConfig, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        config: RunnableConfig,
+        run_manager: CallbackManagerForToolRun | None = None,
+        **kwargs: Any,
     ) -> Any:
         callbacks = run_manager.get_child() if run_manager else None
+        tool_input, journaled_args = self._input(args, kwargs)
 
         def call(**_: Any) -> Any:
-            return self.wrapped.run(kwargs, callbacks=callbacks, config=config)
+            return self.wrapped.run(tool_input, callbacks=callbacks, config=config)
 
         try:
-            return self.journal.call(self.tool_name, self._journal_args(kwargs), call)
+            return self.journal.call(self.tool_name, journaled_args, call)
         except Refused as exc:
             raise RefusedCall(refusal_text(exc.message)) from exc
 
     async def _arun(
-        self, *, config: RunnableConfig, run_manager: AsyncCallbackManagerForToolRun | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        config: RunnableConfig,
+        run_manager: AsyncCallbackManagerForToolRun | None = None,
+        **kwargs: Any,
     ) -> Any:
         callbacks = run_manager.get_child() if run_manager else None
+        tool_input, journaled_args = self._input(args, kwargs)
 
         async def call(**_: Any) -> Any:
-            return await self.wrapped.arun(kwargs, callbacks=callbacks, config=config)
+            return await self.wrapped.arun(tool_input, callbacks=callbacks, config=config)
 
         try:
-            return await self.journal.acall(self.tool_name, self._journal_args(kwargs), call)
+            return await self.journal.acall(self.tool_name, journaled_args, call)
         except Refused as exc:
             raise RefusedCall(refusal_text(exc.message)) from exc
 
@@ -98,7 +111,7 @@ def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None) -> Journa
     return JournaledTool(
         name=tool.name,
         description=tool.description,
-        args_schema=tool.args_schema,
+        args_schema=tool.args_schema if tool.args_schema is not None else tool.get_input_schema(),
         return_direct=tool.return_direct,
         handle_validation_error=tool.handle_validation_error,
         handle_tool_error=_ErrorOutput(tool.handle_tool_error),
