@@ -239,3 +239,16 @@ def test_many_agents_recording_at_once_each_get_every_step_journaled(site: Site)
     assert [s.record.step for s in together] == list(range(48))
     assert sorted(s.args["to"] for s in together) == sorted(f"{n}-{i}@example.com" for n in range(12) for i in range(4))
     assert {s.status.value for s in together} == {"succeeded"}
+
+
+def test_a_clients_traceparent_header_is_journaled_with_the_step(site: Site) -> None:
+    agent = site.client("agent")
+    run_id = open_run(agent)
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    for traceparent in (f"00-{trace_id}-{span_id}-01", "not a traceparent"):
+        answer = agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.get_charge", "args": {"id": "ch_1"}},
+                            headers={"traceparent": traceparent})
+        assert answer.status_code == 201, answer.text
+    intended = [e.data for e in site.ledger.get_run(run_id).events() if e.type == "intended"]
+    assert (intended[0]["trace_id"], intended[0]["span_id"]) == (trace_id, span_id)
+    assert "trace_id" not in intended[1]

@@ -32,6 +32,7 @@ from reversi.core.models import (
     utc_now,
 )
 from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
+from reversi.engine import tracing
 from reversi.engine.approvals import new_approval_id
 from reversi.engine.halts import read_kill_file
 from reversi.errors import (
@@ -120,8 +121,8 @@ class Recorder:
         args = checked_arguments(args)
         depends = _checked_depends_on(depends_on)
         entry = self.manifests.lookup(tool)
-        kill = self.kill_reason()
-        return lambda q: self._journal_call(q, run, tool, args, depends, entry, kill, via)
+        kill, trace = self.kill_reason(), tracing.journal_fields()  # the caller's span, before any thread hop
+        return lambda q: self._journal_call(q, run, tool, args, depends, entry, kill, trace, via)
 
     def _journal_call(
         self,
@@ -132,6 +133,7 @@ class Recorder:
         depends: tuple[int, ...],
         entry: ToolEntry | None,
         kill: str | None,
+        trace: dict[str, str],
         via: Mapping[str, Any] | None = None,
     ) -> int:
         """Inside one write: every check that reads the store, then `refused` or the new step's `intended`."""
@@ -168,6 +170,7 @@ class Recorder:
             "args": args,
             "depends_on": list(depends),
             "manifested": entry is not None,
+            **trace,
         }
         if approval_id:
             data["approval_id"] = approval_id

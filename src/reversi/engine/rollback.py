@@ -26,6 +26,7 @@ from reversi.core.plan import Action, ActionKind, CompensationCall
 from reversi.core.references import MissingReference, resolve
 from reversi.core.report import AwaitingApproval, Deferred, Failure, RollbackReport, Unrecoverable
 from reversi.core.walk import RollbackWalk, reference_context
+from reversi.engine import tracing
 from reversi.engine.approvals import compensation_approval
 from reversi.errors import ConfigError, NotFound
 from reversi.store.base import Store
@@ -90,6 +91,12 @@ class RollbackExecutor:
             ConfigError: a step needs compensating and no compensator was given.
             StoreUnavailable: the store could not be read or written.
         """
+        with tracing.rollback_span(run_id) as span:
+            report = await self._execute(run_id)
+            tracing.rolled_back(span, report.complete)
+            return report
+
+    async def _execute(self, run_id: str) -> RollbackReport:
         snapshot = await asyncio.to_thread(self._snapshot, run_id)
         if snapshot is None:
             raise NotFound(f"no run {run_id}")
@@ -157,17 +164,21 @@ class RollbackExecutor:
             }
             if approval_id:
                 data["approval_id"] = approval_id
-            await self._journal(call, [self._event(EventType.COMPENSATING, call.step, data)])
-            payload = {**call.call_json(), "attempt": attempt}
-            try:
-                result = to_json(await _call(compensate, payload))
-                if self.options.verify is not None and not await _call(self.options.verify, payload):
-                    raise AssertionError("the verify check did not confirm the undo")
-            except Exception as exc:
-                error = _error_text(exc)
-                failed = self._event(EventType.COMPENSATION_FAILED, call.step, {"error": error, "attempt": attempt})
-                await self._journal(call, [failed])
-                continue
+            with tracing.compensation_span(call.run_id, call.step, call.tool, attempt) as span:
+                data.update(tracing.journal_fields())  # the rollback's trace, beside the step's own in `intended`
+                await self._journal(call, [self._event(EventType.COMPENSATING, call.step, data)])
+                payload = {**call.call_json(), "attempt": attempt}
+                try:
+                    result = to_json(await _call(compensate, payload))
+                    if self.options.verify is not None and not await _call(self.options.verify, payload):
+                        raise AssertionError("the verify check did not confirm the undo")
+                except Exception as exc:
+                    error = _error_text(exc)
+                    tracing.compensation_ended(span, error)
+                    failed = self._event(EventType.COMPENSATION_FAILED, call.step, {"error": error, "attempt": attempt})
+                    await self._journal(call, [failed])
+                    continue
+                tracing.compensation_ended(span, None)
             return result, attempt, None
         return None, retry.attempts, error
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from reversi.core.models import (
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
+from reversi.engine import tracing
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
 from reversi.errors import BadInput, Conflict, NotFound
@@ -57,7 +59,7 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(contextvars.copy_context().run, asyncio.run, coro).result()  # keeps the trace
 
 
 def awaited(value: Any) -> Any:
@@ -107,6 +109,7 @@ class StepHandle:
     def _report(self, status: StepStatus, *, result: Any = None, error: str | None = None) -> None:
         self._reporting = True
         self.run._ledger.recorder.outcome(self.run.record, self.index, status, result=result, error=error)
+        tracing.ended(self.run.id, self.index, status.value)
 
     def _from_exception(self, exc: BaseException) -> None:
         """Journal what an exception says of the call, unless its outcome was reported already (the
@@ -177,18 +180,20 @@ class Run:
                 stopped the call (journaled as `refused`); do not make the call.
         """
         index = self._ledger.recorder.begin(self.record, tool, {} if args is None else args, depends_on)
+        tracing.began(self.id, index)
         return StepHandle(self, index)
 
     @contextmanager
     def step(self, tool: str, args: Any = None, depends_on: Sequence[int] = ()) -> Iterator[StepHandle]:
         """A block that makes the call: an exception marks it failed (uncertain for timeouts and
         connection errors) and is re-raised; report success with `step.succeeded(result)`."""
-        handle = self.begin(tool, args, depends_on)
-        try:
-            yield handle
-        except BaseException as exc:
-            handle._from_exception(exc)
-            raise
+        with tracing.call_span(self.id, tool):
+            handle = self.begin(tool, args, depends_on)
+            try:
+                yield handle
+            except BaseException as exc:
+                handle._from_exception(exc)
+                raise
 
     def call(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
         """Journal, call `fn(**args)`, journal its result; returns what `fn` returned.
@@ -203,15 +208,16 @@ class Run:
 
     async def acall(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
         """`call` for async code: `fn` may be a coroutine function; the journal writes run off the loop."""
-        handle = await asyncio.to_thread(self.begin, tool, args, depends_on)
-        try:
-            result = fn(**(args or {}))
-            if inspect.isawaitable(result):
-                result = await result
-        except BaseException as exc:
-            await asyncio.to_thread(handle._from_exception, exc)
-            raise
-        await asyncio.to_thread(handle.succeeded, result)
+        with tracing.call_span(self.id, tool):
+            handle = await asyncio.to_thread(self.begin, tool, args, depends_on)
+            try:
+                result = fn(**(args or {}))
+                if inspect.isawaitable(result):
+                    result = await result
+            except BaseException as exc:
+                await asyncio.to_thread(handle._from_exception, exc)
+                raise
+            await asyncio.to_thread(handle.succeeded, result)
         return result
 
     # -- reading ---------------------------------------------------------------------------------

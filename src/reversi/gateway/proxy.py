@@ -20,6 +20,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from reversi.core.models import RunRecord, StepStatus
+from reversi.engine import tracing
 from reversi.engine.ledger import Ledger
 from reversi.errors import Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
@@ -124,9 +125,10 @@ class Proxy:
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
-            step = await self.ledger.abegin(
-                run, params.name, arguments, only_request=self._only_request, via=route.upstream.identity
-            )
+            with tracing.remote_parent((params.meta or {}).get("traceparent")):  # the agent's trace id, journaled
+                step = await self.ledger.abegin(
+                    run, params.name, arguments, only_request=self._only_request, via=route.upstream.identity
+                )
         except ReversiError as exc:
             if isinstance(exc, Refused):
                 self.metrics.refusal(exc.code)

@@ -10,6 +10,7 @@ from starlette.responses import Response
 from reversi.core.json_values import compact
 from reversi.core.models import StepStatus
 from reversi.core.times import parse_since
+from reversi.engine import tracing
 from reversi.engine.access import Access
 from reversi.engine.approvals import approval_page_key
 from reversi.engine.keys import Role
@@ -48,8 +49,9 @@ async def record_step(call: Call) -> Response:
     await call.ledger.arun_record(call.run_id, Access.RECORD)  # before the body: an intruder learns nothing
     body = call.body(bodies.RecordStep)
     args = {} if body.args is None else body.args
-    step = await call.recording(call.ledger.abegin(call.run_id, body.tool, args, body.depends_on,
-                                                   only_request=call.server.only_request))
+    with tracing.remote_parent(call.headers.get("traceparent")):  # the client's trace id, journaled
+        step = await call.recording(call.ledger.abegin(call.run_id, body.tool, args, body.depends_on,
+                                                       only_request=call.server.only_request))
     call.server.metrics.calls.inc()
     return reply({"step": step, "status": "intended"}, 201)
 

@@ -1,0 +1,132 @@
+"""LangChain: `journaled(tools, run)` journals every call an agent makes to those `BaseTool`s.
+
+    from reversi.integrations.langchain import journaled
+
+    run = ledger.start_run(run_id=f"run_{thread_id}", actor="billing-agent")   # one run per session
+    tools = journaled([create_charge, send_email], run, names={"create_charge": "stripe.create_charge"})
+
+Each wrapped tool keeps its name, description and argument schema, so the model sees the same tools.
+A refusal (a halt, a duplicate, an approval to wait for) comes back as the tool's error output
+(a `ToolMessage` with `status="error"` when the call carries its id): the model reads the reason and
+nothing is called. The tool's own errors are handled as its `handle_tool_error` says, after the
+step is journaled `failed`. Async tools stay async (`ainvoke` journals through `run.acall`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, ToolException
+from pydantic import BaseModel
+
+from reversi.engine.run import Run
+from reversi.errors import Refused
+from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
+
+__all__ = ["JournaledTool", "RefusedCall", "journaled"]
+
+ErrorHandler = bool | str | Callable[[ToolException], Any] | None
+
+
+class RefusedCall(ToolException):
+    """Reversi refused the call: its text is what the model reads."""
+
+
+class _ErrorOutput:
+    """The wrapper's `handle_tool_error`: a refusal's text, else what the wrapped tool's own setting says."""
+
+    def __init__(self, own: ErrorHandler) -> None:
+        self.own = own
+
+    def __call__(self, exc: ToolException) -> Any:
+        if isinstance(exc, RefusedCall) or self.own is True:
+            return exc.args[0] if exc.args else "Tool execution error"
+        if isinstance(self.own, str):
+            return self.own
+        if callable(self.own):
+            return self.own(exc)
+        raise exc
+
+
+class JournaledTool(BaseTool):
+    """A `BaseTool` whose calls go through `run`: `intended` before, the outcome after."""
+
+    wrapped: BaseTool
+    journal: Run
+    tool_name: str
+
+    def _input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | dict[str, Any], dict[str, Any]]:
+        """What to hand the wrapped tool, and what to journal: the arguments the model gave, without
+        those the framework injects (a runtime, a call id); a single text input as `input`."""
+        if args:
+            return args[0], plain_arguments({"input": args[0]})
+        schema = self.wrapped.tool_call_schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            return kwargs, plain_arguments({k: v for k, v in kwargs.items() if k in schema.model_fields})
+        return kwargs, plain_arguments(kwargs)
+
+    def _run(
+        self,
+        *args: Any,
+        config: RunnableConfig,
+        run_manager: CallbackManagerForToolRun | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        callbacks = run_manager.get_child() if run_manager else None
+        tool_input, journaled_args = self._input(args, kwargs)
+
+        def call(**_: Any) -> Any:
+            return self.wrapped.run(tool_input, callbacks=callbacks, config=config)
+
+        try:
+            return self.journal.call(self.tool_name, journaled_args, call)
+        except Refused as exc:
+            raise RefusedCall(refusal_text(exc.message)) from exc
+
+    async def _arun(
+        self,
+        *args: Any,
+        config: RunnableConfig,
+        run_manager: AsyncCallbackManagerForToolRun | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        callbacks = run_manager.get_child() if run_manager else None
+        tool_input, journaled_args = self._input(args, kwargs)
+
+        async def call(**_: Any) -> Any:
+            return await self.wrapped.arun(tool_input, callbacks=callbacks, config=config)
+
+        try:
+            return await self.journal.acall(self.tool_name, journaled_args, call)
+        except Refused as exc:
+            raise RefusedCall(refusal_text(exc.message)) from exc
+
+
+def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None) -> JournaledTool:
+    """Wrap one tool; `name` is the tool name to journal and look up in the manifests (else its own)."""
+    inner = tool.model_copy(update={"handle_tool_error": False})  # its errors reach the journal as `failed`
+    return JournaledTool(
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.args_schema if tool.args_schema is not None else tool.get_input_schema(),
+        return_direct=tool.return_direct,
+        handle_validation_error=tool.handle_validation_error,
+        handle_tool_error=_ErrorOutput(tool.handle_tool_error),
+        wrapped=inner,
+        journal=run,
+        tool_name=name or tool.name,
+    )
+
+
+def journaled(tools: Iterable[BaseTool], run: Run, *, names: Mapping[str, str] | None = None) -> list[BaseTool]:
+    """Wrap `tools` so that each call is journaled in `run`.
+
+    Args:
+        tools: LangChain tools (`@tool` functions, `StructuredTool`s, any `BaseTool`).
+        run: the run of this agent session (`ledger.start_run(run_id=...)` continues it by id).
+        names: tool name -> the name to journal and look up in the manifests.
+    """
+    return [journal_tool(t, run, name=journaled_name(names or {}, t.name)) for t in tools]
