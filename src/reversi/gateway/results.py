@@ -13,7 +13,8 @@ from typing import Any
 
 from mcp import types
 
-from reversi.errors import ReversiError
+from reversi.core.json_values import parse_json
+from reversi.errors import BadInput, ReversiError
 
 
 def result_value(raw: Mapping[str, Any]) -> Any:
@@ -25,8 +26,8 @@ def result_value(raw: Mapping[str, Any]) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
-    except ValueError:
+        return parse_json(text, "the result")
+    except BadInput:  # not JSON, or nested past what the journal keeps: the text itself
         return text
 
 
