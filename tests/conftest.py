@@ -103,12 +103,16 @@ tools:
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No REVERSI_* variable of the developer's shell and no reversi.yaml of the project leak in."""
+def _clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No REVERSI_* variable of the developer's shell and no reversi.yaml of the project leak in, and
+    no test's recording of OpenTelemetry spans outlives it (see tests/otel_spans.py)."""
     for name in list(os.environ):
         if name.startswith("REVERSI_"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+    yield
+    if "tests.otel_spans" in sys.modules:
+        sys.modules["tests.otel_spans"].stop_recording()
 
 
 def _with_search_path(url: str, schema: str) -> str:
