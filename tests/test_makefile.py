@@ -6,11 +6,8 @@ the test sees what `make test` would run without running the suite inside itself
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).parents[1]
 TOOL = "#!/bin/sh\necho \"$(basename \"$0\") $*\" >> \"$(dirname \"$0\")/calls\"\n"
@@ -30,7 +27,6 @@ def make_test(tmp_path: Path, conformance: Path) -> tuple[subprocess.CompletedPr
     return p, calls
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_test_without_the_conformance_suite_says_so_in_one_line_and_passes(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-conformance"
     p, calls = make_test(tmp_path, missing)
@@ -40,7 +36,6 @@ def test_make_test_without_the_conformance_suite_says_so_in_one_line_and_passes(
     assert [c for c in calls if c.startswith("python")] == ["python -m pytest tests -q -n 2"]
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_test_runs_the_conformance_suite_when_it_is_there(tmp_path: Path) -> None:
     suite = tmp_path / "conformance"
     suite.mkdir()

@@ -49,7 +49,7 @@ class ScriptedModel(Model):
         return ModelResponse(output=[message], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError
+        raise AssertionError("these tests run the agent with Runner.run, which never streams")
 
 
 def run_agent(run: reversi.Run, model: ScriptedModel) -> str:

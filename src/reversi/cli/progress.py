@@ -6,6 +6,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from reversi.engine.rollback import step_after
+
 if TYPE_CHECKING:
     from rich.progress import Progress
 
@@ -22,7 +24,7 @@ class RollbackProgress:
             TextColumn(f"rolling back {run_id}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
             console=Console(stderr=True), transient=True,
         )
-        self._task = self._bar.add_task("", total=total, now=_now(total - 1 if total else None))
+        self._task = self._bar.add_task("", total=total, now=_now(step_after(0, total)))
 
     def __enter__(self) -> RollbackProgress:
         self._bar.start()
@@ -32,9 +34,8 @@ class RollbackProgress:
         self._bar.stop()
 
     def __call__(self, done: int, total: int) -> None:
-        """The executor's callback: `done` of `total` steps are through. It goes newest first, one step at
-        a time, so step `total - 1 - done` is the one it works on next."""
-        self.show(done, total, total - 1 - done if done < total else None)
+        """The executor's callback: `done` of `total` steps are through."""
+        self.show(done, total, step_after(done, total))
 
     def show(self, done: int, total: int, step: int | None) -> None:
         """`done` of `total` steps are through and `step` is being undone (None: nothing left)."""

@@ -21,7 +21,7 @@ from reversi.core.backoff import Retry
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
 from reversi.core.report import RollbackReport
-from reversi.engine.rollback import Compensate, ReadBack, RollbackExecutor, RollbackOptions
+from reversi.engine.rollback import Compensate, ReadBack, RollbackExecutor, RollbackOptions, step_after
 from reversi.errors import NotFound, ReversiError, RollbackInProgress, StoreUnavailable
 from reversi.store.base import RunLock, Store
 from reversi.store.jobs import JobRow
@@ -194,7 +194,7 @@ class JobRunner:
             snapshot = q.snapshot(row.run_id)
         total = len(snapshot.steps) if snapshot is not None else 0
         with self.store.write() as q:
-            q.start_job(row.job_id, utc_now(), total - 1 if total else None)
+            q.start_job(row.job_id, utc_now(), step_after(0, total))
 
     def _finish(self, job_id: str, report: RollbackReport | None, error: dict[str, str] | None) -> Job:
         with self.store.write() as q:
@@ -204,7 +204,7 @@ class JobRunner:
         return Job(done)
 
     def _progress(self, job_id: str, executor: RollbackExecutor, done: int, total: int) -> None:
-        current = total - 1 - done if done < total else None  # the executor goes newest first, one by one
+        current = step_after(done, total)
         report = executor.report.to_dict() if executor.report is not None else None
         if report is not None:
             report["complete"] = False  # so far: a client polling the job must not read it as done

@@ -37,10 +37,15 @@ from reversi.store.queries import Queries
 Compensate = Callable[[dict[str, Any]], Any]
 UndoCheck = Callable[[dict[str, Any]], Any]
 ReadBack = Callable[[str, Any], Any]
-# Told (done, total) after each step; the executor goes newest first, so the step it works on next
-# is `total - 1 - done`. It may be async.
+# Told (done, total) after each step (`step_after` says which step comes next). It may be async.
 Progress = Callable[[int, int], Any]
 T = TypeVar("T")
+
+
+def step_after(done: int, total: int) -> int | None:
+    """The step a rollback of `total` steps works on once `done` are through (None: none is left). It
+    goes newest first, one step at a time."""
+    return total - 1 - done if done < total else None
 
 NOT_VERIFIED = "no verifier is available to run the declared read-back"
 CANNOT_VERIFY = "cannot verify: arguments unavailable"

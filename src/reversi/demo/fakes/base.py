@@ -5,6 +5,7 @@ service does, or to hold a request's answer back after doing what it asks (a cal
 
 from __future__ import annotations
 
+import abc
 import threading
 import time
 from collections import Counter
@@ -32,7 +33,7 @@ class Failure:
 
 
 @dataclass
-class FakeBase:
+class FakeBase(abc.ABC):
     """State every fake shares: effects counted by what made them, failures to serve next, requests seen."""
 
     effects: Counter[str] = field(default_factory=Counter)
@@ -41,9 +42,9 @@ class FakeBase:
     holds: Counter[str] = field(default_factory=Counter)
     released: threading.Event = field(default_factory=threading.Event)
 
+    @abc.abstractmethod
     def app(self) -> Starlette:
         """The fake's Starlette app (each fake has its routes)."""
-        raise NotImplementedError
 
     def fail_next(self, method_path: str, status: int, body: Any, times: int = 1, **headers: str) -> None:
         """Answer the next `times` requests to `METHOD /path` with this error instead."""
