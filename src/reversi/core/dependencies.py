@@ -44,3 +44,20 @@ class Blockers:
             if match:
                 found.update(s for s in steps if s > step)
         return tuple(sorted(found))
+
+
+def dependencies_of(
+    tools: Sequence[str], depends_on: Sequence[Sequence[int]], requires: Sequence[Sequence[str]]
+) -> dict[int, dict[int, str]]:
+    """For each step with any, the earlier steps it depends on and why: `declared` (its `depends_on`) or
+    `requires GLOB` (the first of its tool's globs that matches the earlier step's tool)."""
+    found: dict[int, dict[int, str]] = {}
+    for step, tool_globs in enumerate(requires):
+        why = {target: "declared" for target in depends_on[step]}
+        for glob in tool_globs:
+            for earlier in range(step):
+                if earlier not in why and fnmatchcase(tools[earlier], glob):
+                    why[earlier] = f"requires {glob}"
+        if why:
+            found[step] = dict(sorted(why.items()))
+    return found

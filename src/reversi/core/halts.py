@@ -12,11 +12,21 @@ def halt_message(reason: str) -> str:
     return f"kill switch: {reason or 'kill file present'}"
 
 
+def _matches(glob: str | None, value: str) -> bool:
+    """A scope field left out matches everything; one named matches shell-style, case-sensitive."""
+    return glob is None or fnmatchcase(value, glob)
+
+
 def matching_halt(halts: Iterable[Halt], tool: str, scope: Scope) -> Halt | None:
-    """The first halt whose every named scope field matches the call (shell-style, case-sensitive)."""
+    """The first halt whose every named scope field matches the call."""
     for halt in halts:
         s = halt.scope
         pairs = ((s.tool, tool), (s.actor, scope.actor), (s.tenant, scope.tenant), (s.environment, scope.environment))
-        if all(glob is None or fnmatchcase(value, glob) for glob, value in pairs):
+        if all(_matches(glob, value) for glob, value in pairs):
             return halt
     return None
+
+
+def can_stop_tenant(halt: Halt, tenant: str) -> bool:
+    """Whether `halt` can stop some call of a run of `tenant`."""
+    return _matches(halt.scope.tenant, tenant)

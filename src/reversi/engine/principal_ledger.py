@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
-from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from reversi.core.halts import can_stop_tenant
 from reversi.core.models import Approval, Event, Halt, HaltScope, RunRecord, StepState, StepStatus, check_run_id
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
@@ -300,7 +300,7 @@ class PrincipalLedger:
         tenant = self.principal.tenant
         liftable = {h.halt_id for h in self.halts()} if self.principal.is_admin else set()
         return [(h, h.halt_id in liftable) for h in halts.list_halts(self._base.store)
-                if tenant is None or h.scope.tenant is None or fnmatchcase(tenant, h.scope.tenant)]
+                if tenant is None or can_stop_tenant(h, tenant)]
 
     def add_halt(self, reason: str, *, tool: str | None = None, actor: str | None = None,
                  tenant: str | None = None, environment: str | None = None) -> Halt:

@@ -4,9 +4,9 @@ an operator of the run, its approvals and its last rollback job (sync: call from
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from typing import Any
 
+from reversi.core.dependencies import dependencies_of
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState
 from reversi.core.plan import Plan
@@ -93,17 +93,9 @@ def _timings(events: list[Event]) -> dict[int, dict[str, Any]]:
 def dependencies(steps: tuple[StepState, ...], manifests: ManifestSet) -> dict[int, list[Dependency]]:
     """What each step depends on (SPEC §4): its `depends_on`, and the earlier steps whose tool a glob
     of its tool's `requires` matches."""
-    found: dict[int, list[Dependency]] = {}
-    for state in steps:
-        entry = manifests.lookup(state.tool)
-        deps = {t: Dependency(t, "declared") for t in state.record.depends_on}
-        for glob in entry.requires if entry else ():
-            for earlier in steps[: state.index]:
-                if earlier.index not in deps and fnmatchcase(earlier.tool, glob):
-                    deps[earlier.index] = Dependency(earlier.index, f"requires {glob}")
-        if deps:
-            found[state.index] = sorted(deps.values(), key=lambda d: d.step)
-    return found
+    requires = [entry.requires if (entry := manifests.lookup(s.tool)) else () for s in steps]
+    found = dependencies_of([s.tool for s in steps], [s.record.depends_on for s in steps], requires)
+    return {step: [Dependency(target, why) for target, why in on.items()] for step, on in found.items()}
 
 
 def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet) -> RunView:
