@@ -341,7 +341,9 @@ async def test_an_http_upstream_and_an_http_agent_with_sampling_on_its_session(
         ts = ts_agent(f"{base}/mcp", [_wire(r) for r in requests])
     assert gateway == direct
     assert SAMPLED in gateway[2]["result"]["content"][0]["text"]
-    assert agent.asked == ["sampling/createMessage"]
+    # server-everything also asks for the client's roots 350 ms after the handshake (server/index.js's
+    # syncRoots timer): on a loaded machine the session lives that long, and the request is relayed too.
+    assert [m for m in agent.asked if m != "roots/list"] == ["sampling/createMessage"]
     assert ts["answers"][1]["result"] == direct[1]["result"]
     assert "sampled by ts" in ts["answers"][2]["result"]["content"][0]["text"]
 
