@@ -77,21 +77,27 @@ def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
         if exists == (answer is not NOTHING):
             return None
         return f"{_subject(path)} is missing, expected it present" if exists else (
-            f"{_subject(path)} is {quoted(answer)}, expected it absent")
+            f"{_subject(path)} is {_shown(answer)}, expected it absent")
     if answer is NOTHING:
         return f"{_subject(path)} is missing, expected {quoted(expect)}"
     if not isinstance(expect, Mapping):
         if _same(expect, answer):
             return None
-        return f"{_subject(path)} is {quoted(answer)}, expected {quoted(expect)}"
+        return f"{_subject(path)} is {_shown(answer)}, expected {quoted(expect)}"
     if not isinstance(answer, Mapping):
-        return f"{_subject(path)} is {quoted(answer)}, expected an object"
+        return f"{_subject(path)} is {_shown(answer)}, expected an object"
     for key, expected in expect.items():
         where = f"{path}.{key}" if path else str(key)
         found = _mismatch(expected, answer.get(key, NOTHING), where)
         if found is not None:
             return found
     return None
+
+
+def _shown(answer: Any, limit: int = 200) -> str:
+    """An answer as a message quotes it, cut short when long (the whole answer is journaled beside it)."""
+    text = quoted(answer)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _subject(path: str) -> str:

@@ -88,7 +88,8 @@ def _why_missing(step: StepState, ref: str) -> str:
     if not ref.startswith("$before"):
         return ""
     if step.before_absent is not None:
-        return "the capture found nothing before the call"
+        said = step.before_absent if len(step.before_absent) <= 200 else f"{step.before_absent[:197]}..."
+        return f"the capture found nothing before the call: {said}"
     return "" if step.has_before else "nothing was captured before the call"
 
 
