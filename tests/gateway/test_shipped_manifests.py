@@ -108,14 +108,15 @@ async def test_writes_and_deletes_over_an_existing_graph_roll_back_to_it_but_for
     world = _memory(tmp_path)
     before = await world.read("read_graph")
     async with world.agent() as agent:
-        for tool, args in [
+        steps: list[tuple[str, dict[str, Any]]] = [
             ("add_observations", {"observations": [{"entityName": "ada", "contents": ["writes notes"]}]}),
             ("create_entities", {"entities": [{"name": "cy", "entityType": "cat", "observations": ["naps"]}]}),
             ("create_relations", {"relations": [{"from": "cy", "to": "ada", "relationType": "owns"}]}),
             ("delete_observations", {"deletions": [{"entityName": "bob", "observations": ["bakes", "never"]}]}),
             ("delete_entities", {"entityNames": ["bob"]}),
             ("read_graph", {}),
-        ]:
+        ]
+        for tool, args in steps:
             _ok(await agent.call_tool(tool, args))
     plan, report = await world.roll_back()
     actions = _actions(plan)
@@ -183,14 +184,15 @@ async def test_edits_writes_and_moves_over_existing_files_roll_back_and_the_plan
     world, root = _files(tmp_path)
     before = await _tree(world, root)
     async with world.agent() as agent:
-        for tool, args in [
+        steps: list[tuple[str, dict[str, Any]]] = [
             ("edit_file", {"path": str(root / "a.txt"), "edits": [{"oldText": "beta", "newText": "gamma"}]}),
             ("write_file", {"path": str(root / "b.txt"), "content": "overwritten"}),
             ("move_file", {"source": str(root / "docs" / "c.txt"), "destination": str(root / "c2.txt")}),
             ("write_file", {"path": str(root / "new.txt"), "content": "fresh"}),
             ("create_directory", {"path": str(root / "docs")}),  # there already: changes nothing
             ("create_directory", {"path": str(root / "made")}),
-        ]:
+        ]
+        for tool, args in steps:
             _ok(await agent.call_tool(tool, args))
     plan, report = await world.roll_back()
     actions = _actions(plan)
@@ -207,7 +209,7 @@ async def test_edits_writes_and_moves_over_existing_files_roll_back_and_the_plan
 
 
 async def test_a_capture_that_fails_refuses_the_call_and_forwards_nothing(tmp_path: Path) -> None:
-    world, root = _files(tmp_path)
+    world, _ = _files(tmp_path)
     async with world.agent() as agent:
         outside = await agent.call_tool("write_file", {"path": "/etc/reversi-never", "content": "x"})
     assert outside.is_error and "capture read_text_file answered an error: " in outside.content[0].text  # type: ignore[union-attr]
