@@ -264,10 +264,19 @@ async def test_a_branch_checkout_and_add_roll_back_but_for_the_branch_the_plan_s
     assert after["git_log"] == before["git_log"]
     assert after["git_branch"] == "  feature\n* main"  # the branch the plan said stays
 
-    async with world.agent("run_commit") as agent:  # a commit cannot be undone: what it stands on waits
-        _ok(await agent.call_tool("git_checkout", {**where, "branch_name": "feature"}))
-        _ok(await agent.call_tool("git_add", {**where, "files": ["notes.txt"]}))
-        _ok(await agent.call_tool("git_commit", {**where, "message": "notes"}))
-    with reversi.open(world.flags[3], manifests=[world.flags[5]]) as ledger:
-        kinds = [(a.step, a.kind.value) for a in ledger.get_run("run_commit").plan().actions]
-    assert kinds == [(2, "unrecoverable"), (1, "defer"), (0, "defer")]
+
+
+def test_a_commit_cannot_be_undone_and_the_add_and_checkout_it_stands_on_wait(tmp_path: Path) -> None:
+    with reversi.open(f"sqlite:///{tmp_path}/r.db", manifests=[str(reversi.manifests.path("git"))]) as ledger:
+        run = ledger.start_run()
+        captured = [("git_checkout", "On branch main\n"), ("git_add", "Staged changes:\n"), ("git_commit", None)]
+        for tool, before in captured:
+            with run.step(tool, {"repo_path": "/r"}, **({"before": before} if before else {})) as step:
+                step.succeeded("ok")
+        actions = [(a.step, a.kind.value, a.reason) for a in run.plan().actions]
+    assert actions == [
+        (2, "unrecoverable", "cannot be undone: the commit stays on its branch: the server has no tool that moves a "
+                             "branch back"),
+        (1, "defer", "blocked by step 2"),
+        (0, "defer", "blocked by step 2"),
+    ]
