@@ -269,10 +269,12 @@ async def test_a_branch_checkout_and_add_roll_back_but_for_the_branch_the_plan_s
 def test_a_commit_cannot_be_undone_and_the_add_and_checkout_it_stands_on_wait(tmp_path: Path) -> None:
     with reversi.open(f"sqlite:///{tmp_path}/r.db", manifests=[str(reversi.manifests.path("git"))]) as ledger:
         run = ledger.start_run()
-        captured = [("git_checkout", "On branch main\n"), ("git_add", "Staged changes:\n"), ("git_commit", None)]
-        for tool, before in captured:
-            with run.step(tool, {"repo_path": "/r"}, **({"before": before} if before else {})) as step:
-                step.succeeded("ok")
+        with run.step("git_checkout", {"repo_path": "/r"}, before="On branch main\n") as step:
+            step.succeeded("Switched to branch 'feature'")
+        with run.step("git_add", {"repo_path": "/r"}, before="Staged changes:\n") as step:
+            step.succeeded("Files staged successfully")
+        with run.step("git_commit", {"repo_path": "/r"}) as step:
+            step.succeeded("Changes committed successfully with hash 0123")
         actions = [(a.step, a.kind.value, a.reason) for a in run.plan().actions]
     assert actions == [
         (2, "unrecoverable", "cannot be undone: the commit stays on its branch: the server has no tool that moves a "
