@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from reversi.core.report import RollbackReport
     from reversi.engine.ledger import Ledger, RunFilter, open
     from reversi.engine.remote import CompensationWork
-    from reversi.engine.run import Outcome, Run, StepHandle
+    from reversi.engine.run import Outcome, Run
+    from reversi.engine.step_handle import StepHandle
 
 _HOMES = {
     "Action": "reversi.core.plan",
@@ -37,7 +38,7 @@ _HOMES = {
     "RollbackReport": "reversi.core.report",
     "Run": "reversi.engine.run",
     "RunFilter": "reversi.engine.ledger",
-    "StepHandle": "reversi.engine.run",
+    "StepHandle": "reversi.engine.step_handle",
     "open": "reversi.engine.ledger",
 }
 

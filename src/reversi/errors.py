@@ -21,7 +21,9 @@
     │   ├── BadArgument          an argument is missing, of the wrong type, or unacceptable
     │   ├── ChangedSince         the world changed since the forward call: the undo would clobber it
     │   └── DownstreamError      the external system answered with an error (status and its message)
+    │       └── ToolAnsweredError  a tool answered with an error of its own (MCP `isError`), e.g. a read of what is gone
     └── Refused                  a new call stopped before it ran (journaled as `refused`)
+        ├── CaptureFailed        the manifest's capture (the read before the call) failed
         ├── Halted               a halt or the kill file
         ├── Duplicate            the same logical call still stands
         ├── NoManifestEntry      enforce mode and no manifest entry for the tool
@@ -174,6 +176,12 @@ class Refused(ReversiError):
     http_status = 403
 
 
+class CaptureFailed(Refused):
+    """The read the manifest makes before the call (`capture`) failed; the call was not made."""
+
+    code = "capture_failed"
+
+
 class Halted(Refused):
     """A halt or the kill file stops new calls (`kill switch: REASON`)."""
 
@@ -257,3 +265,11 @@ class DownstreamError(ConnectorError):
     def __init__(self, message: str, status: int = 0) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ToolAnsweredError(DownstreamError):
+    """A tool answered with an error of its own (MCP `isError`): the answer `expect: {$error: ...}` looks
+    for (a read of something deleted), and what a capture's `absent_on_error` looks into. Raise it from a
+    `verifier=` or `capture=` callable for such an answer; any other exception is a failed read."""
+
+    code = "tool_error"

@@ -15,6 +15,7 @@ import pytest
 from tests.cli.conftest import COMPENSATOR, record_charge, reversi_cli
 
 import reversi
+import reversi.manifests
 from reversi.cli.main import cli
 
 
@@ -51,6 +52,9 @@ def test_help_does_not_import_the_engine_or_its_drivers() -> None:
     ["--db", "sqlite:///elsewhere.db", "demo"],      # the demo keeps its own journal
     ["kill-switch", "on", "x"],                      # no kill file configured
     ["manifest", "check", "missing.yaml"],
+    ["manifest", "show", "nosuch"],
+    ["manifest", "show", "memory", "--path", "--prefix", "mem"],
+    ["manifest", "show", "memory", "--prefix", "a b"],
     ["--db", "postgresql://u:s3cret@[::1", "runs"],  # libpq cannot read it (and the password is not shown)
     ["--db", "", "runs"],
     ["--config", "", "runs"],
@@ -75,6 +79,24 @@ def test_a_config_file_that_is_not_yaml_is_one_line_naming_where(here: Path) -> 
     assert p.returncode == 1
     assert p.stderr == ("reversi: error: cannot read the config file reversi.yaml: line 3, column 1: "
                         "expected ',' or ']', but got '<stream end>'\n")
+
+
+def test_the_shipped_manifests_are_shown_checked_and_prefixed_for_a_gateway_with_several_upstreams(
+    here: Path,
+) -> None:
+    names = reversi.manifests.names()
+    assert {"memory", "filesystem", "git"} <= set(names)
+    paths = [reversi_cli("manifest", "show", "--path", name, cwd=here).stdout.strip() for name in names]
+    assert paths == [str(reversi.manifests.path(name)) for name in names]
+    checked = reversi_cli("manifest", "check", *paths, cwd=here)
+    assert checked.returncode == 0 and "warning" not in checked.stdout, checked.stdout
+    shown = reversi_cli("manifest", "show", "memory", cwd=here)
+    assert shown.stdout == Path(paths[names.index("memory")]).read_text() and "Checked against" in shown.stdout
+    (here / "mem.yaml").write_text(reversi_cli("manifest", "show", "memory", "--prefix", "mem", cwd=here).stdout)
+    with reversi.open(manifests=[str(here / "mem.yaml")]) as ledger:
+        entry = ledger.manifests.lookup("mem.delete_entities")
+    assert entry is not None and entry.capture is not None and entry.compensation is not None
+    assert (entry.capture.tool, entry.compensation.tool) == ("mem.open_nodes", "mem.create_entities")
 
 
 def test_an_invalid_manifests_problems_are_one_line(here: Path) -> None:

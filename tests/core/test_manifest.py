@@ -180,7 +180,7 @@ def test_an_unknown_top_level_key_is_named() -> None:
     [
         ("idempotent: yes", 'idempotent: expected true or false, got "yes"'),
         ('idempotent: "true"', 'idempotent: expected true or false, got "true"'),
-        ("irreversible: 1", "irreversible: expected true or false, got 1"),
+        ("irreversible: 1", "irreversible: expected true, false or a sentence saying what stays, got 1"),
         ("requires_approval: [true]", "requires_approval: expected true or false, got a list"),
         ("effect: sometimes", 'effect: "sometimes" is not one of read, write'),
         ("effect: 3", "effect: 3 is not one of read, write"),

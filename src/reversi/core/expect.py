@@ -1,4 +1,10 @@
-"""Matching a read-back answer against a manifest's `verification.expect`."""
+"""Matching a read-back answer against a manifest's `verification.expect`, and a call against conditions
+(`read_when`, `compensation.when`). Pure: no I/O.
+
+Two operators may stand where a value is expected: `{$exists: false}` (the key, or the reference,
+names nothing) or `{$exists: true}` (it names something, whatever it is); and, for a whole read-back
+only, `{$error: true}` or `{$error: "TEXT"}` (the read tool answered with an error, containing TEXT).
+"""
 
 from __future__ import annotations
 
@@ -6,38 +12,92 @@ from collections.abc import Mapping
 from typing import Any
 
 from reversi.core.json_values import quoted
+from reversi.core.references import NOTHING, MissingReference, ReferenceContext, resolve
 
-__all__ = ["first_mismatch"]
+__all__ = ["ERROR", "EXISTS", "first_mismatch", "unmet_condition"]
+
+EXISTS, ERROR = "$exists", "$error"
 
 
-def first_mismatch(expect: Any, answer: Any) -> str | None:
+def first_mismatch(expect: Any, answer: Any, error: str | None = None) -> str | None:
     """The first way `answer` fails to match `expect`, or None when it matches.
 
     Every key `expect` names must be in the answer with an equal value, recursively through nested
     mappings; extra keys in the answer are fine. Lists and scalars compare by equality, where
     `1 == 1.0` but `true != 1`. Mismatches are looked for in `expect`'s key order.
 
+    Args:
+        expect: What the answer must show.
+        answer: The read tool's answer (ignored when `error` is given).
+        error: The read tool's error text when it answered with an error, which only `{$error: ...}` expects.
+
     Returns:
         None on a match, else e.g. `` `status` is "succeeded", expected "canceled" ``.
     """
+    wanted = expect.get(ERROR) if isinstance(expect, Mapping) else None
+    if wanted is not None:
+        if error is None:
+            return f"the answer is {quoted(answer)}, expected an error"
+        if isinstance(wanted, str) and wanted not in error:
+            return f"the error is {quoted(error)}, expected one containing {quoted(wanted)}"
+        return None
+    if error is not None:
+        return f"the read answered an error: {error}"
     return _mismatch(expect, answer, "")
 
 
-def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
-    if not isinstance(expect, Mapping):
-        if _same(expect, answer):
-            return None
-        return f"{_subject(path)} is {quoted(answer)}, expected {quoted(expect)}"
-    if not isinstance(answer, Mapping):
-        return f"{_subject(path)} is {quoted(answer)}, expected an object"
-    for key, expected in expect.items():
-        where = f"{path}.{key}" if path else str(key)
-        if key not in answer:
-            return f"`{where}` is missing, expected {quoted(expected)}"
-        found = _mismatch(expected, answer[key], where)
+def unmet_condition(conditions: Mapping[str, Any], ctx: ReferenceContext) -> str | None:
+    """The first of `conditions` (a reference → the value it must match) that does not hold for a call,
+    or None when all hold. A reference that names nothing holds only `{$exists: false}`."""
+    for written, expected in conditions.items():
+        try:
+            value = resolve(written, ctx)
+        except MissingReference:
+            value = NOTHING
+        try:
+            wanted = resolve(expected, ctx)
+        except MissingReference as missing:
+            return f"{missing.ref} names nothing"
+        found = _mismatch(wanted, value, written)
         if found is not None:
             return found
     return None
+
+
+def _exists(expect: Any) -> bool | None:
+    """What `{$exists: B}` asks for (B), or None when `expect` is not that operator."""
+    if isinstance(expect, Mapping) and EXISTS in expect:
+        return bool(expect[EXISTS])
+    return None
+
+
+def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
+    exists = _exists(expect)
+    if exists is not None:
+        if exists == (answer is not NOTHING):
+            return None
+        return f"{_subject(path)} is missing, expected it present" if exists else (
+            f"{_subject(path)} is {_shown(answer)}, expected it absent")
+    if answer is NOTHING:
+        return f"{_subject(path)} is missing, expected {quoted(expect)}"
+    if not isinstance(expect, Mapping):
+        if _same(expect, answer):
+            return None
+        return f"{_subject(path)} is {_shown(answer)}, expected {quoted(expect)}"
+    if not isinstance(answer, Mapping):
+        return f"{_subject(path)} is {_shown(answer)}, expected an object"
+    for key, expected in expect.items():
+        where = f"{path}.{key}" if path else str(key)
+        found = _mismatch(expected, answer.get(key, NOTHING), where)
+        if found is not None:
+            return found
+    return None
+
+
+def _shown(answer: Any, limit: int = 200) -> str:
+    """An answer as a message quotes it, cut short when long (the whole answer is journaled beside it)."""
+    text = quoted(answer)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _subject(path: str) -> str:
@@ -54,4 +114,3 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
     return bool(a == b)
-

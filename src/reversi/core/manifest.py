@@ -14,6 +14,7 @@ from typing import Any
 from reversi.core.json_values import quoted
 
 __all__ = [
+    "Capture",
     "Compensation",
     "CompensationKind",
     "Effect",
@@ -40,14 +41,36 @@ class CompensationKind(StrEnum):
 
 
 @dataclass(frozen=True)
+class Capture:
+    """The read made before each call, whose answer `$before` names: call `tool` with `args` (a
+    template of `$args` and `$run` references).
+
+    Attributes:
+        absent_on_error: An error answer whose text contains this means there was nothing to read (a
+            missing file): the call goes ahead and `$before` names nothing. Any other failure refuses
+            the call.
+    """
+
+    tool: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    absent_on_error: str | None = None
+
+
+@dataclass(frozen=True)
 class Compensation:
-    """The call that undoes a step; `args` is a template of references."""
+    """The call that undoes a step; `args` is a template of references.
+
+    Attributes:
+        when: Conditions (a reference → the value it must match) under which this undo fits the step;
+            a step for which one does not hold plans as unrecoverable, naming it. None: always.
+    """
 
     tool: str
     args: Mapping[str, Any] = field(default_factory=dict)
     kind: CompensationKind = CompensationKind.COMPENSATION
     requires_approval: bool = False
     residue: tuple[str, ...] = ()
+    when: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +90,10 @@ class ToolEntry:
 
     Attributes:
         pattern: The key as written: an exact tool name or a glob.
+        irreversible_reason: What `irreversible: "..."` says stays in the world ("" for `true`).
+        capture: The read made before each call (`$before`), if any.
+        read_when: Conditions (a reference → the value it must match) under which a call of this write
+            tool changed nothing, e.g. `{"$args.dryRun": True}`; such a step plans `skip` (`read`).
         digest: Lowercase hex SHA-256 of the entry's canonical JSON as written; any edit changes it.
     """
 
@@ -81,6 +108,9 @@ class ToolEntry:
     idempotency_key: tuple[Any, ...] | None = None
     compensation: Compensation | None = None
     verification: Verification | None = None
+    irreversible_reason: str = ""
+    capture: Capture | None = None
+    read_when: Mapping[str, Any] | None = None
     digest: str = ""
 
     @property

@@ -13,12 +13,20 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import yaml
-from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reversi.core.json_values import canonical, quoted
-from reversi.core.manifest import Compensation, CompensationKind, Effect, Problem, ToolEntry, Verification
-from reversi.core.references import bad_references
+from reversi.core.manifest import (
+    Capture,
+    Compensation,
+    CompensationKind,
+    Effect,
+    Problem,
+    ToolEntry,
+    Verification,
+)
+from reversi.core.manifest_templates import AFTER_CALL, BEFORE_CALL, Templates
+from reversi.core.yaml_nodes import INT, STR, describe, is_bool, is_null, plain, scalar
 
 __all__ = ["parse_manifest"]
 
@@ -49,16 +57,12 @@ def parse_manifest(text: str, source: str) -> tuple[list[ToolEntry], list[Proble
     return entries, sorted(reader.problems, key=lambda problem: problem.line)
 
 
-_NULL = "tag:yaml.org,2002:null"
-_BOOL = "tag:yaml.org,2002:bool"
-_INT = "tag:yaml.org,2002:int"
-_FLOAT = "tag:yaml.org,2002:float"
-_SCALARS = SafeConstructor()
 _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
-    | {"compensation", "verification"}
+    | {"compensation", "verification", "capture", "read_when"}
 )
-_COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue"})
+_COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue", "when"})
+_CAPTURE_KEYS = frozenset({"tool", "args", "absent_on_error"})
 _VERIFICATION_KEYS = frozenset({"tool", "args", "expect", "retries", "backoff_ms"})
 
 _T = TypeVar("_T")
@@ -72,31 +76,33 @@ class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
         self.problems: list[Problem] = []
+        self.templates = Templates(self.problem, self.pairs)
+        self.roots = AFTER_CALL  # what the current entry's templates may name
 
     def problem(self, node: Node, message: str, *, warning: bool = False) -> None:
         self.problems.append(Problem(self.source, node.start_mark.line + 1, message, warning))
 
     def document(self, root: Node | None) -> list[ToolEntry]:
-        if root is None or _is_null(root):
+        if root is None or is_null(root):
             self.problems.append(Problem(self.source, 1, "the manifest is empty"))
             return []
         if not isinstance(root, MappingNode):
-            self.problem(root, f"expected a mapping with version and tools, got {_describe(root)}")
+            self.problem(root, f"expected a mapping with version and tools, got {describe(root)}")
             return []
         found = self.fields(root, frozenset({"version", "tools"}), "the manifest") or {}
         version = found.get("version")
         if version is None:
             self.problem(root, 'missing "version"')
-        elif not (isinstance(version[1], ScalarNode) and version[1].tag == _INT and _scalar(version[1]) == 1):
-            self.problem(version[1], f"version: expected 1, got {_describe(version[1])}")
+        elif not (isinstance(version[1], ScalarNode) and version[1].tag == INT and scalar(version[1]) == 1):
+            self.problem(version[1], f"version: expected 1, got {describe(version[1])}")
         tools = found.get("tools")
         if tools is None:
             self.problem(root, 'missing "tools"')
             return []
-        if _is_null(tools[1]):
+        if is_null(tools[1]):
             return []
         if not isinstance(tools[1], MappingNode):
-            self.problem(tools[1], f"tools: expected a mapping, got {_describe(tools[1])}")
+            self.problem(tools[1], f"tools: expected a mapping, got {describe(tools[1])}")
             return []
         entries = [self.tool(name, key, value) for name, key, value in self.pairs(tools[1])]
         return [entry for entry in entries if entry is not None]
@@ -106,19 +112,24 @@ class _Reader:
         if not pattern:
             self.problem(key, "expected a tool name, got an empty key")
         found = self.fields(node, _TOOL_KEYS, pattern) or {}
+        self.roots = AFTER_CALL | ({"before"} if "capture" in found else set())
+        irreversible = self.get(found, "irreversible", self.irreversible)
         entry = ToolEntry(
             pattern=pattern,
             source=self.source,
             line=key.start_mark.line + 1,
             effect=self.get(found, "effect", self.choice(Effect)) or Effect.WRITE,
             idempotent=self.get(found, "idempotent", self.boolean) or False,
-            irreversible=self.get(found, "irreversible", self.boolean) or False,
+            irreversible=bool(irreversible),
             requires=self.get(found, "requires", self.strings) or (),
             requires_approval=self.get(found, "requires_approval", self.boolean) or False,
             idempotency_key=self.get(found, "idempotency", self.idempotency),
             compensation=self.get(found, "compensation", self.compensation),
             verification=self.get(found, "verification", self.verification),
-            digest=_digest(_plain(node) if not _is_null(node) else {}),
+            irreversible_reason=irreversible if isinstance(irreversible, str) else "",
+            capture=self.get(found, "capture", self.capture),
+            read_when=self.get(found, "read_when", self.conditions),
+            digest=_digest(plain(node) if not is_null(node) else {}),
         )
         if len(self.problems) > before:
             return None
@@ -139,9 +150,41 @@ class _Reader:
         kind = self.get(found, "kind", self.choice(CompensationKind), label)
         requires_approval = self.get(found, "requires_approval", self.boolean, label) or False
         residue = self.get(found, "residue", self.strings, label) or ()
+        when = self.get(found, "when", self.conditions, label)
         if tool is None:
             return None
-        return Compensation(tool, args, kind or CompensationKind.COMPENSATION, requires_approval, residue)
+        return Compensation(tool, args, kind or CompensationKind.COMPENSATION, requires_approval, residue, when)
+
+    def capture(self, key: Node, node: Node, label: str) -> Capture | None:
+        found = self.fields(node, _CAPTURE_KEYS, label)
+        if found is None:
+            return None
+        tool = self.required_tool(found, key, label)
+        args = self.get(found, "args", self.template_mapping, label, BEFORE_CALL) or {}
+        absent_on_error = self.get(found, "absent_on_error", self.text, label)
+        return Capture(tool, args, absent_on_error) if tool is not None else None
+
+    def conditions(self, key: Node, node: Node, label: str) -> dict[str, Any] | None:
+        before = len(self.problems)
+        self.templates.conditions(node, self.roots, label)
+        value = plain(node)
+        return value if isinstance(value, dict) and len(self.problems) == before else None
+
+    def irreversible(self, key: Node, node: Node, label: str) -> bool | str | None:
+        """`true`, `false`, or a sentence saying what stays (which means true)."""
+        if isinstance(node, ScalarNode) and node.tag == STR and node.value.strip():
+            return str(scalar(node))
+        if is_bool(node):
+            return bool(scalar(node))
+        self.problem(node, f"{label}: expected true, false or a sentence saying what stays, got {describe(node)}")
+        return None
+
+    def text(self, key: Node, node: Node, label: str) -> str | None:
+        value = scalar(node) if isinstance(node, ScalarNode) and not is_null(node) else None
+        if isinstance(value, str) and value:
+            return value
+        self.problem(node, f"{label}: expected a text, got {describe(node)}")
+        return None
 
     def verification(self, key: Node, node: Node, label: str) -> Verification | None:
         found = self.fields(node, _VERIFICATION_KEYS, label)
@@ -149,7 +192,7 @@ class _Reader:
             return None
         tool = self.required_tool(found, key, label)
         args = self.get(found, "args", self.template_mapping, label) or {}
-        expect = self.get(found, "expect", self.template_mapping, label) or {}
+        expect = self.get(found, "expect", self.expect, label) or {}
         retries = self.get(found, "retries", self.count, label)
         backoff_ms = self.get(found, "backoff_ms", self.count, label)
         if tool is None:
@@ -167,37 +210,37 @@ class _Reader:
             return None
         node = found["key"][1]
         if not isinstance(node, SequenceNode) or not node.value:
-            self.problem(node, f"{label}.key: expected a non-empty list of references, got {_describe(node)}")
+            self.problem(node, f"{label}.key: expected a non-empty list of references, got {describe(node)}")
             return None
-        self.check_references(node)
-        return tuple(_plain(item) for item in node.value)
+        self.templates.template(node, self.roots)
+        return tuple(plain(item) for item in node.value)
 
     def required_tool(self, found: _Fields, key: Node, label: str) -> str | None:
         if "tool" not in found:
             self.problem(key, f'{label}: missing "tool"')
             return None
         node = found["tool"][1]
-        tool = _scalar(node) if isinstance(node, ScalarNode) else None
+        tool = scalar(node) if isinstance(node, ScalarNode) else None
         if not isinstance(tool, str) or not tool:
-            self.problem(node, f"{label}.tool: expected a tool name, got {_describe(node)}")
+            self.problem(node, f"{label}.tool: expected a tool name, got {describe(node)}")
             return None
         return tool
 
     def get(
-        self, found: _Fields, name: str, read: Callable[[Node, Node, str], _T | None], within: str = ""
+        self, found: _Fields, name: str, read: Callable[..., _T | None], within: str = "", *more: Any
     ) -> _T | None:
-        """Read field `name` when present; its label is dotted under `within`."""
+        """Read field `name` when present (`read(key, node, label, *more)`); its label is dotted under `within`."""
         if name not in found:
             return None
         key, node = found[name]
-        return read(key, node, f"{within}.{name}" if within else name)
+        return read(key, node, f"{within}.{name}" if within else name, *more)
 
     def fields(self, node: Node, allowed: frozenset[str], label: str) -> _Fields | None:
         """The mapping's allowed fields (null is an empty mapping); None when it is not a mapping."""
-        if _is_null(node):
+        if is_null(node):
             return {}
         if not isinstance(node, MappingNode):
-            self.problem(node, f"{label}: expected a mapping, got {_describe(node)}")
+            self.problem(node, f"{label}: expected a mapping, got {describe(node)}")
             return None
         found: _Fields = {}
         for name, key, value in self.pairs(node):
@@ -213,7 +256,7 @@ class _Reader:
         pairs: list[tuple[str, Node, Node]] = []
         for key, value in node.value:
             if not isinstance(key, ScalarNode):
-                self.problem(key, f"expected a text key, got {_describe(key)}")
+                self.problem(key, f"expected a text key, got {describe(key)}")
             elif key.value in seen:
                 self.problem(key, f"duplicate key {quoted(key.value)}")
             else:
@@ -222,103 +265,63 @@ class _Reader:
         return pairs
 
     def boolean(self, key: Node, node: Node, label: str) -> bool | None:
-        if isinstance(node, ScalarNode) and node.tag == _BOOL and node.value.lower() in ("true", "false"):
+        if is_bool(node):
             return bool(node.value.lower() == "true")
-        self.problem(node, f"{label}: expected true or false, got {_describe(node)}")
+        self.problem(node, f"{label}: expected true or false, got {describe(node)}")
         return None
 
     def count(self, key: Node, node: Node, label: str) -> int | None:
-        value = _scalar(node) if isinstance(node, ScalarNode) and node.tag == _INT else None
+        value = scalar(node) if isinstance(node, ScalarNode) and node.tag == INT else None
         if isinstance(value, int) and value >= 0:
             return value
-        self.problem(node, f"{label}: expected a whole number >= 0, got {_describe(node)}")
+        self.problem(node, f"{label}: expected a whole number >= 0, got {describe(node)}")
         return None
 
     def choice(self, kind: type[_E]) -> Callable[[Node, Node, str], _E | None]:
         def read(key: Node, node: Node, label: str) -> _E | None:
-            value = _scalar(node) if isinstance(node, ScalarNode) else None
+            value = scalar(node) if isinstance(node, ScalarNode) else None
             if isinstance(value, str) and value in kind._value2member_map_:
                 return kind(value)
             options = ", ".join(member.value for member in kind)
-            self.problem(node, f"{label}: {_describe(node)} is not one of {options}")
+            self.problem(node, f"{label}: {describe(node)} is not one of {options}")
             return None
 
         return read
 
     def strings(self, key: Node, node: Node, label: str) -> tuple[str, ...] | None:
         if not isinstance(node, SequenceNode):
-            self.problem(node, f"{label}: expected a list of strings, got {_describe(node)}")
+            self.problem(node, f"{label}: expected a list of strings, got {describe(node)}")
             return None
         values: list[str] = []
         for item in node.value:
-            value = _scalar(item) if isinstance(item, ScalarNode) else None
+            value = scalar(item) if isinstance(item, ScalarNode) else None
             if isinstance(value, str):
                 values.append(value)
             else:
-                self.problem(item, f"{label}: expected a string, got {_describe(item)}")
+                self.problem(item, f"{label}: expected a string, got {describe(item)}")
         return tuple(values) if len(values) == len(node.value) else None
 
-    def template_mapping(self, key: Node, node: Node, label: str) -> dict[str, Any] | None:
-        if _is_null(node):
+    def template_mapping(
+        self, key: Node, node: Node, label: str, roots: frozenset[str] | None = None
+    ) -> dict[str, Any] | None:
+        if is_null(node):
             return {}
         if not isinstance(node, MappingNode):
-            self.problem(node, f"{label}: expected a mapping, got {_describe(node)}")
+            self.problem(node, f"{label}: expected a mapping, got {describe(node)}")
             return None
-        self.check_references(node)
-        value = _plain(node)
+        self.templates.template(node, self.roots if roots is None else roots)
+        value = plain(node)
         return value if isinstance(value, dict) else None
 
-    def check_references(self, node: Node) -> None:
-        """Report each bad reference (at its value's line) and each bad key, all the way down."""
-        if isinstance(node, ScalarNode):
-            value = _scalar(node)
-            if isinstance(value, str):
-                for bad in bad_references(value):
-                    self.problem(node, f"bad reference {quoted(bad)}")
-        elif isinstance(node, SequenceNode):
-            for item in node.value:
-                self.check_references(item)
-        elif isinstance(node, MappingNode):
-            for _, _, value in self.pairs(node):
-                self.check_references(value)
-
-
-def _scalar(node: ScalarNode) -> Any:
-    """A scalar as JSON; YAML 1.1 booleans other than true/false stay text, and so do dates."""
-    tag, text = node.tag, node.value
-    if tag == _NULL:
-        return None
-    if tag == _BOOL:
-        return text.lower() == "true" if text.lower() in ("true", "false") else text
-    if tag == _INT:
-        return _SCALARS.construct_yaml_int(node)
-    if tag == _FLOAT:
-        return _SCALARS.construct_yaml_float(node)
-    return text
-
-
-def _plain(node: Node) -> Any:
-    if isinstance(node, ScalarNode):
-        return _scalar(node)
-    if isinstance(node, SequenceNode):
-        return [_plain(item) for item in node.value]
-    value: dict[str, Any] = {}
-    for key, item in node.value:
-        if isinstance(key, ScalarNode) and key.value not in value:
-            value[key.value] = _plain(item)
-    return value
-
-
-def _is_null(node: Node) -> bool:
-    return isinstance(node, ScalarNode) and node.tag == _NULL
-
-
-def _describe(node: Node) -> str:
-    if isinstance(node, SequenceNode):
-        return "a list"
-    if isinstance(node, MappingNode):
-        return "a mapping"
-    return quoted(_scalar(node)) if isinstance(node, ScalarNode) else "?"
+    def expect(self, key: Node, node: Node, label: str) -> dict[str, Any] | None:
+        if is_null(node):
+            return {}
+        if not isinstance(node, MappingNode):
+            self.problem(node, f"{label}: expected a mapping, got {describe(node)}")
+            return None
+        self.templates.expect(node, self.roots)
+        value = plain(node)
+        return value if isinstance(value, dict) else None
 
 
 def _digest(value: Any) -> str:

@@ -209,6 +209,9 @@ class StepState:
     last_error: str | None = None
     attempts: int = 0
     denied_approval: str | None = None  # the compensation approval that was asked for and denied, if so
+    before: Any = None  # what the manifest's capture read before the call (`$before`), when has_before
+    has_before: bool = False
+    before_absent: str | None = None  # the capture found nothing: the error that said so
 
     @property
     def index(self) -> int:
@@ -254,8 +257,13 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     attempts = 0
     asked: str | None = None  # the step's latest compensation approval request
     denied: str | None = None
+    before: Any = None
+    has_before = False
+    before_absent: str | None = None
     for ev in events:
         data = ev.data
+        if ev.type == EventType.INTENDED:
+            has_before, before, before_absent = "before" in data, data.get("before"), data.get("before_absent")
         if ev.type == EventType.APPROVAL_REQUESTED and data.get("kind") == "compensation":
             asked, denied = data.get("approval_id"), None
             continue
@@ -284,7 +292,8 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
             last_error, claim = data.get("error"), None
         elif ev.type == EventType.COMPENSATED:
             claim = None
-    return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied)
+    return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
+                     before, has_before, before_absent)
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,16 @@ class Reason:
     UNMANIFESTED = "no manifest entry"
 
     @staticmethod
-    def arguments_unavailable(ref: str) -> str:
-        return f"compensation arguments unavailable: {ref}"
+    def arguments_unavailable(ref: str, why: str = "") -> str:
+        return f"compensation arguments unavailable: {ref}" + (f" ({why})" if why else "")
+
+    @staticmethod
+    def cannot_be_undone(what_stays: str) -> str:
+        return f"{Reason.CANNOT_BE_UNDONE}: {what_stays}" if what_stays else Reason.CANNOT_BE_UNDONE
+
+    @staticmethod
+    def does_not_apply(unmet: str) -> str:
+        return f"the compensation does not fit this call: {unmet}"
 
     @staticmethod
     def approval_denied(approval_id: str) -> str:

@@ -1,25 +1,44 @@
-"""References in manifest templates: `$args.PATH`, `$result.PATH`, `$run.id`, `$step`, `${...}` text.
+"""References in manifest templates: `$args.PATH`, `$result.PATH`, `$before.PATH`, `$run.id`, `$step`,
+`${...}` text, and the two template forms `{$each: REF, as: TEMPLATE}` and `{$search: REF, pattern: RE}`.
 
 A string that is exactly one reference is replaced by the value it names (any JSON type); a string
-with `${...}` parts is interpolated as text; `$$` stands for a literal `$`. Parsed strings are cached,
-since the planner resolves the same few templates for every step of a run.
+with `${...}` parts is interpolated as text; `$$` stands for a literal `$`. `$each` builds a list: the
+`as` template resolved once per element of the list REF names, with `$item` naming the element.
+`$search` is the first match of a regular expression in the text REF names (its first group when it
+has one). Parsed strings are cached, since the planner resolves the same few templates for every step
+of a run.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from reversi.core.json_values import compact
 
-__all__ = ["MissingReference", "ReferenceContext", "RunContext", "bad_references", "resolve"]
+__all__ = [
+    "EACH",
+    "NOTHING",
+    "SEARCH",
+    "MissingReference",
+    "ReferenceContext",
+    "RunContext",
+    "bad_references",
+    "is_reference",
+    "reference_roots",
+    "resolve",
+]
+
+EACH, SEARCH = "$each", "$search"
+NOTHING: Any = type("Nothing", (), {"__repr__": lambda self: "NOTHING", "__slots__": ()})()
+"""What `before` and `item` are when there is none: every reference to them names nothing."""
 
 _KEY = r"[^.\[\]\s${}]+"
 _BODY = re.compile(
-    rf"(?P<root>args|result)(?P<path>(?:\.{_KEY}|\[\d+\]|\[\*\])*)"
+    rf"(?P<root>args|result|before|item)(?P<path>(?:\.{_KEY}|\[\d+\]|\[\*\])*)"
     r"|run\.(?P<field>id|actor|tenant|environment)|step"
 )
 _STEP = re.compile(rf"\.(?P<key>{_KEY})|\[(?P<index>\d+)\]|\[\*\]")
@@ -61,18 +80,22 @@ class ReferenceContext:
             reference missing.
         run: The run the call belongs to.
         step: The call's step number.
+        before: What the entry's capture read before the call; NOTHING when there is none.
+        item: The element a `$each` template is resolved for; NOTHING outside one.
     """
 
     args: Any
     result: Any
     run: RunContext
     step: int
+    before: Any = NOTHING
+    item: Any = NOTHING
 
 
 @dataclass(frozen=True)
 class _Ref:
     written: str
-    root: str  # "args", "result", "run" or "step"
+    root: str  # "args", "result", "before", "item", "run" or "step"
     path: tuple[_PathStep, ...]  # for "run": the one field name
 
 
@@ -103,10 +126,42 @@ def resolve(template: Any, ctx: ReferenceContext) -> Any:
     if isinstance(template, str):
         return _resolve_text(template, ctx) if "$" in template else template
     if isinstance(template, Mapping):
+        if EACH in template:
+            return _each(template, ctx)
+        if SEARCH in template:
+            return _search(template, ctx)
         return {key: resolve(value, ctx) for key, value in template.items()}
     if isinstance(template, list | tuple):
         return [resolve(item, ctx) for item in template]
     return template
+
+
+def _each(template: Mapping[str, Any], ctx: ReferenceContext) -> list[Any]:
+    written = template[EACH]
+    items = resolve(written, ctx)
+    if not isinstance(items, list):
+        raise MissingReference(f"{written} (not a list, for $each)")
+    return [resolve(template.get("as"), replace(ctx, item=item)) for item in items]
+
+
+def _search(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
+    written, pattern = template[SEARCH], str(template.get("pattern", ""))
+    text = resolve(written, ctx)
+    found = re.search(pattern, text, re.MULTILINE) if isinstance(text, str) else None
+    if found is None:
+        raise MissingReference(f"{written} (no match for {pattern!r})")
+    return found.group(1) if found.re.groups else found.group(0)
+
+
+def is_reference(text: str) -> bool:
+    """Whether `text` is exactly one good reference (`$args.dryRun`), not text with parts."""
+    return isinstance(_parse(text), _Ref)
+
+
+def reference_roots(template: Any) -> set[str]:
+    """The roots (`args`, `result`, `before`, `item`, `run`, `step`) a template's references use,
+    `$each` and `$search` forms included; bad references are left out."""
+    return {ref.root for ref in _refs(template)}
 
 
 def bad_references(template: Any) -> list[str]:
@@ -126,12 +181,18 @@ def bad_references(template: Any) -> list[str]:
 def result_references(template: Any) -> list[tuple[str, tuple[str | int | None, ...]]]:
     """Every `$result` reference a template makes, once each in order: as written (`$result.id`)
     and as its path (`("id",)`; an index is an int, `[*]` is None). Bad references are left out."""
-    found: dict[str, tuple[str | int | None, ...]] = {}
+    found = {ref.written: ref.path for ref in _refs(template) if ref.root == "result"}
+    return list(found.items())
+
+
+def _refs(template: Any) -> Iterator[_Ref]:
+    """Every good reference a template makes, in order."""
     for text in _texts(template):
         parsed = _parse(text)
-        refs = [parsed] if isinstance(parsed, _Ref) else list(parsed.parts) if isinstance(parsed, _Text) else []
-        found.update((r.written, r.path) for r in refs if isinstance(r, _Ref) and r.root == "result")
-    return list(found.items())
+        if isinstance(parsed, _Ref):
+            yield parsed
+        elif isinstance(parsed, _Text):
+            yield from (part for part in parsed.parts if isinstance(part, _Ref))
 
 
 def _texts(template: Any) -> Iterator[str]:
@@ -140,6 +201,9 @@ def _texts(template: Any) -> Iterator[str]:
         if "$" in template:
             yield template
     elif isinstance(template, Mapping):
+        if SEARCH in template:  # its pattern is a regular expression, where `$` is an anchor
+            yield from _texts(template[SEARCH])
+            return
         for value in template.values():
             yield from _texts(value)
     elif isinstance(template, list | tuple):
@@ -230,9 +294,10 @@ def _value(ref: _Ref, ctx: ReferenceContext) -> Any:
         return getattr(ctx.run, str(ref.path[0]))
     if ref.root == "args":
         return _walk(ctx.args, ref.path, ref.written)
-    if ctx.result is None:
+    value = {"result": ctx.result, "before": ctx.before, "item": ctx.item}[ref.root]
+    if (value is None and ref.root == "result") or value is NOTHING:
         raise MissingReference(ref.written)
-    return _walk(ctx.result, ref.path, ref.written)
+    return _walk(value, ref.path, ref.written)
 
 
 def _walk(value: Any, path: tuple[_PathStep, ...], written: str) -> Any:

@@ -20,10 +20,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from reversi.core.dependencies import Blockers
+from reversi.core.expect import unmet_condition
 from reversi.core.manifest import Effect, ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState, StepStatus
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, compensation_key
-from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
+from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
 
 
 def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContext:
@@ -34,6 +35,7 @@ def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContex
         result=step.result if step.has_result else None,
         run=RunContext(run.run_id, run.scope.actor, run.scope.tenant, run.scope.environment),
         step=step.index,
+        before=step.before if step.has_before else NOTHING,
     )
 
 
@@ -48,19 +50,24 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         return Action(index, tool, ActionKind.UNRESOLVED, Reason.UNRESOLVED)
     if entry is None:
         return Action(index, tool, ActionKind.UNMANIFESTED, Reason.UNMANIFESTED)
-    if entry.effect is Effect.READ:
+    ctx = reference_context(snapshot, step)
+    if entry.effect is Effect.READ or (entry.read_when and unmet_condition(entry.read_when, ctx) is None):
         return Action(index, tool, ActionKind.SKIP, Reason.READ)
     if entry.idempotent:
         return Action(index, tool, ActionKind.SKIP, Reason.IDEMPOTENT)
     if entry.irreversible:
-        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.CANNOT_BE_UNDONE)
+        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.cannot_be_undone(entry.irreversible_reason))
     comp = entry.compensation
     if comp is None:
         return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.NO_COMPENSATION)
+    unmet = unmet_condition(comp.when, ctx) if comp.when else None
+    if unmet is not None:
+        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.does_not_apply(unmet))
     try:
-        args = resolve(dict(comp.args), reference_context(snapshot, step))
+        args = resolve(dict(comp.args), ctx)
     except MissingReference as missing:
-        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.arguments_unavailable(missing.ref))
+        reason = Reason.arguments_unavailable(missing.ref, _why_missing(step, missing.ref))
+        return Action(index, tool, ActionKind.UNRECOVERABLE, reason)
     call = CompensationCall(
         run_id=snapshot.run.run_id,
         step=index,
@@ -74,6 +81,16 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         verification=entry.verification,
     )
     return Action(index, tool, ActionKind.COMPENSATE, compensation=call)
+
+
+def _why_missing(step: StepState, ref: str) -> str:
+    """What a missing `$before` reference means: the capture found nothing, or none was made."""
+    if not ref.startswith("$before"):
+        return ""
+    if step.before_absent is not None:
+        said = step.before_absent if len(step.before_absent) <= 200 else f"{step.before_absent[:197]}..."
+        return f"the capture found nothing before the call: {said}"
+    return "" if step.has_before else "nothing was captured before the call"
 
 
 def _needs_approval(step: StepState, required_now: bool) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
@@ -28,6 +28,7 @@ from reversi.core.models import (
     utc_now,
 )
 from reversi.engine import access, approvals, halts, jobs, keys
+from reversi.engine.capture import Captured
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
 from reversi.engine.keys import Principal, store_has_keys
 from reversi.engine.manifest_files import load_manifest_files
@@ -35,7 +36,7 @@ from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.engine.recorder import Recorder
 from reversi.engine.rollback import Compensate, ReadBack
 from reversi.engine.run import Run
-from reversi.errors import BadInput, Forbidden, NotFound, WriteConflict
+from reversi.errors import BadInput, Forbidden, NotFound, Refused, WriteConflict
 from reversi.store.base import Store, open_store
 from reversi.store.keys import KeyRow
 
@@ -305,9 +306,16 @@ class Ledger:
     # -- recording for a caller on an event loop (the gateway) -----------------------------------------
 
     async def abegin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     only_request: Callable[[], bool] | None = None, via: Mapping[str, Any] | None = None) -> int:
+                     only_request: Callable[[], bool] | None = None, via: Mapping[str, Any] | None = None,
+                     before: Captured | None = None) -> int:
         """`Recorder.abegin`: journal `intended` without blocking the loop. Raises as `Recorder.begin`."""
-        return await self.recorder.abegin(run, tool, args, depends_on, only_request=only_request, via=via)
+        return await self.recorder.abegin(run, tool, args, depends_on, only_request=only_request, via=via,
+                                          before=before)
+
+    async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused,
+                      only_request: Callable[[], bool] | None = None) -> NoReturn:
+        """`Recorder.arefuse`: journal a call refused before any check (its capture failed), and raise `refusal`."""
+        await self.recorder.arefuse(run, tool, args, refusal, only_request)
 
     async def aoutcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
                        error: str | None = None, only_request: Callable[[], bool] | None = None) -> None:

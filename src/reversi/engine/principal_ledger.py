@@ -28,6 +28,7 @@ from reversi.engine.access import (
     require_role,
     run_tenant,
 )
+from reversi.engine.capture import Captured
 from reversi.engine.keys import Principal, Role
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.run import Run
@@ -191,7 +192,7 @@ class PrincipalLedger:
     # -- recording: the journal's hot path -------------------------------------------------------
 
     async def abegin(self, run_id: str, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     only_request: Callable[[], bool] | None = None) -> int:
+                     only_request: Callable[[], bool] | None = None, before: Captured | None = None) -> int:
         """Journal `intended` in the principal's own run (see `Recorder.begin`), as one slot of the
         store's group commit, once the key is seen still valid in that write.
 
@@ -201,7 +202,8 @@ class PrincipalLedger:
             Refused, BadInput: as `Recorder.begin`.
         """
         record = await self.arun_record(run_id, Access.RECORD)
-        return await self._awrite(self._base.recorder.begin_write(record, tool, args, depends_on), only_request, run_id)
+        write = self._base.recorder.begin_write(record, tool, args, depends_on, before=before)
+        return await self._awrite(write, only_request, run_id)
 
     async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: Any = None,
                        error: str | None = None, only_request: Callable[[], bool] | None = None) -> StepState:

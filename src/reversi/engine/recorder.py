@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from reversi.core.halts import halt_message, matching_halt
 from reversi.core.json_values import checked_arguments, digest, to_json, valid_text
@@ -31,9 +31,10 @@ from reversi.core.models import (
     derive_step,
     utc_now,
 )
-from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
+from reversi.core.references import MissingReference, resolve
 from reversi.engine import tracing
 from reversi.engine.approvals import new_approval_id
+from reversi.engine.capture import Captured, call_context
 from reversi.engine.halts import read_kill_file
 from reversi.errors import (
     ApprovalDenied,
@@ -72,15 +73,37 @@ class Recorder:
         except OSError as exc:
             return f"kill file unreadable: {exc}"
 
-    def begin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = ()) -> int:
-        """Journal `intended` for a new call and return its step number.
+    def begin(
+        self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *, before: Captured | None = None
+    ) -> int:
+        """Journal `intended` for a new call (with what its capture read, `before`) and return its step number.
 
         Raises:
             Halted, Duplicate, NoManifestEntry, ApprovalRequired, ApprovalDenied: the call is refused
                 (and journaled as `refused`); nothing may be called.
             BadInput: the tool, arguments or `depends_on` are not acceptable.
         """
-        return self.store.run_write(self.begin_write(run, tool, args, depends_on), run.run_id)
+        return self.store.run_write(self.begin_write(run, tool, args, depends_on, before=before), run.run_id)
+
+    def refuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> NoReturn:
+        """Journal a call refused before any check (its capture failed) as `refused`, and raise `refusal`."""
+        self.store.run_write(self._refuse_write(run, tool, args, refusal), run.run_id)
+        raise refusal
+
+    async def arefuse(
+        self, run: RunRecord, tool: str, args: Any, refusal: Refused, only_request: Callable[[], bool] | None = None
+    ) -> NoReturn:
+        """`refuse` for an event loop."""
+        await self.store.arun_write(self._refuse_write(run, tool, args, refusal), only_request, run.run_id)
+        raise refusal
+
+    def _refuse_write(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> WriteFn[None]:
+        event = _refused_event(run, tool, checked_arguments(args) if isinstance(args, Mapping) else {}, refusal)
+
+        def write(q: Queries) -> None:
+            q.append(run.run_id, [event])
+
+        return write
 
     async def abegin(
         self,
@@ -91,11 +114,12 @@ class Recorder:
         *,
         only_request: Callable[[], bool] | None = None,
         via: Mapping[str, Any] | None = None,
+        before: Captured | None = None,
     ) -> int:
         """`begin` for an event loop: the write joins the group commit without blocking the loop
         (`only_request` as for `Store.arun_write`); `via`, where the call goes (the gateway's upstream), is
         kept in the `intended` event's data as `upstream`."""
-        write = self.begin_write(run, tool, args, depends_on, via=via)
+        write = self.begin_write(run, tool, args, depends_on, via=via, before=before)
         return await self.store.arun_write(write, only_request, run.run_id)
 
     def begin_write(
@@ -106,6 +130,7 @@ class Recorder:
         depends_on: Sequence[int] = (),
         *,
         via: Mapping[str, Any] | None = None,
+        before: Captured | None = None,
     ) -> WriteFn[int]:
         """`begin` as a write function, for a caller that runs it in its own transaction.
 
@@ -122,7 +147,8 @@ class Recorder:
         depends = _checked_depends_on(depends_on)
         entry = self.manifests.lookup(tool)
         kill, trace = self.kill_reason(), tracing.journal_fields()  # the caller's span, before any thread hop
-        return lambda q: self._journal_call(q, run, tool, args, depends, entry, kill, trace, via)
+        extra = dict(trace) | (before.journal() if before is not None else {})
+        return lambda q: self._journal_call(q, run, tool, args, depends, entry, kill, extra, via)
 
     def _journal_call(
         self,
@@ -133,7 +159,7 @@ class Recorder:
         depends: tuple[int, ...],
         entry: ToolEntry | None,
         kill: str | None,
-        trace: dict[str, str],
+        extra: dict[str, Any],
         via: Mapping[str, Any] | None = None,
     ) -> int:
         """Inside one write: every check that reads the store, then `refused` or the new step's `intended`."""
@@ -170,7 +196,7 @@ class Recorder:
             "args": args,
             "depends_on": list(depends),
             "manifested": entry is not None,
-            **trace,
+            **extra,
         }
         if approval_id:
             data["approval_id"] = approval_id
@@ -273,12 +299,7 @@ def _unmanifested(run: RunRecord, tool: str, entry: ToolEntry | None) -> Refused
 def _dup_key(run: RunRecord, tool: str, args: Any, entry: ToolEntry | None) -> str | None:
     if entry is None or entry.idempotency_key is None:
         return None
-    ctx = ReferenceContext(
-        args=args,
-        result=None,
-        step=-1,
-        run=RunContext(run.run_id, run.scope.actor, run.scope.tenant, run.scope.environment),
-    )
+    ctx = call_context(run, args)
     try:
         values = [resolve(template, ctx) for template in entry.idempotency_key]
     except MissingReference:

@@ -28,7 +28,7 @@ from reversi.core.report import AwaitingApproval, Deferred, Failure, RollbackRep
 from reversi.core.walk import RollbackWalk, reference_context
 from reversi.engine import tracing
 from reversi.engine.approvals import compensation_approval
-from reversi.errors import ConfigError, NotFound
+from reversi.errors import ConfigError, NotFound, ToolAnsweredError
 from reversi.store.base import Store
 from reversi.store.queries import Queries
 
@@ -236,18 +236,22 @@ class RollbackExecutor:
         for i in range(check.retries + 1):
             if i:
                 await self.sleep(check.backoff_ms * 2 ** (i - 1) / 1000)
+            error = None
             try:
                 answer = to_json(await _call(self.options.verifier, check.tool, arguments))
+            except ToolAnsweredError as exc:  # the read tool's own error answer: what `{$error: ...}` expects
+                answer, error = None, exc.message
             except Exception as exc:
                 mismatch, answer = f"read failed: {_error_text(exc)}", None
                 continue
-            found = first_mismatch(expect, answer)
+            found = first_mismatch(expect, answer, error)
             if found is None:
                 verified = NewEvent(
                     EventType.VERIFIED,
                     call.step,
                     self.options.actor,
-                    {"tool": check.tool, "arguments": arguments, "answer": answer},
+                    {"tool": check.tool, "arguments": arguments, "answer": answer}
+                    | ({"error": error} if error is not None else {}),
                 )
                 await self._journal(call, [verified, done])
                 return None

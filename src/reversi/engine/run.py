@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from reversi.core.backoff import Retry
-from reversi.core.manifest import ManifestSet
+from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import (
     Event,
     EventType,
@@ -28,9 +28,12 @@ from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
 from reversi.engine import tracing
+from reversi.engine.capture import Captured, Read, needs_capture, take_capture
+from reversi.engine.commands import command_reader
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
-from reversi.errors import BadInput, Conflict, NotFound
+from reversi.engine.step_handle import StepHandle, reporting
+from reversi.errors import BadInput, CaptureFailed, Conflict, NotFound
 
 if TYPE_CHECKING:
     from reversi.engine.ledger import Ledger
@@ -73,12 +76,6 @@ def awaited(value: Any) -> Any:
     return run_coroutine(wait())
 
 
-def _uncertain(exc: BaseException) -> bool:
-    """A timeout or a broken connection may have let the call take effect; so may an interruption
-    (KeyboardInterrupt, task cancellation) that cut the call off in flight."""
-    return isinstance(exc, (TimeoutError, ConnectionError)) or not isinstance(exc, Exception)
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What a probe found out about an unresolved step: `succeeded` (with its result) or `failed`."""
@@ -88,52 +85,12 @@ class Outcome:
     note: str | None = None
 
 
-class StepHandle:
-    """A journaled `intended` call waiting for its outcome. One that is never reported stays `intended`."""
-
-    def __init__(self, run: Run, index: int) -> None:
-        self.run = run
-        self.index = index
-        self._reporting = False  # whether it has journaled (or tried to) the outcome: an exception
-        # since is the caller's own, or the journal's, and says nothing of the call
-
-    def succeeded(self, result: Any = None) -> None:
-        self._report(StepStatus.SUCCEEDED, result=result)
-
-    def failed(self, error: object = None) -> None:
-        self._report(StepStatus.FAILED, error=_text(error))
-
-    def uncertain(self, error: object = None) -> None:
-        self._report(StepStatus.UNCERTAIN, error=_text(error))
-
-    def _report(self, status: StepStatus, *, result: Any = None, error: str | None = None) -> None:
-        self._reporting = True
-        self.run._ledger.recorder.outcome(self.run.record, self.index, status, result=result, error=error)
-        tracing.ended(self.run.id, self.index, status.value)
-
-    def _from_exception(self, exc: BaseException) -> None:
-        """Journal what an exception says of the call, unless its outcome was reported already (the
-        exception came after, and is the caller's own business) or reporting it failed: then the
-        exception is the journal's own, says nothing of the call, and the step stays `intended`
-        (unresolved) rather than being called `failed` after it may have worked."""
-        if not self._reporting:
-            (self.uncertain if _uncertain(exc) else self.failed)(exc)
-
-
 def _step_number(step: object) -> int:
     if isinstance(step, (StepHandle, StepState)):
         return step.index
     if isinstance(step, bool) or not isinstance(step, int):
         raise BadInput(f"a step is a step number (an int from 0), not {step!r}")
     return step
-
-
-def _text(error: object) -> str | None:
-    if error is None:
-        return None
-    if isinstance(error, BaseException):
-        return str(error) or type(error).__name__
-    return str(error)
 
 
 class Run:
@@ -172,44 +129,80 @@ class Run:
 
     # -- recording -------------------------------------------------------------------------------
 
-    def begin(self, tool: str, args: Any = None, depends_on: Sequence[int] = ()) -> StepHandle:
-        """Journal `intended` and return the handle to report the outcome on.
+    def begin(
+        self, tool: str, args: Any = None, depends_on: Sequence[int] = (), *, before: Any = _NO_RESULT
+    ) -> StepHandle:
+        """Journal `intended` and return the handle to report the outcome on. `before`: what you read
+        before the call for the manifest entry's `capture` (`$before`); without it, a compensation or
+        read-back that needs `$before` makes the step unrecoverable.
 
         Raises:
             reversi.errors.Refused: a halt, the kill file, a duplicate, enforce mode or an approval
                 stopped the call (journaled as `refused`); do not make the call.
         """
-        index = self._ledger.recorder.begin(self.record, tool, {} if args is None else args, depends_on)
+        captured = None if before is _NO_RESULT else Captured.supplied(before)
+        return self._begin(tool, args, depends_on, captured)
+
+    def _begin(self, tool: str, args: Any, depends_on: Sequence[int], before: Captured | None) -> StepHandle:
+        index = self._ledger.recorder.begin(self.record, tool, {} if args is None else args, depends_on, before=before)
         tracing.began(self.id, index)
         return StepHandle(self, index)
 
     @contextmanager
-    def step(self, tool: str, args: Any = None, depends_on: Sequence[int] = ()) -> Iterator[StepHandle]:
+    def step(
+        self, tool: str, args: Any = None, depends_on: Sequence[int] = (), *, before: Any = _NO_RESULT
+    ) -> Iterator[StepHandle]:
         """A block that makes the call: an exception marks it failed (uncertain for timeouts and
         connection errors) and is re-raised; report success with `step.succeeded(result)`."""
-        with tracing.call_span(self.id, tool):
-            handle = self.begin(tool, args, depends_on)
-            try:
-                yield handle
-            except BaseException as exc:
-                handle._from_exception(exc)
-                raise
+        with tracing.call_span(self.id, tool), reporting(self.begin(tool, args, depends_on, before=before)) as handle:
+            yield handle
 
-    def call(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
+    def call(
+        self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
+        capture: Read | None = None,
+    ) -> Any:
         """Journal, call `fn(**args)`, journal its result; returns what `fn` returned.
+
+        When the tool's manifest entry has a `capture`, `capture(tool, arguments)` (or, without it, the
+        ledger's reader command, `reader_cmd`) reads first; a capture that fails refuses the call.
+        With neither, nothing is read, and the plan names `$before` as unavailable for the step.
 
         Raises:
             BadInput: `args` is not a dict of named arguments (nothing is journaled then).
+            CaptureFailed: the capture failed (journaled as `refused`); `fn` was not called.
         """
-        with self.step(tool, args, depends_on) as handle:
+        how = self._reader(tool, args, capture)
+        before = run_coroutine(self._capture(tool, args, how)) if how else None
+        with tracing.call_span(self.id, tool), reporting(self._begin(tool, args, depends_on, before)) as handle:
             result = awaited(fn(**(args or {})))
             handle.succeeded(result)
         return result
 
-    async def acall(self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = ()) -> Any:
-        """`call` for async code: `fn` may be a coroutine function; the journal writes run off the loop."""
+    def _reader(self, tool: str, args: Any, capture: Read | None) -> tuple[ToolEntry, Read] | None:
+        """The entry and the reader to capture this call with, when it needs a capture and one can read."""
+        entry = self._ledger.manifests.lookup(tool)
+        if entry is None or not isinstance(args, Mapping) or not needs_capture(entry, self.record, args):
+            return None
+        read = capture or (command_reader(cmd) if (cmd := self._ledger.settings.reader_cmd) else None)
+        return (entry, read) if read is not None else None
+
+    async def _capture(self, tool: str, args: Any, how: tuple[ToolEntry, Read] | None) -> Captured | None:
+        if how is None:
+            return None
+        try:
+            return await take_capture(how[0], self.record, args, how[1])
+        except CaptureFailed as refusal:
+            await asyncio.to_thread(self._ledger.recorder.refuse, self.record, tool, args, refusal)
+            raise  # refuse raised already
+
+    async def acall(
+        self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
+        capture: Read | None = None,
+    ) -> Any:
+        """`call` for async code: `fn` and `capture` may be coroutine functions; the journal writes run off the loop."""
+        before = await self._capture(tool, args, self._reader(tool, args, capture))
         with tracing.call_span(self.id, tool):
-            handle = await asyncio.to_thread(self.begin, tool, args, depends_on)
+            handle = await asyncio.to_thread(self._begin, tool, args, depends_on, before)
             try:
                 result = fn(**(args or {}))
                 if inspect.isawaitable(result):

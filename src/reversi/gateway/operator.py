@@ -21,18 +21,15 @@ from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
 from reversi.errors import BadInput, NotFound, ReversiError
 from reversi.gateway.compensation_check import upstream_differences
-from reversi.gateway.results import error_text, from_error, is_error, result_value, structured
+from reversi.gateway.results import from_error, structured
 from reversi.gateway.upstream import UpstreamPool
+from reversi.gateway.upstream_calls import call_upstream
 
 log = logging.getLogger("reversi.gateway")
 IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
 ROLLBACK_RETRY = Retry(attempts=3, base_ms=250)
 
 PrincipalFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[Principal]]
-
-
-class CompensationFailed(Exception):
-    """The upstream answered a compensation or read-back with an error."""
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -221,24 +218,12 @@ class Operator:
 
     # -- the upstream calls a rollback makes ------------------------------------------------------
 
-    async def _upstream_call(self, tool: str, arguments: Any, meta: types.RequestParamsMeta | None) -> Any:
-        route = self.pool.route(tool)
-        if route is None:
-            raise CompensationFailed(f"no upstream serves {tool}")
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=route.tool, arguments=arguments, _meta=meta)
-        )
-        raw = await route.upstream.request(request, self.call_timeout)
-        if is_error(raw):
-            raise CompensationFailed(error_text(raw))
-        return result_value(raw)
-
     async def _compensate(self, call: dict[str, Any]) -> Any:
         meta = cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: call["idempotency_key"]})
-        return await self._upstream_call(call["tool"], call["args"], meta)
+        return await call_upstream(self.pool, call["tool"], call["args"], self.call_timeout, meta)
 
     async def _read_back(self, tool: str, arguments: Any) -> Any:
-        return await self._upstream_call(tool, arguments, None)
+        return await call_upstream(self.pool, tool, arguments, self.call_timeout)
 
     def server(self) -> Server[Any]:
         server: Server[Any] = Server(

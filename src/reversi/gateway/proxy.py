@@ -21,8 +21,9 @@ from mcp.shared.exceptions import MCPError
 
 from reversi.core.models import RunRecord, StepStatus
 from reversi.engine import tracing
+from reversi.engine.capture import Captured, take_capture
 from reversi.engine.ledger import Ledger
-from reversi.errors import Refused, ReversiError
+from reversi.errors import CaptureFailed, Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, result_value, tool_error
 from reversi.gateway.revisions import (
@@ -35,6 +36,7 @@ from reversi.gateway.revisions import (
     passed_through,
 )
 from reversi.gateway.upstream import Route, Upstream, UpstreamLost, UpstreamPool, UpstreamUnavailable
+from reversi.gateway.upstream_calls import call_upstream
 
 log = logging.getLogger("reversi.gateway")
 
@@ -125,9 +127,11 @@ class Proxy:
         arguments = params.arguments or {}
         try:
             run = await self.run_for(ctx)
+            before = await self._capture(run, params.name, arguments)
             with tracing.remote_parent((params.meta or {}).get("traceparent")):  # the agent's trace id, journaled
                 step = await self.ledger.abegin(
-                    run, params.name, arguments, only_request=self._only_request, via=route.upstream.identity
+                    run, params.name, arguments, only_request=self._only_request, via=route.upstream.identity,
+                    before=before,
                 )
         except ReversiError as exc:
             if isinstance(exc, Refused):
@@ -153,6 +157,18 @@ class Proxy:
         else:
             await self._journal(run, step, StepStatus.SUCCEEDED, result=result_value(raw))
         return passed_through("tools/call", raw)
+
+    async def _capture(self, run: RunRecord, tool: str, arguments: dict[str, Any]) -> Captured | None:
+        """The manifest entry's capture of this call, read on the upstreams before it is forwarded; a
+        capture that fails is journaled `refused` and raised (the call is not forwarded)."""
+        async def read(name: str, args: Any) -> Any:
+            return await call_upstream(self.pool, name, args, self.call_timeout)
+
+        try:
+            return await take_capture(self.ledger.manifests.lookup(tool), run, arguments, read)
+        except CaptureFailed as refusal:
+            await self.ledger.arefuse(run, tool, arguments, refusal, self._only_request)
+            raise  # arefuse raised already
 
     async def _settle_failure(
         self, run: RunRecord, step: int, upstream: Upstream, exc: BaseException

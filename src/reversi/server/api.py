@@ -13,6 +13,7 @@ from reversi.core.times import parse_since
 from reversi.engine import tracing
 from reversi.engine.access import Access
 from reversi.engine.approvals import approval_page_key
+from reversi.engine.capture import Captured
 from reversi.engine.keys import Role
 from reversi.errors import BadInput, NoCompensator
 from reversi.server import bodies
@@ -50,8 +51,9 @@ async def record_step(call: Call) -> Response:
     body = call.body(bodies.RecordStep)
     args = {} if body.args is None else body.args
     with tracing.remote_parent(call.headers.get("traceparent")):  # the client's trace id, journaled
+        before = Captured.supplied(body.before) if "before" in body.model_fields_set else None
         step = await call.recording(call.ledger.abegin(call.run_id, body.tool, args, body.depends_on,
-                                                       only_request=call.server.only_request))
+                                                       only_request=call.server.only_request, before=before))
     call.server.metrics.calls.inc()
     return reply({"step": step, "status": "intended"}, 201)
 

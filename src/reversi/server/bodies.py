@@ -36,6 +36,7 @@ class RecordStep(Body):
     tool: NonEmpty
     args: dict[str, Any] | None = Field(default_factory=dict)  # a call's arguments are named, as in MCP
     depends_on: list[StepNumber] = Field(default_factory=list)
+    before: Any = None  # what the caller's capture read before the call (`$before`); only when sent
 
 
 class ReportOutcome(Body):

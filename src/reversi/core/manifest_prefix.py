@@ -1,0 +1,70 @@
+"""A manifest's text with every tool name it holds prefixed, for a gateway with several upstreams
+(which names upstream NAME's tool `t` as `NAME.t`). Pure: no I/O.
+
+Only the names are rewritten, in place (tool keys, the `tool` of a compensation, verification or
+capture, and `requires` globs); comments and layout stay as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from reversi.errors import BadInput
+
+__all__ = ["prefixed"]
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*")
+_NAMED = ("compensation", "verification", "capture")
+
+
+def prefixed(text: str, name: str) -> str:
+    """`text` (a manifest) with each tool name `t` written as `NAME.t`.
+
+    Raises:
+        BadInput: `name` is empty or holds a space, or `text` is not a manifest's YAML.
+    """
+    name = name.removesuffix(".")
+    if not name or any(char.isspace() for char in name):
+        raise BadInput(f"a prefix is an upstream's name, without spaces, not {name!r}")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as error:
+        raise BadInput(f"not a manifest: {error}") from None
+    spans = sorted(_names(root), key=lambda node: node.start_mark.index, reverse=True)
+    for node in spans:
+        start, end = node.start_mark.index, node.end_mark.index
+        text = text[:start] + _written(f"{name}.{node.value}", node) + text[end:]
+    return text
+
+
+def _names(root: Node | None) -> list[ScalarNode]:
+    tools = _get(root, "tools")
+    if not isinstance(tools, MappingNode):
+        return []
+    found: list[ScalarNode] = []
+    for key, entry in tools.value:
+        if isinstance(key, ScalarNode):
+            found.append(key)
+        for part in _NAMED:
+            tool = _get(_get(entry, part), "tool")
+            if isinstance(tool, ScalarNode):
+                found.append(tool)
+        requires = _get(entry, "requires")
+        if isinstance(requires, SequenceNode):
+            found += [item for item in requires.value if isinstance(item, ScalarNode)]
+    return found
+
+
+def _get(node: Node | None, key: str) -> Node | None:
+    if not isinstance(node, MappingNode):
+        return None
+    return next((value for k, value in node.value if isinstance(k, ScalarNode) and k.value == key), None)
+
+
+def _written(value: str, like: ScalarNode) -> str:
+    """The scalar as YAML: plain where it was and can stay so, else a double-quoted (JSON) string."""
+    return value if like.style is None and _PLAIN.fullmatch(value) else json.dumps(value, ensure_ascii=False)

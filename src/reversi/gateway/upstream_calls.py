@@ -1,0 +1,32 @@
+"""The tool calls the gateway makes of its own on the upstreams: captures before a call, compensations
+and read-backs during a rollback. None of them is journaled as a step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp import types
+
+from reversi.errors import ToolAnsweredError
+from reversi.gateway.results import error_text, is_error, result_value
+from reversi.gateway.upstream import UpstreamPool
+
+
+async def call_upstream(
+    pool: UpstreamPool, tool: str, arguments: Any, timeout: float, meta: types.RequestParamsMeta | None = None
+) -> Any:
+    """Call `tool` (by its public name) on the upstream that serves it; returns `$result` of its answer.
+
+    Raises:
+        ToolAnsweredError: the tool answered with an error (`isError`), whose text it carries.
+        LookupError: no upstream serves `tool`.
+        TimeoutError, UpstreamUnavailable, UpstreamLost, MCPError: the call got no answer.
+    """
+    route = pool.route(tool)
+    if route is None:
+        raise LookupError(f"no upstream serves {tool}")
+    params = types.CallToolRequestParams(name=route.tool, arguments=arguments, _meta=meta)
+    raw = await route.upstream.request(types.CallToolRequest(params=params), timeout)
+    if is_error(raw):
+        raise ToolAnsweredError(error_text(raw))
+    return result_value(raw)
