@@ -15,7 +15,15 @@ from typing import Any
 
 from reversi.core.json_values import compact
 
-__all__ = ["MissingReference", "ReferenceContext", "RunContext", "bad_references", "resolve"]
+__all__ = [
+    "MissingReference",
+    "ReferenceContext",
+    "RunContext",
+    "bad_references",
+    "references_to",
+    "resolve",
+    "result_references",
+]
 
 _KEY = r"[^.\[\]\s${}]+"
 _BODY = re.compile(
@@ -126,11 +134,16 @@ def bad_references(template: Any) -> list[str]:
 def result_references(template: Any) -> list[tuple[str, tuple[str | int | None, ...]]]:
     """Every `$result` reference a template makes, once each in order: as written (`$result.id`)
     and as its path (`("id",)`; an index is an int, `[*]` is None). Bad references are left out."""
+    return references_to(template, "result")
+
+
+def references_to(template: Any, root: str) -> list[tuple[str, tuple[str | int | None, ...]]]:
+    """Every reference to `root` (`"args"` or `"result"`) a template makes, as `result_references`."""
     found: dict[str, tuple[str | int | None, ...]] = {}
     for text in _texts(template):
         parsed = _parse(text)
         refs = [parsed] if isinstance(parsed, _Ref) else list(parsed.parts) if isinstance(parsed, _Text) else []
-        found.update((r.written, r.path) for r in refs if isinstance(r, _Ref) and r.root == "result")
+        found.update((r.written, r.path) for r in refs if isinstance(r, _Ref) and r.root == root)
     return list(found.items())
 
 
