@@ -86,7 +86,7 @@ def _entry(tool: ListedTool, listing: Listing) -> list[str]:
         if not unknown:
             block += [f"    {_text(key)}: {_text(value or '')}  # REVIEW: {why}" for key, (value, why) in args.items()]
             return [*lines, f"# REVIEW: undo guessed from the names {tool.name} / {undo.name}", *block]
-        block += [f"    {_text(key)}: {_text(value) if value is not None else '...'}" for key, (value, _) in args.items()]
+        block += [f"    {_text(key)}: {'...' if value is None else _text(value)}" for key, (value, _) in args.items()]
         return [*lines, f"# REVIEW: {undo.name} looks like its undo, but what to give it for {', '.join(unknown)} "
                         "could not be guessed; fill it in and uncomment:", *(f"# {line}" for line in block)]
     return [*lines, "# REVIEW: no undo found among the server's tools: add a compensation, or say it is "
