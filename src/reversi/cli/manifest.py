@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reversi.cli.context import echo_json, json_option, manifest_option, state
+from reversi.cli.drill import drill
 
 if TYPE_CHECKING:
     from reversi.core.tool_listing import Listing
@@ -27,6 +28,9 @@ env_option = click.option(
 @click.group()
 def manifest() -> None:
     """Work with manifests."""
+
+
+manifest.add_command(drill)
 
 
 def _listing(upstream: str | None, tools_list: str | None, env: tuple[str, ...] = ()) -> Listing | None:

@@ -121,14 +121,18 @@ class CoverageRow:
     undo: str
     drill: Drill | None
     residue: tuple[str, ...]
+    entry_changed: bool = False  # since the drill: it tried another undo than the one declared now
 
     def to_dict(self) -> dict[str, Any]:
-        drilled = None if self.drill is None else {
-            "drill_id": self.drill.drill_id, "at": self.drill.at, "verdict": self.drill.verdict.value}
+        drilled = None if self.drill is None else {"drill_id": self.drill.drill_id, "at": self.drill.at,
+                                                    "verdict": self.drill.verdict.value,
+                                                    "entry_changed_since": self.entry_changed}
         return {"tool": self.tool, "undo": self.undo, "drilled": drilled, "residue": list(self.residue)}
 
     def to_text(self) -> str:
         drilled = "not drilled" if self.drill is None else f"drilled {self.drill.at}: {self.drill.verdict.value}"
+        if self.entry_changed:
+            drilled += " (the entry changed since)"
         residue = f"; residue: {'; '.join(self.residue)}" if self.residue else ""
         return f"{self.tool}  undo: {self.undo}  {drilled}{residue}"
 
@@ -146,5 +150,8 @@ def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Dri
         if not tool.writes:
             continue
         residue = entry.compensation.residue if entry is not None and entry.compensation is not None else ()
-        rows.append(CoverageRow(tool.name, declared_undo(entry), latest.get(tool.name), residue))
+        drill = latest.get(tool.name)
+        drilled_entry = drill.evidence.get("entry") if drill is not None else None
+        changed = isinstance(drilled_entry, Mapping) and drilled_entry.get("digest") != (entry and entry.digest)
+        rows.append(CoverageRow(tool.name, declared_undo(entry), drill, residue, changed))
     return rows
