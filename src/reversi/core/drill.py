@@ -141,17 +141,17 @@ def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Dri
     """A row for each tool the server may write with, in its order, with the newest drill of each
     (`drills` newest first) whose server is the listing's (any, when the listing does not say)."""
     latest: dict[str, Drill] = {}
-    for drill in drills:
-        if not listing.server or drill.server == listing.server:
-            latest.setdefault(drill.tool, drill)
+    for done in drills:
+        if not listing.server or done.server == listing.server:
+            latest.setdefault(done.tool, done)
     rows = []
     for tool in listing.tools:
-        entry = manifests.lookup(tool.name)
         if not tool.writes:
             continue
+        entry = manifests.lookup(tool.name)
         residue = entry.compensation.residue if entry is not None and entry.compensation is not None else ()
         drill = latest.get(tool.name)
         drilled_entry = drill.evidence.get("entry") if drill is not None else None
-        changed = isinstance(drilled_entry, Mapping) and drilled_entry.get("digest") != (entry and entry.digest)
+        changed = isinstance(drilled_entry, Mapping) and drilled_entry.get("digest") != (entry.digest if entry else None)
         rows.append(CoverageRow(tool.name, declared_undo(entry), drill, residue, changed))
     return rows
