@@ -151,7 +151,7 @@ def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Dri
         entry = manifests.lookup(tool.name)
         residue = entry.compensation.residue if entry is not None and entry.compensation is not None else ()
         drill = latest.get(tool.name)
-        drilled_entry = drill.evidence.get("entry") if drill is not None else None
-        changed = isinstance(drilled_entry, Mapping) and drilled_entry.get("digest") != (entry.digest if entry else None)
+        then = drill.evidence.get("entry") if drill is not None else None
+        changed = isinstance(then, Mapping) and then.get("digest") != (entry.digest if entry else None)
         rows.append(CoverageRow(tool.name, declared_undo(entry), drill, residue, changed))
     return rows
