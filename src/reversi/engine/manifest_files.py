@@ -52,14 +52,21 @@ def read_listing(path: str | os.PathLike[str]) -> Listing:
 
 
 def check_manifest_fit(
-    paths: Sequence[str | os.PathLike[str]], listing: Listing, judged: Callable[[str], bool] | None = None
+    paths: Sequence[str | os.PathLike[str]],
+    listing: Listing,
+    judged: Callable[[str], bool] | None = None,
+    *,
+    fit_only: bool = False,
 ) -> list[Problem]:
     """`check_manifest_files`, then (when the files are valid) every way they do not fit a server's
-    tools (`reversi.core.manifest_fit`); `judged` as there."""
+    tools (`reversi.core.manifest_fit`); `judged` as there. With `fit_only`, the latter alone (and
+    nothing when the files are invalid)."""
     texts: dict[str, str] = {}
     manifests, problems = _read(paths, texts)
     if any(not problem.warning for problem in problems) or not paths:
-        return problems
+        return [] if fit_only else problems
+    if fit_only:
+        problems = []
     lines = {source: key_lines(text) for source, text in texts.items()}
     first = os.fspath(paths[0])
     missing_at = (first, lines.get(first, {}).get(("tools",), 0))
