@@ -74,9 +74,8 @@ def _entry(tool: ListedTool, listing: Listing) -> list[str]:
         lines.append("# REVIEW: the server marks it destructive: what it destroys cannot be put back from its "
                      "arguments alone")
     if tool.idempotent_hint:
-        return [*lines, "# REVIEW: the server marks it idempotent, so a rollback skips it: if it changes "
-                        "what was there before, give it a compensation instead",
-                "idempotent: true"]
+        return [*lines, "# REVIEW: the server marks it idempotent: a rollback skips it (if it changes data, give it "
+                        "a compensation)", "idempotent: true"]
     for undo in (listing.get(name) for name in undo_candidates(tool.name)):
         if undo is None or not undo.writes:
             continue
@@ -87,8 +86,8 @@ def _entry(tool: ListedTool, listing: Listing) -> list[str]:
             block += [f"    {_text(key)}: {_text(value or '')}  # REVIEW: {why}" for key, (value, why) in args.items()]
             return [*lines, f"# REVIEW: undo guessed from the names {tool.name} / {undo.name}", *block]
         block += [f"    {_text(key)}: {'...' if value is None else _text(value)}" for key, (value, _) in args.items()]
-        return [*lines, f"# REVIEW: {undo.name} looks like its undo, but what to give it for {', '.join(unknown)} "
-                        "could not be guessed; fill it in and uncomment:", *(f"# {line}" for line in block)]
+        return [*lines, f"# REVIEW: {undo.name} looks like its undo, but {', '.join(unknown)} could not be guessed: "
+                        "fill in, uncomment", *(f"# {line}" for line in block)]
     return [*lines, "# REVIEW: no undo found among the server's tools: add a compensation, or say it is "
                     "irreversible: true", "{}"]
 
@@ -108,16 +107,16 @@ def _guess_arguments(tool: ListedTool, undo: ListedTool) -> dict[str, tuple[str 
 def _guess(name: str, wanted: Mapping[str, Any], inputs: Mapping[str, Any],
            outputs: Mapping[str, Any]) -> tuple[str | None, str]:
     # What the call answered comes first: it says what was done, where the arguments say what was asked.
-    places = (("result", outputs, "in what the call answered"), ("args", inputs, "in the call's arguments"))
+    places = (("result", outputs, "call's result"), ("args", inputs, "call's argument"))
     for root, found, where in places:
         if name in found and _is_list(found[name]) == _is_list(wanted):
-            return f"${root}.{name}", f"guessed: the field of the same name {where}"
+            return f"${root}.{name}", f"the {where} of the same name"
     if _LIST_OF.match(name) and _is_list(wanted):
         key = "id" if name.lower().endswith("ids") else "name"
         for root, found, where in places:
             for prop, schema in found.items():
                 if _is_list(schema) and key in _properties(schema.get("items") or {}):
-                    return f"${root}.{prop}[*].{key}", f"guessed: the {key} of each item of {prop} {where}"
+                    return f"${root}.{prop}[*].{key}", f"the {key} of each in the {where} {prop}"
     return None, ""
 
 
