@@ -82,5 +82,6 @@ def _render(d: dict[str, Any]) -> None:
     else:
         click.echo(f"  world ({reads}): as before")
     if d["scratch"]:
-        click.echo(f"  scratch folder kept: {d['scratch']} (the drill's run {d['run_id']} is in its drill.db)")
+        click.echo(f"  scratch folder kept: {d['scratch']} (the server's data in data/, the drill's run "
+                   f"{d['run_id']} in drill.db)")
     click.echo(f"recorded {d['drill_id']}")

@@ -71,9 +71,11 @@ async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
             or offers no read tool to compare the world with.
         DrillFailed: the server refused a setup call, a read or the forward call (nothing recorded).
     """
-    scratch = tempfile.mkdtemp(prefix="reversi-drill-")
+    root = tempfile.mkdtemp(prefix="reversi-drill-")
+    scratch = str(Path(root) / "data")  # the server's; the drill's store beside it, out of its sight
+    Path(scratch).mkdir()
     try:
-        with reversi.open(f"sqlite:///{scratch}/drill.db", manifests=request.manifests,
+        with reversi.open(f"sqlite:///{root}/drill.db", manifests=request.manifests,
                           config=request.config) as ledger:
             entry = _drillable(ledger, request.tool)
             async with connected(upstream_spec(request.upstream, request.env, scratch)) as pool:
@@ -82,7 +84,7 @@ async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
         return drill
     finally:
         if not request.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _drillable(ledger: Ledger, tool: str) -> ToolEntry:
@@ -188,7 +190,7 @@ async def _drill(s: _Scratch) -> Drill:
         {
             "args": args,
             "upstream": s.request.upstream,
-            "scratch": s.folder if s.request.keep else None,
+            "scratch": str(Path(s.folder).parent) if s.request.keep else None,
             "run_id": run.id,
             "entry": {"source": str(Path(s.entry.source)), "line": s.entry.line, "digest": s.entry.digest},
             "setup": [{"tool": tool, "args": s.placed(dict(a))} for tool, a in s.request.setup],
