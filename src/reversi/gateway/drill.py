@@ -36,7 +36,9 @@ from reversi.gateway.upstream import UpstreamPool
 
 __all__ = ["DrillRequest", "run_drill"]
 
-_UNDO_EVENTS = ("compensating", "compensated", "compensation_failed", "verified", "verification_failed", "unverified")
+_ACTOR = "reversi manifest drill"
+_UNDO_EVENTS = ("approval_requested", "approval_granted", "compensating", "compensated", "compensation_failed",
+                "verified", "verification_failed", "unverified")
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ async def _drill(s: _Scratch) -> Drill:
     reads = s.reads()
     before = await s.world(reads)
     args = s.placed(dict(s.request.args))
-    run = s.ledger.start_run(actor="reversi manifest drill", environment="drill")
+    run = s.ledger.start_run(actor=_ACTOR, environment="drill")
     step = await s.ledger.abegin(run.record, s.request.tool, args, via=s.pool.upstreams[0].identity)
     try:
         raw = await s.raw(s.request.tool, args)
@@ -173,7 +175,9 @@ async def _drill(s: _Scratch) -> Drill:
         raise DrillFailed(f"the forward call {s.request.tool} failed: {error_text(raw)}")
     forward = result_value(raw)
     await s.ledger.aoutcome(run.record, step, StepStatus.SUCCEEDED, result=forward)
-    report = await run.arollback(compensate=s.calls.compensate, verifier=s.calls.read_back, retry=ROLLBACK_RETRY)
+    # The scratch store's approvals are the drill's to grant: the person who drills is the one asking.
+    report = await run.arollback(compensate=s.calls.compensate, verifier=s.calls.read_back, retry=ROLLBACK_RETRY,
+                                 approve_compensations=True, actor=_ACTOR)
     after = await s.world(reads)
     undo = [{"type": e.type, **e.data} for e in run.events() if e.step == step and e.type in _UNDO_EVENTS]
     read_back = next((e for e in reversed(undo) if e["type"] in ("verified", "verification_failed")), None)
