@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.conftest import reversi_cli
-from tests.gateway.npm import needs_node, server
+from tests.gateway.npm import everything_over_http, needs_node, server
 
 pytestmark = needs_node
 
@@ -240,3 +240,18 @@ def test_what_a_drill_cannot_do_is_one_line_and_exit_1(tmp_path: Path) -> None:
         done = reversi_cli(*args, cwd=tmp_path)
         assert (done.returncode, done.stdout) == (1, ""), done
         assert done.stderr.startswith(said) and len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_the_check_and_the_draft_reach_a_server_over_streamable_http(tmp_path: Path) -> None:
+    with everything_over_http() as url:
+        drafted = reversi_cli("manifest", "draft", "--upstream", url, cwd=tmp_path)
+        assert drafted.returncode == 0, drafted.stderr
+        manifest = written(tmp_path, "everything.yaml", drafted.stdout)
+        checked = reversi_cli("manifest", "check", manifest, "--upstream", url, cwd=tmp_path)
+        unfit = reversi_cli("manifest", "check", written(tmp_path, "mistakes.yaml", MISTAKES), "--upstream", url,
+                            cwd=tmp_path)
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines()[-1].startswith("ok: 1 manifest file checked against mcp-servers/everything ")
+    assert "  toggle-simulated-logging:\n" in drafted.stdout and "  echo:\n    effect: read\n" in drafted.stdout
+    assert unfit.returncode == 1 and "toggle-simulated-logging may write" in unfit.stdout
