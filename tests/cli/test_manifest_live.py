@@ -227,7 +227,7 @@ def test_what_a_drill_cannot_do_is_one_line_and_exit_1(tmp_path: Path) -> None:
         (["manifest", "drill", "open_nodes", "-m", manifest, "--upstream", MEMORY],
          "reversi: error: open_nodes needs no undo (its entry says read): nothing to drill"),
         (["manifest", "drill", "delete_entities", "-m", manifest, "--upstream", MEMORY],
-         f"reversi: error: delete_entities has irreversible in its entry ({manifest}:16): nothing to drill"),
+         f"reversi: error: delete_entities is irreversible by its entry ({manifest}:16): nothing to drill"),
         (["manifest", "drill", "create_entities", "-m", manifest, "--upstream", MEMORY, *SCRATCH_MEMORY,
           "--args", '{"entities": "Ada"}'],
          "reversi: error: the forward call create_entities failed: "),

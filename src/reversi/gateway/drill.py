@@ -97,8 +97,8 @@ def _drillable(ledger: Ledger, tool: str) -> ToolEntry:
         raise ConfigError(f"{tool} needs no undo (its entry says {'idempotent' if entry.idempotent else 'read'}): "
                           "nothing to drill")
     if entry.irreversible or entry.compensation is None:
-        said = "irreversible" if entry.irreversible else "no compensation"
-        raise ConfigError(f"{tool} has {said} in its entry ({entry.source}:{entry.line}): nothing to drill")
+        said = "is irreversible by" if entry.irreversible else "has no compensation in"
+        raise ConfigError(f"{tool} {said} its entry ({entry.source}:{entry.line}): nothing to drill")
     return entry
 
 
