@@ -16,6 +16,7 @@
     ├── StoreUnavailable         the store cannot be reached or stays locked
     │   └── WriteConflict        the database undid a write to break a deadlock (it is retried)
     ├── Interrupted              Ctrl-C stopped a command part way; the message says what it left
+    ├── DrillFailed              a drill could not be carried out: the server refused a call or went away
     ├── ConnectorError           a connector could not do what it was asked
     │   ├── UnknownTool          no connector offers the tool (`unknown tool: NAME`)
     │   ├── BadArgument          an argument is missing, of the wrong type, or unacceptable
@@ -167,6 +168,13 @@ class Interrupted(ReversiError):
 
     code = "interrupted"
     exit_code = 130  # as a program ended by SIGINT
+
+
+class DrillFailed(ReversiError):
+    """A drill could not be carried out (the server refused the forward call, a setup call or a read,
+    or went away); nothing is recorded."""
+
+    code = "drill_failed"
 
 
 class Refused(ReversiError):

@@ -88,8 +88,9 @@ def test_the_shipped_manifests_are_shown_checked_and_prefixed_for_a_gateway_with
     assert {"memory", "filesystem", "git"} <= set(names)
     paths = [reversi_cli("manifest", "show", "--path", name, cwd=here).stdout.strip() for name in names]
     assert paths == [str(reversi.manifests.path(name)) for name in names]
-    checked = reversi_cli("manifest", "check", *paths, cwd=here)
-    assert checked.returncode == 0 and "warning" not in checked.stdout, checked.stdout
+    for path in paths:  # each for its own server: several together name the same tools (list_*)
+        checked = reversi_cli("manifest", "check", path, cwd=here)
+        assert checked.returncode == 0 and "warning" not in checked.stdout, checked.stdout
     shown = reversi_cli("manifest", "show", "memory", cwd=here)
     assert shown.stdout == Path(paths[names.index("memory")]).read_text() and "Checked against" in shown.stdout
     (here / "mem.yaml").write_text(reversi_cli("manifest", "show", "memory", "--prefix", "mem", cwd=here).stdout)

@@ -59,6 +59,15 @@ def test_each_over_something_that_is_not_a_list_names_nothing_and_so_does_a_miss
         resolve({"$each": "$result.all", "as": "$item.nope"}, ctx(result={"all": [{"a": 1}]}))
 
 
+def test_search_with_number_reads_the_match_as_a_number_or_names_nothing() -> None:
+    url = {"id": 7, "url": "https://github.com/acme/shop/issues/42"}
+    number = {"$search": "$result.url", "pattern": "/issues/(\\d+)$", "number": True}
+    assert resolve(number, ctx(result=url)) == 42
+    assert resolve({**number, "number": False}, ctx(result=url)) == "42"
+    with pytest.raises(MissingReference, match="is not a number"):
+        resolve({**number, "pattern": "/issues/(\\w+)$"}, ctx(result={"url": ".../issues/NaN"}))
+
+
 def test_search_gives_the_first_group_of_the_first_match_or_names_nothing() -> None:
     status = "Repository status:\nOn branch main\nnothing to commit"
     assert resolve({"$search": "$before", "pattern": "^On branch (\\S+)$"}, ctx(before=status)) == "main"
@@ -148,7 +157,9 @@ def test_every_new_key_is_read_into_the_entry() -> None:
         ('t:\n  compensation: {tool: u, args: {x: {$search: "$result", pattern: "("}}}',
          "m.yaml:4: $search.pattern: not a regular expression: missing ), unterminated subpattern at position 0"),
         ('t:\n  compensation: {tool: u, args: {x: {$search: "$result", pattern: "a", as: 1}}}',
-         'm.yaml:4: unknown key "as" beside $search and pattern'),
+         'm.yaml:4: unknown key "as" beside $search, number and pattern'),
+        ('t:\n  compensation: {tool: u, args: {x: {$search: "$result", pattern: "a", number: 1}}}',
+         "m.yaml:4: $search.number: expected true or false, got 1"),
         ('t:\n  read_when: {dryRun: true}\n  irreversible: true',
          'm.yaml:4: read_when: "dryRun" is not a reference: write e.g. "$args.dryRun"'),
         ("t:\n  read_when: {}\n  irreversible: true",

@@ -1,11 +1,29 @@
-"""`reversi manifest check` validates manifests before anything uses them; `reversi manifest show`
-prints the ones Reversi ships for MCP servers."""
+"""`reversi manifest ...`: check manifests (alone, or against a server's tools), draft one from a
+server's tools, see which of a server's write tools have an undo that was drilled, and print the
+manifests Reversi ships for MCP servers."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from reversi.cli.context import echo_json, json_option
+from reversi.cli.context import echo_json, json_option, manifest_option, state
+from reversi.cli.drill import drill
+
+if TYPE_CHECKING:
+    from reversi.core.tool_listing import Listing
+
+upstream_option = click.option(
+    "--upstream", metavar="CMD|URL",
+    help="The server: a command line started as an MCP stdio server, or a streamable HTTP URL.",
+)
+tools_list_option = click.option(
+    "--tools-list", metavar="FILE", help="The server's tools as recorded: a JSON tools/list result."
+)
+env_option = click.option(
+    "--env", "env", multiple=True, metavar="KEY=VALUE", help="An environment variable for the server (repeatable)."
+)
 
 
 @click.group()
@@ -13,14 +31,43 @@ def manifest() -> None:
     """Work with manifests."""
 
 
+manifest.add_command(drill)
+
+
+def _listing(upstream: str | None, tools_list: str | None, env: tuple[str, ...] = ()) -> Listing | None:
+    """The tools of `--upstream` (started, listed, stopped) or of `--tools-list`; None without either."""
+    if upstream is not None and tools_list is not None:
+        raise click.UsageError("give --upstream or --tools-list, not both")
+    if tools_list is not None:
+        from reversi.engine.manifest_files import read_listing
+
+        return read_listing(tools_list)
+    if upstream is None:
+        return None
+    from reversi.gateway.live import environment, list_tools, run_live, upstream_spec
+
+    spec = upstream_spec(upstream, environment(env))
+    return run_live(lambda: list_tools(spec))
+
+
 @manifest.command("check")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@upstream_option
+@tools_list_option
+@env_option
 @json_option
-def check(files: tuple[str, ...], as_json: bool) -> int:
-    """Print each problem as FILE:LINE: message; exit 1 on any error (warnings alone exit 0)."""
-    from reversi.engine.manifest_files import check_manifest_files
+def check(files: tuple[str, ...], upstream: str | None, tools_list: str | None, env: tuple[str, ...],
+          as_json: bool) -> int:
+    """Print each problem as FILE:LINE: message; exit 1 on any error (warnings alone exit 0).
 
-    problems = check_manifest_files(files)
+    With --upstream or --tools-list, also check that the manifests fit the server's tools: every
+    tool it may write with has an entry, every compensation and verification tool exists and gets
+    the arguments its input schema asks for, every $args and $result path is one its schemas allow.
+    """
+    from reversi.engine.manifest_files import check_manifest_files, check_manifest_fit
+
+    listing = _listing(upstream, tools_list, env)
+    problems = check_manifest_files(files) if listing is None else check_manifest_fit(files, listing)
     errors = [p for p in problems if not p.warning]
     if as_json:
         echo_json({"ok": not errors, "problems": [
@@ -29,7 +76,8 @@ def check(files: tuple[str, ...], as_json: bool) -> int:
         for p in problems:
             click.echo(str(p))
         if not errors:
-            click.echo(f"ok: {len(files)} manifest file{'s' if len(files) != 1 else ''} checked")
+            against = f" against {listing.describe()}" if listing is not None else ""
+            click.echo(f"ok: {len(files)} manifest file{'s' if len(files) != 1 else ''} checked{against}")
     return 1 if errors else 0
 
 
@@ -52,4 +100,48 @@ def show(name: str, as_path: bool, prefix: str | None) -> int:
         return 0
     text = found.read_text(encoding="utf-8")
     click.echo(prefixed(text, prefix) if prefix is not None else text, nl=False)
+    return 0
+
+
+@manifest.command("draft")
+@upstream_option
+@tools_list_option
+@env_option
+def draft(upstream: str | None, tools_list: str | None, env: tuple[str, ...]) -> int:
+    """Print a starting manifest for a server's tools (YAML): reads from its annotations, undos from
+    name pairs (create_X and delete_X, add_X and remove_X, ...), each guess marked # REVIEW."""
+    from reversi.core.manifest_draft import draft_manifest
+
+    listing = _listing(upstream, tools_list, env)
+    if listing is None:
+        raise click.UsageError("give the server: --upstream CMD|URL or --tools-list FILE")
+    click.echo(draft_manifest(listing), nl=False)
+    return 0
+
+
+@manifest.command("coverage")
+@upstream_option
+@tools_list_option
+@env_option
+@manifest_option
+@json_option
+@click.pass_context
+def coverage(ctx: click.Context, upstream: str | None, tools_list: str | None, env: tuple[str, ...],
+             manifests: tuple[str, ...], as_json: bool) -> int:
+    """For each of a server's write tools: its declared undo, its last drill (when, verdict), its residue."""
+    from reversi.core.drill import coverage_rows
+
+    listing = _listing(upstream, tools_list, env)
+    if listing is None:
+        raise click.UsageError("give the server: --upstream CMD|URL or --tools-list FILE")
+    with state(ctx).ledger(manifests) as ledger:
+        rows = coverage_rows(ledger.manifests, listing, ledger.drills(server=listing.server or None))
+    if as_json:
+        echo_json({"server": {"name": listing.server, "version": listing.version},
+                   "tools": [row.to_dict() for row in rows]})
+        return 0
+    for row in rows:
+        click.echo(row.to_text())
+    drilled = sum(1 for row in rows if row.drill is not None)
+    click.echo(f"{len(rows)} write tool{'s' if len(rows) != 1 else ''}, {drilled} drilled")
     return 0

@@ -119,7 +119,10 @@ class Templates:
                 re.compile(str(scalar(pattern)))  # type: ignore[arg-type]
             except re.error as error:
                 self.report(pattern, f"{SEARCH}.pattern: not a regular expression: {error}")
-        self._no_others(fields, {SEARCH, "pattern"})
+        number = found.get("number")
+        if number is not None and not (isinstance(number, ScalarNode) and isinstance(scalar(number), bool)):
+            self.report(number, f"{SEARCH}.number: expected true or false, got {describe(number)}")
+        self._no_others(fields, {SEARCH, "pattern", "number"})
 
     def _one_reference(self, node: Node, form: str, roots: frozenset[str], what: str) -> None:
         if isinstance(node, ScalarNode) and isinstance(scalar(node), str) and is_reference(str(scalar(node))):
@@ -139,9 +142,11 @@ class Templates:
             self.report(value, f"{EXISTS}: expected true or false, got {describe(value)}")
 
     def _no_others(self, fields: list[tuple[str, Node, Node]], allowed: set[str]) -> None:
+        names = sorted(allowed)
+        beside = f"{', '.join(names[:-1])} and {names[-1]}"
         for name, key, _ in fields:
             if name not in allowed:
-                self.report(key, f"unknown key {quoted(name)} beside {' and '.join(sorted(allowed))}")
+                self.report(key, f"unknown key {quoted(name)} beside {beside}")
 
 
 def _is_text(node: Node) -> bool:

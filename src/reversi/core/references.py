@@ -11,6 +11,8 @@ of a run.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -29,7 +31,9 @@ __all__ = [
     "bad_references",
     "is_reference",
     "reference_roots",
+    "references_to",
     "resolve",
+    "result_references",
 ]
 
 EACH, SEARCH = "$each", "$search"
@@ -150,7 +154,21 @@ def _search(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
     found = re.search(pattern, text, re.MULTILINE) if isinstance(text, str) else None
     if found is None:
         raise MissingReference(f"{written} (no match for {pattern!r})")
-    return found.group(1) if found.re.groups else found.group(0)
+    match = found.group(1) if found.re.groups else found.group(0)
+    if template.get("number") is True:
+        return _number(written, match)
+    return match
+
+
+def _number(written: str, text: str) -> int | float:
+    """`text` read as a JSON number (`number: true` in a `$search`: an id in a URL, for a tool that wants a number)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MissingReference(f"{written} (the match {text[:40]!r} is not a number)")
+    return value
 
 
 def is_reference(text: str) -> bool:
@@ -181,7 +199,12 @@ def bad_references(template: Any) -> list[str]:
 def result_references(template: Any) -> list[tuple[str, tuple[str | int | None, ...]]]:
     """Every `$result` reference a template makes, once each in order: as written (`$result.id`)
     and as its path (`("id",)`; an index is an int, `[*]` is None). Bad references are left out."""
-    found = {ref.written: ref.path for ref in _refs(template) if ref.root == "result"}
+    return references_to(template, "result")
+
+
+def references_to(template: Any, root: str) -> list[tuple[str, tuple[str | int | None, ...]]]:
+    """Every reference to `root` (`"args"`, `"result"`, `"before"`) a template makes, as `result_references`."""
+    found = {ref.written: ref.path for ref in _refs(template) if ref.root == root}
     return list(found.items())
 
 

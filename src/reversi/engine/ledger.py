@@ -10,6 +10,7 @@ import anyio
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
 from reversi.core.bounded_cache import BoundedCache
+from reversi.core.drill import Drill
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
     Approval,
@@ -27,7 +28,7 @@ from reversi.core.models import (
     new_run_id,
     utc_now,
 )
-from reversi.engine import access, approvals, halts, jobs, keys
+from reversi.engine import access, approvals, drills, halts, jobs, keys
 from reversi.engine.capture import Captured
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
 from reversi.engine.keys import Principal, store_has_keys
@@ -358,6 +359,16 @@ class Ledger:
     def revoke_key(self, key_id: str) -> KeyRow:
         """Revoke an API key at once. Raises NotFound: no such key."""
         return keys.revoke_key(self.store, key_id)
+
+    # -- drills (`reversi manifest drill` and `coverage`) -----------------------------------------------
+
+    def record_drill(self, drill: Drill) -> None:
+        """Keep a drill's evidence in the store."""
+        drills.record_drill(self.store, drill)
+
+    def drills(self, tool: str | None = None, server: str | None = None, limit: int | None = None) -> list[Drill]:
+        """Drills newest first, of `tool` and of `server` (its name) when given."""
+        return drills.list_drills(self.store, tool, server, limit)
 
     # -- rollback jobs (the server's worker) ---------------------------------------------------------
 

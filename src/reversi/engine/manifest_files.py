@@ -1,16 +1,20 @@
-"""Reading manifest files from disk; the parsing itself is pure (`reversi.core.manifest`)."""
+"""Reading manifest files (and recorded tool listings) from disk; the parsing itself is pure
+(`reversi.core.manifest_yaml`, `reversi.core.tool_listing`)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from reversi.core.json_values import parse_json
 from reversi.core.manifest import ManifestSet, Problem, ToolEntry, merge
+from reversi.core.manifest_fit import fit_problems, key_lines
 from reversi.core.manifest_yaml import parse_manifest
-from reversi.errors import ManifestError
+from reversi.core.tool_listing import Listing, parse_listing
+from reversi.errors import BadInput, ManifestError
 
-__all__ = ["check_manifest_files", "load_manifest_files"]
+__all__ = ["check_manifest_files", "check_manifest_fit", "load_manifest_files", "read_listing"]
 
 
 def load_manifest_files(paths: Sequence[str | os.PathLike[str]]) -> ManifestSet:
@@ -32,7 +36,46 @@ def check_manifest_files(paths: Sequence[str | os.PathLike[str]]) -> list[Proble
     return _read(paths)[1]
 
 
-def _read(paths: Sequence[str | os.PathLike[str]]) -> tuple[ManifestSet, list[Problem]]:
+def read_listing(path: str | os.PathLike[str]) -> Listing:
+    """A server's tools as recorded in a file: a JSON `tools/list` result.
+
+    Raises:
+        BadInput: the file cannot be read, or is not such a result (the message names the file).
+    """
+    source = os.fspath(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
+        raise BadInput(f"{source}: cannot read: {reason}") from None
+    return parse_listing(parse_json(text, source), source)
+
+
+def check_manifest_fit(
+    paths: Sequence[str | os.PathLike[str]],
+    listing: Listing,
+    judged: Callable[[str], bool] | None = None,
+    *,
+    fit_only: bool = False,
+) -> list[Problem]:
+    """`check_manifest_files`, then (when the files are valid) every way they do not fit a server's
+    tools (`reversi.core.manifest_fit`); `judged` as there. With `fit_only`, the latter alone (and
+    nothing when the files are invalid)."""
+    texts: dict[str, str] = {}
+    manifests, problems = _read(paths, texts)
+    if any(not problem.warning for problem in problems) or not paths:
+        return [] if fit_only else problems
+    if fit_only:
+        problems = []
+    lines = {source: key_lines(text) for source, text in texts.items()}
+    first = os.fspath(paths[0])
+    missing_at = (first, lines.get(first, {}).get(("tools",), 0))
+    return problems + fit_problems(manifests, listing, lines=lines, missing_at=missing_at, judged=judged)
+
+
+def _read(
+    paths: Sequence[str | os.PathLike[str]], texts: dict[str, str] | None = None
+) -> tuple[ManifestSet, list[Problem]]:
     parsed: list[list[ToolEntry]] = []
     problems: list[Problem] = []
     for path in paths:
@@ -45,6 +88,8 @@ def _read(paths: Sequence[str | os.PathLike[str]]) -> tuple[ManifestSet, list[Pr
         except OSError as error:
             problems.append(Problem(source, 0, f"cannot read: {error.strerror or error}"))
             continue
+        if texts is not None:
+            texts[source] = text
         entries, found = parse_manifest(text, source)
         parsed.append(entries)
         problems.extend(found)

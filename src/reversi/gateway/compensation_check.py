@@ -12,11 +12,13 @@ name, and its command and working directory or its URL) is one the operator has,
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Event
+from reversi.core.tool_listing import parse_listing
+from reversi.engine.manifest_files import check_manifest_fit
 from reversi.gateway.upstream import Upstream, UpstreamPool
 
 log = logging.getLogger("reversi.gateway")
@@ -52,6 +54,26 @@ def warn_of_missing_compensations(pool: UpstreamPool, manifests: ManifestSet) ->
                 "the operator with the upstream command, working directory and environment the agent's gateway used",
                 upstream.name, ", ".join(named),
             )
+
+
+def warn_of_misfits(pool: UpstreamPool, manifests: Sequence[str]) -> None:
+    """Say on stderr, one line per problem, how the manifest files in force do not fit the started
+    upstreams' tools (the checks of `reversi manifest check --upstream`). The gateway starts anyway."""
+    if not manifests:
+        return
+    tools = [tool for tool in pool.listed_tools() if _started(pool, str(tool.get("name")))]
+    listing = parse_listing({"tools": tools}, "the upstreams' tools")
+
+    def judged(name: str) -> bool:
+        return _started(pool, name)
+
+    for problem in check_manifest_fit(manifests, listing, judged, fit_only=True):
+        log.warning("the manifest does not fit the upstream's tools: %s", problem)
+
+
+def _started(pool: UpstreamPool, name: str) -> bool:
+    route = pool.route(name)
+    return route is not None and route.upstream.has_connected
 
 
 def _described(identity: Mapping[str, Any]) -> str:

@@ -31,7 +31,7 @@ from reversi.engine.access import Access, bearer, check_run, require_role
 from reversi.engine.keys import Principal, Role, is_loopback, keyless_request_allowed
 from reversi.engine.ledger import Ledger
 from reversi.errors import ConfigError, Forbidden, ReversiError, Unauthorized
-from reversi.gateway.compensation_check import warn_of_missing_compensations
+from reversi.gateway.compensation_check import warn_of_misfits, warn_of_missing_compensations
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
@@ -224,6 +224,7 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
         if keyless:
             print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
         warn_of_missing_compensations(pool, ledger.manifests)
+        warn_of_misfits(pool, options.manifests)
         app = create_app(options, ledger, pool)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         tg.start_soon(_announce, server)

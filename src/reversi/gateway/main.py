@@ -113,7 +113,7 @@ def open_ledger(options: GatewayOptions) -> Ledger:
 
 async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool) -> None:
     """One agent (or operator) on stdin/stdout until it hangs up."""
-    from reversi.gateway.compensation_check import warn_of_missing_compensations
+    from reversi.gateway.compensation_check import warn_of_misfits, warn_of_missing_compensations
     from reversi.gateway.operator import Operator
     from reversi.gateway.proxy import Proxy
     from reversi.gateway.relay import Relay
@@ -125,6 +125,7 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
         relay = None if operator else Relay(one_agent=True, wait_s=options.call_timeout)
         pool = UpstreamPool(options.upstreams, relay)
         await pool.start(tg)
+        warn_of_misfits(pool, options.manifests)
         if operator:
             warn_of_missing_compensations(pool, ledger.manifests)
             principal = Principal(principal_from_env(), Role.ADMIN)

@@ -1,20 +1,19 @@
 """The operator's side: MCP tools that plan, roll back, resolve, list runs and halt, through the engine.
 
-Compensations and declared read-backs are called on the upstreams, each compensation with its
-idempotency key in the call's `_meta` as `reversi/idempotency_key`.
+Compensations and declared read-backs are called on the upstreams through `undo_calls.UndoCalls`,
+each compensation with its idempotency key in the call's `_meta` as `reversi/idempotency_key`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 
-from reversi.core.backoff import Retry
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger
@@ -22,12 +21,10 @@ from reversi.engine.run import Run
 from reversi.errors import BadInput, NotFound, ReversiError
 from reversi.gateway.compensation_check import upstream_differences
 from reversi.gateway.results import from_error, structured
+from reversi.gateway.undo_calls import ROLLBACK_RETRY, UndoCalls
 from reversi.gateway.upstream import UpstreamPool
-from reversi.gateway.upstream_calls import call_upstream
 
 log = logging.getLogger("reversi.gateway")
-IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
-ROLLBACK_RETRY = Retry(attempts=3, base_ms=250)
 
 PrincipalFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[Principal]]
 
@@ -127,6 +124,7 @@ class Operator:
         self.pool = pool
         self.principal_for = principal_for
         self.call_timeout = call_timeout
+        self.undo_calls = UndoCalls(pool, call_timeout)
 
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
@@ -175,9 +173,9 @@ class Operator:
             plan = await anyio.to_thread.run_sync(run.plan)
             return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
         report = await run.arollback(
-            compensate=self._compensate,
+            compensate=self.undo_calls.compensate,
             retry=ROLLBACK_RETRY,
-            verifier=self._read_back,
+            verifier=self.undo_calls.read_back,
             approve_compensations=_arg(args, "approve_compensations", bool, False),
             actor=principal.name,
         )
@@ -215,15 +213,6 @@ class Operator:
     async def _resume(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         lifted = await anyio.to_thread.run_sync(self.ledger.for_principal(principal).lift_halts)
         return structured({"lifted": lifted}, f"lifted {lifted}")
-
-    # -- the upstream calls a rollback makes ------------------------------------------------------
-
-    async def _compensate(self, call: dict[str, Any]) -> Any:
-        meta = cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: call["idempotency_key"]})
-        return await call_upstream(self.pool, call["tool"], call["args"], self.call_timeout, meta)
-
-    async def _read_back(self, tool: str, arguments: Any) -> Any:
-        return await call_upstream(self.pool, tool, arguments, self.call_timeout)
 
     def server(self) -> Server[Any]:
         server: Server[Any] = Server(

@@ -1,0 +1,157 @@
+"""Drills and coverage: the evidence that a tool's declared undo works, and which write tools have
+such evidence. Pure: the drill itself runs in `reversi.gateway.drill`.
+
+A drill calls one write tool on a scratch server, rolls the call back through the engine, and reads
+the world (the server's read tools) before the call and after the undo. Its verdict:
+
+* `restored`: the undo was done and the world reads back as before;
+* `residue`: the undo was done, the world differs, and the entry declares residue (what differs is
+  listed for a person to hold against those sentences);
+* `differs`: the undo was done, the world differs, and the entry declares no residue;
+* `undo_failed`: the rollback did not undo the call (it failed, or could not be planned).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from reversi.core.json_values import compact
+from reversi.core.manifest import Effect, ManifestSet, ToolEntry
+from reversi.core.tool_listing import Listing
+
+__all__ = ["CoverageRow", "Drill", "Verdict", "coverage_rows", "declared_undo", "differences", "new_drill_id",
+           "verdict_of"]
+
+_MAX_DIFFERENCES = 20
+
+
+class Verdict(StrEnum):
+    RESTORED = "restored"
+    RESIDUE = "residue"
+    DIFFERS = "differs"
+    UNDO_FAILED = "undo_failed"
+
+    @property
+    def passed(self) -> bool:
+        return self in (Verdict.RESTORED, Verdict.RESIDUE)
+
+
+@dataclass(frozen=True)
+class Drill:
+    """One drill's record. `evidence` holds the rest: the arguments, the forward and undo results,
+    the read-back, the world before and after, the differences, the manifest entry."""
+
+    drill_id: str
+    tool: str
+    server: str
+    version: str
+    verdict: Verdict
+    at: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"drill_id": self.drill_id, "tool": self.tool, "server": {"name": self.server, "version": self.version},
+                "verdict": self.verdict.value, "at": self.at, **self.evidence}
+
+
+def new_drill_id() -> str:
+    return "drill_" + secrets.token_hex(8)
+
+
+def differences(before: Any, after: Any, at: str = "") -> list[str]:
+    """Where two JSON values differ, as `PATH: BEFORE -> AFTER` lines (at most 20, then a count)."""
+    found = list(_differences(before, after, at))
+    if len(found) > _MAX_DIFFERENCES:
+        return [*found[:_MAX_DIFFERENCES], f"... and {len(found) - _MAX_DIFFERENCES} more"]
+    return found
+
+
+def _differences(before: Any, after: Any, at: str) -> Iterable[str]:
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        for key in [*before, *(k for k in after if k not in before)]:
+            here = f"{at}.{key}" if at else str(key)
+            if key not in after:
+                yield f"{here}: {_short(before[key])} -> (gone)"
+            elif key not in before:
+                yield f"{here}: (absent) -> {_short(after[key])}"
+            else:
+                yield from _differences(before[key], after[key], here)
+    elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            yield from _differences(old, new, f"{at}[{index}]")
+    elif compact(before) != compact(after):
+        yield f"{at or 'the value'}: {_short(before)} -> {_short(after)}"
+
+
+def _short(value: Any) -> str:
+    text = compact(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def verdict_of(undone: bool, differs: bool, residue: Sequence[str]) -> Verdict:
+    if not undone:
+        return Verdict.UNDO_FAILED
+    if not differs:
+        return Verdict.RESTORED
+    return Verdict.RESIDUE if residue else Verdict.DIFFERS
+
+
+def declared_undo(entry: ToolEntry | None) -> str:
+    """What an entry says of undoing its tool, in a few words."""
+    if entry is None:
+        return "no entry"
+    if not entry.needs_undo:
+        return "nothing to undo (effect: read)" if entry.effect is Effect.READ else "nothing to undo (idempotent)"
+    if entry.irreversible:
+        return "irreversible"
+    if entry.compensation is None:
+        return "none declared"
+    return f"{entry.compensation.tool} ({entry.compensation.kind.value})"
+
+
+@dataclass(frozen=True)
+class CoverageRow:
+    """One write tool: its declared undo, its last drill, the residue its entry declares."""
+
+    tool: str
+    undo: str
+    drill: Drill | None
+    residue: tuple[str, ...]
+    entry_changed: bool = False  # since the drill: it tried another undo than the one declared now
+
+    def to_dict(self) -> dict[str, Any]:
+        drilled = None if self.drill is None else {"drill_id": self.drill.drill_id, "at": self.drill.at,
+                                                    "verdict": self.drill.verdict.value,
+                                                    "entry_changed_since": self.entry_changed}
+        return {"tool": self.tool, "undo": self.undo, "drilled": drilled, "residue": list(self.residue)}
+
+    def to_text(self) -> str:
+        drilled = "not drilled" if self.drill is None else f"drilled {self.drill.at}: {self.drill.verdict.value}"
+        if self.entry_changed:
+            drilled += " (the entry changed since)"
+        residue = f"; residue: {'; '.join(self.residue)}" if self.residue else ""
+        return f"{self.tool}  undo: {self.undo}  {drilled}{residue}"
+
+
+def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Drill]) -> list[CoverageRow]:
+    """A row for each tool the server may write with, in its order, with the newest drill of each
+    (`drills` newest first) whose server is the listing's (any, when the listing does not say)."""
+    latest: dict[str, Drill] = {}
+    for done in drills:
+        if not listing.server or done.server == listing.server:
+            latest.setdefault(done.tool, done)
+    rows = []
+    for tool in listing.tools:
+        if not tool.writes:
+            continue
+        entry = manifests.lookup(tool.name)
+        residue = entry.compensation.residue if entry is not None and entry.compensation is not None else ()
+        drill = latest.get(tool.name)
+        then = drill.evidence.get("entry") if drill is not None else None
+        changed = isinstance(then, Mapping) and then.get("digest") != (entry.digest if entry else None)
+        rows.append(CoverageRow(tool.name, declared_undo(entry), drill, residue, changed))
+    return rows

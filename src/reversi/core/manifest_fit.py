@@ -1,0 +1,190 @@
+"""Whether manifests fit a server's tools: the checks of `reversi manifest check --upstream` and of the
+gateway at start. Pure: a manifest set and a tool listing in, problems out.
+
+What is checked:
+* every tool the server may write with (by its annotations) has an entry;
+* every tool an entry calls (its compensation, its verification, its capture) is one the server
+  offers, and the arguments written for it fit that tool's input schema (none of its required ones missing, no key
+  it forbids; a key it does not declare is a warning);
+* every `$args.PATH` names something the forward tool's input schema declares, and every
+  `$result.PATH` is possible under its output schema, when it declares one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+from reversi.core.manifest import Effect, ManifestSet, Problem, ToolEntry
+from reversi.core.references import references_to
+from reversi.core.tool_listing import Fit, ListedTool, Listing, arguments_fit, path_fit
+
+__all__ = ["KeyLines", "fit_problems", "key_lines", "tools_called"]
+
+KeyLines = Mapping[str, Mapping[tuple[str, ...], int]]
+"""For each manifest file, the line of each key path (`("tools", NAME, "compensation", "tool")`)."""
+
+
+class Called(Protocol):
+    """A call an entry makes on the server: a tool and its argument template."""
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def args(self) -> Mapping[str, Any]: ...
+
+
+def tools_called(entry: ToolEntry) -> list[tuple[str, Called]]:
+    """The calls an entry makes besides the forward one, by the key that declares each."""
+    calls: list[tuple[str, Called | None]] = [
+        ("compensation", entry.compensation),
+        ("verification", entry.verification),
+        ("capture", entry.capture),
+    ]
+    return [(key, call) for key, call in calls if call is not None]
+
+
+def key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """The line (from 1) of every mapping key in a YAML text, by its path; {} when it does not parse."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    found: dict[tuple[str, ...], int] = {}
+
+    def walk(node: Node | None, path: tuple[str, ...], depth: int) -> None:
+        if not isinstance(node, MappingNode) or depth > 32:
+            return
+        for key, value in node.value:
+            if isinstance(key, ScalarNode):
+                found.setdefault((*path, key.value), key.start_mark.line + 1)
+                walk(value, (*path, key.value), depth + 1)
+
+    walk(root, (), 0)
+    return found
+
+
+class _Checker:
+    def __init__(self, listing: Listing, lines: KeyLines, judged: Callable[[str], bool]) -> None:
+        self.listing = listing
+        self.lines = lines
+        self.judged = judged
+        self.problems: list[Problem] = []
+        self._said: set[tuple[str, int, str]] = set()
+
+    def say(self, entry: ToolEntry, path: Sequence[str], message: str, *, warning: bool = False) -> None:
+        line = self.line(entry, path)
+        if (entry.source, line, message) not in self._said:
+            self._said.add((entry.source, line, message))
+            self.problems.append(Problem(entry.source, line, message, warning))
+
+    def line(self, entry: ToolEntry, path: Sequence[str]) -> int:
+        """The line of the deepest key of `path` (under the entry) that the file has, else the entry's."""
+        found = self.lines.get(entry.source, {})
+        for end in range(len(path), 0, -1):
+            line = found.get(("tools", entry.pattern, *path[:end]))
+            if line is not None:
+                return line
+        return entry.line
+
+    def entry(self, entry: ToolEntry, forward: Sequence[ListedTool]) -> None:
+        for tool in forward:
+            if entry.effect is Effect.READ and tool.read_only_hint is False:
+                self.say(entry, ("effect",), f"{tool.name} is declared effect: read, but the server says it is "
+                                             "not read-only (readOnlyHint: false)", warning=True)
+        for key, call in tools_called(entry):
+            self.call(entry, key, call, forward)
+        templates: list[tuple[tuple[str, ...], Any]] = [
+            ((key, "args", name), value) for key, call in tools_called(entry) for name, value in call.args.items()
+        ]
+        if entry.verification is not None:
+            templates += [(("verification", "expect", k), v) for k, v in entry.verification.expect.items()]
+        if entry.idempotency_key is not None:
+            templates.append((("idempotency", "key"), list(entry.idempotency_key)))
+        for path, template in templates:
+            for tool in forward:
+                self.references(entry, path, template, tool)
+
+    def call(self, entry: ToolEntry, key: str, call: Called, forward: Sequence[ListedTool]) -> None:
+        called = self.listing.get(call.tool)
+        if called is None:
+            if self.judged(call.tool):
+                self.say(entry, (key, "tool"), f"{key} tool {call.tool}: the server offers no such tool")
+            return
+        if key in ("verification", "capture") and called.read_only_hint is False:
+            read = "read-back" if key == "verification" else key
+            self.say(entry, (key, "tool"), f"{key} tool {call.tool} is not read-only (readOnlyHint: false): "
+                                           f"a {read} should change nothing", warning=True)
+        missing, unknown, closed = arguments_fit(called.input_schema, list(call.args))
+        for name in missing:
+            self.say(entry, (key, "args"), f"{key}.args: {call.tool} requires {_q(name)}, which is not given")
+        for name in unknown:
+            message = f"{key}.args.{name}: {call.tool} has no argument {_q(name)}"
+            if closed:
+                self.say(entry, (key, "args", name), f"{message} (its input schema allows no others)")
+            else:
+                self.say(entry, (key, "args", name), f"{message} declared: it may be ignored", warning=True)
+
+    def references(self, entry: ToolEntry, path: tuple[str, ...], template: Any, tool: ListedTool) -> None:
+        for written, steps in references_to(template, "args"):
+            fit, why = path_fit(tool.input_schema, steps)
+            if fit is not Fit.FITS:
+                self.say(entry, path, f"{written}: not in the input schema of {tool.name} ({why})")
+        if tool.output_schema is None:
+            return
+        for written, steps in references_to(template, "result"):
+            fit, why = path_fit(tool.output_schema, steps)
+            if fit is Fit.IMPOSSIBLE:
+                self.say(entry, path, f"{written} cannot resolve under the output schema of {tool.name} ({why})")
+            elif fit is Fit.UNDECLARED:
+                self.say(entry, path, f"{written}: not in the output schema of {tool.name} ({why})", warning=True)
+
+
+def fit_problems(
+    manifests: ManifestSet,
+    listing: Listing,
+    *,
+    lines: KeyLines | None = None,
+    missing_at: tuple[str, int] = ("", 0),
+    judged: Callable[[str], bool] | None = None,
+) -> list[Problem]:
+    """Every way the manifests do not fit the server's tools, errors and warnings.
+
+    Args:
+        manifests: The manifests in force.
+        listing: The server's tools.
+        lines: Where each key is written, for precise lines (`key_lines` of each file).
+        missing_at: The file and line to report a tool with no entry at (the first manifest's
+            `tools:` key, usually).
+        judged: Which tool names the listing speaks for (with several servers, those of the started
+            ones); a call of any other tool is not reported. Default: every name.
+    """
+    in_scope = judged or (lambda name: True)
+    checker = _Checker(listing, lines or {}, in_scope)
+    forward: dict[int, tuple[ToolEntry, list[ListedTool]]] = {id(e): (e, []) for e in manifests.entries}
+    for tool in listing.tools:
+        entry = manifests.lookup(tool.name)
+        if entry is not None:
+            forward[id(entry)][1].append(tool)
+        elif tool.writes:
+            source, line = missing_at
+            checker.problems.append(Problem(source, line, f"{tool.name} may write (the server does not mark it "
+                                                          "read-only) and has no entry"))
+    for entry, tools in forward.values():
+        if not tools and not _is_glob(entry.pattern) and in_scope(entry.pattern):
+            checker.say(entry, (), f"the server offers no tool {entry.pattern}", warning=True)
+        checker.entry(entry, tools)
+    return sorted(checker.problems, key=lambda p: (p.source != missing_at[0], p.source, p.line))
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(char in pattern for char in "*?[")
+
+
+def _q(name: str) -> str:
+    return f'"{name}"'
+

@@ -1,0 +1,210 @@
+"""`reversi manifest drill`: one write tool called on a scratch server and undone through the engine,
+with the world read before and after, and the evidence recorded.
+
+The server is started in a throwaway folder (`{scratch}` in its command line and environment is that
+folder; it is also the working directory), so the drill touches no real data. Setup calls, made
+first and not journaled, give the world something that existed before. The forward call is journaled
+in a scratch store as the gateway journals calls, and rolled back as the gateway's operator rolls
+back (`Run.arollback` with the compensations' idempotency keys in `_meta`), through `UndoCalls`.
+The world is whatever the read tools answer: the server's read-only tools that need no arguments,
+and those the user names with their arguments.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp import types
+
+import reversi
+from reversi.core.drill import Drill, differences, new_drill_id, verdict_of
+from reversi.core.json_values import compact
+from reversi.core.manifest import ToolEntry
+from reversi.core.models import StepStatus, utc_now
+from reversi.core.tool_listing import Listing
+from reversi.engine.ledger import Ledger
+from reversi.errors import ConfigError, DrillFailed
+from reversi.gateway.live import SCRATCH, connected, listing_of, upstream_spec
+from reversi.gateway.results import error_text, is_error, result_value
+from reversi.gateway.undo_calls import ROLLBACK_RETRY, UndoCalls
+from reversi.gateway.upstream import UpstreamPool
+
+__all__ = ["DrillRequest", "run_drill"]
+
+_ACTOR = "reversi manifest drill"
+_UNDO_EVENTS = ("approval_requested", "approval_granted", "compensating", "compensated", "compensation_failed",
+                "verified", "verification_failed", "unverified")
+
+
+@dataclass(frozen=True)
+class DrillRequest:
+    """What to drill, and on what.
+
+    Attributes:
+        upstream: The server's command line (or URL); `{scratch}` is the scratch folder.
+        reads: Read tools (and their arguments) whose answers are the world, besides the server's
+            read-only tools that need no arguments.
+        setup: Calls made before the world is first read, unjournaled.
+        keep: Leave the scratch folder (and its store, with the drill's run) in place.
+    """
+
+    tool: str
+    args: Mapping[str, Any]
+    upstream: str
+    manifests: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    reads: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    setup: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    keep: bool = False
+    call_timeout: float = 60.0
+    config: str | None = None
+
+
+async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
+    """Run the drill and record its evidence in `evidence`'s store.
+
+    Raises:
+        ConfigError: the tool has no entry, or one with no undo to drill; the server cannot start,
+            or offers no read tool to compare the world with.
+        DrillFailed: the server refused a setup call, a read or the forward call (nothing recorded).
+    """
+    root = tempfile.mkdtemp(prefix="reversi-drill-")
+    scratch = str(Path(root) / "data")  # the server's; the drill's store beside it, out of its sight
+    Path(scratch).mkdir()
+    try:
+        with reversi.open(f"sqlite:///{root}/drill.db", manifests=request.manifests,
+                          config=request.config) as ledger:
+            entry = _drillable(ledger, request.tool)
+            async with connected(upstream_spec(request.upstream, request.env, scratch)) as pool:
+                drill = await _drill(_Scratch(request, scratch, pool, ledger, entry))
+        evidence.record_drill(drill)
+        return drill
+    finally:
+        if not request.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _drillable(ledger: Ledger, tool: str) -> ToolEntry:
+    entry = ledger.manifests.lookup(tool)
+    if entry is None:
+        raise ConfigError(f"{tool} has no manifest entry: a drill tries the undo an entry declares")
+    if not entry.needs_undo:
+        raise ConfigError(f"{tool} needs no undo (its entry says {'idempotent' if entry.idempotent else 'read'}): "
+                          "nothing to drill")
+    if entry.irreversible or entry.compensation is None:
+        said = "is irreversible by" if entry.irreversible else "has no compensation in"
+        raise ConfigError(f"{tool} {said} its entry ({entry.source}:{entry.line}): nothing to drill")
+    return entry
+
+
+@dataclass
+class _Scratch:
+    request: DrillRequest
+    folder: str
+    pool: UpstreamPool
+    ledger: Ledger
+    entry: ToolEntry
+
+    def __post_init__(self) -> None:
+        self.calls = UndoCalls(self.pool, self.request.call_timeout)
+        self.listing: Listing = listing_of(self.pool)
+
+    def placed(self, value: Any) -> Any:
+        """`value` with `{scratch}` in every string replaced by the scratch folder."""
+        if isinstance(value, str):
+            return value.replace(SCRATCH, self.folder)
+        if isinstance(value, Mapping):
+            return {key: self.placed(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.placed(item) for item in value]
+        return value
+
+    async def raw(self, tool: str, arguments: Any) -> dict[str, Any]:
+        upstream = self.pool.upstreams[0]
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
+        try:
+            return await upstream.request(request, self.request.call_timeout)
+        except Exception as exc:  # a JSON-RPC error, a timeout, the server gone: the drill cannot go on
+            raise DrillFailed(f"{tool}: the server did not answer: {type(exc).__name__}: {exc}") from exc
+
+    def reads(self) -> list[tuple[str, str, Any]]:
+        """Each read of the world: its name in the evidence (the tool, and its arguments as given), the
+        tool, and its arguments."""
+        found: list[tuple[str, str, Any]] = [
+            (tool.name, tool.name, {}) for tool in self.listing.tools
+            if tool.read_only_hint is True and not tool.input_schema.get("required")
+        ]
+        found += [(f"{tool} {compact(dict(args))}" if args else tool, tool, self.placed(dict(args)))
+                  for tool, args in self.request.reads]
+        if not found:
+            raise ConfigError("nothing to read the world with: the server has no read-only tool that needs no "
+                              "arguments; name read tools (and their arguments) to compare the world with")
+        return found
+
+    async def world(self, reads: Sequence[tuple[str, str, Any]]) -> dict[str, Any]:
+        """Each read's answer (`{"error": TEXT}` for a tool error), by its name."""
+        state: dict[str, Any] = {}
+        for name, tool, args in reads:
+            raw = await self.raw(tool, args)
+            state[name] = {"error": error_text(raw)} if is_error(raw) else result_value(raw)
+        return state
+
+
+async def _drill(s: _Scratch) -> Drill:
+    for tool, args in s.request.setup:
+        raw = await s.raw(tool, s.placed(dict(args)))
+        if is_error(raw):
+            raise DrillFailed(f"the setup call {tool} failed: {error_text(raw)}")
+    reads = s.reads()
+    before = await s.world(reads)
+    args = s.placed(dict(s.request.args))
+    run = s.ledger.start_run(actor=_ACTOR, environment="drill")
+    step = await s.ledger.abegin(run.record, s.request.tool, args, via=s.pool.upstreams[0].identity)
+    try:
+        raw = await s.raw(s.request.tool, args)
+    except DrillFailed as exc:
+        await s.ledger.aoutcome(run.record, step, StepStatus.UNCERTAIN, error=str(exc))
+        raise
+    if is_error(raw):
+        await s.ledger.aoutcome(run.record, step, StepStatus.FAILED, error=error_text(raw))
+        raise DrillFailed(f"the forward call {s.request.tool} failed: {error_text(raw)}")
+    forward = result_value(raw)
+    await s.ledger.aoutcome(run.record, step, StepStatus.SUCCEEDED, result=forward)
+    # The scratch store's approvals are the drill's to grant: the person who drills is the one asking.
+    report = await run.arollback(compensate=s.calls.compensate, verifier=s.calls.read_back, retry=ROLLBACK_RETRY,
+                                 approve_compensations=True, actor=_ACTOR)
+    after = await s.world(reads)
+    undo = [{"type": e.type, **e.data} for e in run.events() if e.step == step and e.type in _UNDO_EVENTS]
+    read_back = next((e for e in reversed(undo) if e["type"] in ("verified", "verification_failed")), None)
+    found = differences(before, after)
+    residue = s.entry.compensation.residue if s.entry.compensation is not None else ()
+    info = s.pool.upstreams[0].server_info
+    return Drill(
+        new_drill_id(),
+        s.request.tool,
+        info.name if info else "",
+        info.version if info else "",
+        verdict_of(step in report.compensated, bool(found), residue),
+        utc_now(),
+        {
+            "args": args,
+            "upstream": s.request.upstream,
+            "scratch": str(Path(s.folder).parent) if s.request.keep else None,
+            "run_id": run.id,
+            "entry": {"source": str(Path(s.entry.source)), "line": s.entry.line, "digest": s.entry.digest},
+            "setup": [{"tool": tool, "args": s.placed(dict(a))} for tool, a in s.request.setup],
+            "forward": {"result": forward},
+            "undo": {"report": report.to_dict(), "lines": list(report.lines), "events": undo},
+            "read_back": read_back,
+            "before": before,
+            "after": after,
+            "differences": found,
+            "residue": list(residue),
+        },
+    )
+

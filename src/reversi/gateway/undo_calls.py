@@ -1,0 +1,32 @@
+"""The upstream calls a rollback makes: each compensation with its idempotency key in the call's
+`_meta` (`reversi/idempotency_key`), each declared read-back as it is. The operator's rollbacks and
+`reversi manifest drill` both make them through here."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from mcp import types
+
+from reversi.core.backoff import Retry
+from reversi.gateway.upstream import UpstreamPool
+from reversi.gateway.upstream_calls import call_upstream
+
+IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
+ROLLBACK_RETRY = Retry(attempts=3, base_ms=250)
+
+
+class UndoCalls:
+    """`compensate` and `read_back` for `Run.arollback`, on the pool's upstreams (each raises
+    `ToolAnsweredError` for a tool's error answer, as `call_upstream` does)."""
+
+    def __init__(self, pool: UpstreamPool, call_timeout: float) -> None:
+        self.pool = pool
+        self.call_timeout = call_timeout
+
+    async def compensate(self, call: dict[str, Any]) -> Any:
+        meta = cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: call["idempotency_key"]})
+        return await call_upstream(self.pool, call["tool"], call["args"], self.call_timeout, meta)
+
+    async def read_back(self, tool: str, arguments: Any) -> Any:
+        return await call_upstream(self.pool, tool, arguments, self.call_timeout)

@@ -1,0 +1,143 @@
+"""`reversi manifest draft`'s guesses (`reversi.core.manifest_draft`), and the verdicts, differences and
+coverage of drills (`reversi.core.drill`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reversi.core.drill import Drill, Verdict, coverage_rows, differences, verdict_of
+from reversi.core.manifest import merge
+from reversi.core.manifest_draft import draft_manifest, undo_candidates
+from reversi.core.manifest_fit import fit_problems
+from reversi.core.manifest_yaml import parse_manifest
+from reversi.core.tool_listing import parse_listing
+
+NAMES = {"type": "array", "items": {"type": "string"}}
+ITEMS = {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}
+
+
+def tool(name: str, properties: dict[str, Any], required: list[str], output: dict[str, Any] | None = None,
+         **hints: bool) -> dict[str, Any]:
+    found: dict[str, Any] = {"name": name, "inputSchema": {"type": "object", "properties": properties,
+                                                           "required": required}, "annotations": hints}
+    if output is not None:
+        found["outputSchema"] = {"type": "object", "properties": output}
+    return found
+
+
+LISTING = parse_listing({"tools": [
+    tool("create_things", {"things": ITEMS}, ["things"], {"things": ITEMS}, readOnlyHint=False),
+    tool("delete_things", {"thingNames": NAMES}, ["thingNames"], readOnlyHint=False, destructiveHint=True),
+    tool("starRepo", {"owner": {"type": "string"}, "repo": {"type": "string"}}, ["owner", "repo"],
+         readOnlyHint=False),
+    tool("unstarRepo", {"owner": {"type": "string"}, "repo": {"type": "string"}}, ["owner", "repo"],
+         readOnlyHint=False),
+    tool("add_note", {"note": {"type": "string"}}, ["note"], readOnlyHint=False),
+    tool("remove_note", {"note_id": {"type": "string"}}, ["note_id"], readOnlyHint=False),
+    tool("upsert_flag", {"on": {"type": "boolean"}}, [], readOnlyHint=False, idempotentHint=True),
+    tool("send", {"to": {"type": "string"}}, ["to"]),
+    tool("list_things", {}, [], readOnlyHint=True),
+    tool("yes", {}, [], readOnlyHint=True),
+]}, "listing.json", "things-server", "2.0")
+
+
+def test_undo_names_follow_the_verb_in_snake_case_camel_case_and_dotted_names() -> None:
+    assert list(undo_candidates("create_entities")) == ["delete_entities", "remove_entities", "destroy_entities"]
+    assert list(undo_candidates("createIssue")) == ["deleteIssue", "removeIssue", "destroyIssue"]
+    assert list(undo_candidates("github.star_repository")) == ["github.unstar_repository"]
+    assert list(undo_candidates("unresolve_review_thread")) == ["resolve_review_thread"]
+    assert list(undo_candidates("send_email")) == []
+
+
+def test_the_draft_guesses_reads_idempotent_tools_and_undos_and_marks_every_guess() -> None:
+    text = draft_manifest(LISTING)
+    assert text.startswith("# Drafted by `reversi manifest draft` from things-server 2.0 (10 tools).\n")
+    assert """
+  create_things:
+    # REVIEW: undo guessed from the names create_things / delete_things
+    compensation:
+      tool: delete_things
+      args:
+        thingNames: "$result.things[*].name"  # REVIEW: the name of each in the call's result things
+  delete_things:
+    # REVIEW: the server marks it destructive: what it destroys cannot be put back from its arguments alone
+    # REVIEW: no undo found among the server's tools: add a compensation, or say it is irreversible: true
+    {}
+  starRepo:
+    # REVIEW: undo guessed from the names starRepo / unstarRepo
+    compensation:
+      tool: unstarRepo
+      args:
+        owner: "$args.owner"  # REVIEW: the call's argument of the same name
+        repo: "$args.repo"  # REVIEW: the call's argument of the same name
+""" in text
+    assert """
+  add_note:
+    # REVIEW: remove_note looks like its undo, but note_id could not be guessed: fill in, uncomment
+    # compensation:
+    #   tool: remove_note
+    #   args:
+    #     note_id: ...
+  remove_note:
+    # REVIEW: no undo found among the server's tools: add a compensation, or say it is irreversible: true
+    {}
+  upsert_flag:
+    # REVIEW: the server marks it idempotent: a rollback skips it (if it changes data, give it a compensation)
+    idempotent: true
+  send:
+    # REVIEW: the server does not say whether it only reads: taken as a write
+    # REVIEW: no undo found among the server's tools: add a compensation, or say it is irreversible: true
+    {}
+  list_things:
+    effect: read
+  "yes":
+    effect: read
+""" in text
+
+
+def test_the_draft_is_a_valid_manifest_that_fits_the_tools_it_was_drafted_from() -> None:
+    entries, problems = parse_manifest(draft_manifest(LISTING), "draft.yaml")
+    assert [p for p in problems if not p.warning] == []
+    assert len(entries) == len(LISTING.tools)
+    manifests, _ = merge([entries])
+    assert [str(p) for p in fit_problems(manifests, LISTING) if not p.warning] == []
+
+
+def test_differences_name_each_path_that_changed_and_a_drill_passes_only_when_undone() -> None:
+    before = {"read_graph": {"entities": [{"name": "Ada", "observations": ["old"]}], "relations": []}}
+    after = {"read_graph": {"entities": [{"name": "Ada", "observations": ["old", "new"]}], "relations": []},
+             "list": {"error": "gone"}}
+    assert differences(before, after) == ['read_graph.entities[0].observations: ["old"] -> ["old","new"]',
+                                          'list: (absent) -> {"error":"gone"}']
+    assert differences(before, before) == []
+    assert len(differences({"a": list(range(30))}, {"a": list(range(1, 31))})) == 21
+    assert verdict_of(True, False, ()) is Verdict.RESTORED
+    assert verdict_of(True, True, ("the charge shows on the statement",)) is Verdict.RESIDUE
+    assert verdict_of(True, True, ()) is Verdict.DIFFERS
+    assert verdict_of(False, False, ()) is Verdict.UNDO_FAILED
+    assert [v.passed for v in Verdict] == [True, True, False, False]
+
+
+def test_coverage_lists_each_write_tool_with_its_undo_and_newest_drill_of_that_server() -> None:
+    text = "version: 1\ntools:\n  create_things:\n    compensation: {tool: delete_things, residue: [a log line]}\n" \
+           "  delete_things: {irreversible: true}\n  upsert_flag: {idempotent: true}\n"
+    entries, _ = parse_manifest(text, "m.yaml")
+    manifests, _ = merge([entries])
+    digest = entries[0].digest
+    drills = [Drill("d3", "create_things", "other-server", "1", Verdict.DIFFERS, "2026-12-03T12:00:00Z"),
+              Drill("d2", "create_things", "things-server", "2.0", Verdict.RESTORED, "2026-12-03T11:00:00Z",
+                    {"entry": {"digest": "old"}}),
+              Drill("d1", "create_things", "things-server", "2.0", Verdict.DIFFERS, "2026-12-03T10:00:00Z",
+                    {"entry": {"digest": digest}})]
+    rows = [row.to_text() for row in coverage_rows(manifests, LISTING, drills)]
+    assert rows == [
+        "create_things  undo: delete_things (compensation)  drilled 2026-12-03T11:00:00Z: restored "
+        "(the entry changed since); residue: a log line",
+        "delete_things  undo: irreversible  not drilled",
+        "starRepo  undo: no entry  not drilled",
+        "unstarRepo  undo: no entry  not drilled",
+        "add_note  undo: no entry  not drilled",
+        "remove_note  undo: no entry  not drilled",
+        "upsert_flag  undo: nothing to undo (idempotent)  not drilled",
+        "send  undo: no entry  not drilled",
+    ]
