@@ -11,6 +11,8 @@ from typing import Any
 from tests.cli.conftest import reversi_cli
 from tests.gateway.npm import everything_over_http, needs_node, server
 
+import reversi.manifests
+
 pytestmark = needs_node
 
 MEMORY = shlex.join(server("memory"))
@@ -219,6 +221,32 @@ def test_drills_on_server_filesystem_put_a_moved_file_back_and_catch_an_undo_tha
         "create_directory  undo: nothing to undo (idempotent)  not drilled",
         "move_file  undo: move_file (inverse)",
     ]
+
+
+def test_drills_of_the_shipped_manifests_capture_before_the_call_and_find_a_dry_run_changed_nothing(
+    tmp_path: Path,
+) -> None:
+    """The drill makes the entry's capture as the gateway does, so a delete or an overwrite is put back
+    from what was read before it; a call the plan skips (a dry run) must leave the world as it was."""
+    memory = str(reversi.manifests.path("memory"))
+    code, deleted = drill(tmp_path, memory, "delete_entities", {"entityNames": ["Ada"]},
+                          "--setup", "create_entities=" + json.dumps({"entities": [ADA]}))
+    assert code == 0 and deleted["verdict"] in ("restored", "residue"), deleted
+    assert deleted["after"]["read_graph"]["entities"] == [ADA]
+
+    filesystem = str(reversi.manifests.path("filesystem"))
+    for tool, args in (("write_file", {"path": "{scratch}/a.txt", "content": "gamma"}),
+                       ("edit_file", {"path": "{scratch}/a.txt", "dryRun": True,
+                                      "edits": [{"oldText": "beta", "newText": "alpha"}]})):
+        done = reversi_cli(
+            "--db", f"sqlite:///{tmp_path}/evidence.db", "manifest", "drill", tool, "-m", filesystem,
+            "--upstream", shlex.join(server("filesystem", "{scratch}")), "--args", json.dumps(args), "--json",
+            "--setup", 'write_file={"path": "{scratch}/a.txt", "content": "alpha beta"}',
+            "--read", 'read_text_file={"path": "{scratch}/a.txt"}', cwd=tmp_path,
+        )
+        evidence = json.loads(done.stdout)
+        assert (done.returncode, evidence["verdict"]) == (0, "restored"), done.stdout + done.stderr
+        assert evidence["after"]['read_text_file {"path":"{scratch}/a.txt"}'] == {"content": "alpha beta"}
 
 
 def test_what_a_drill_cannot_do_is_one_line_and_exit_1(tmp_path: Path) -> None:

@@ -27,8 +27,9 @@ from reversi.core.json_values import compact
 from reversi.core.manifest import ToolEntry
 from reversi.core.models import StepStatus, utc_now
 from reversi.core.tool_listing import Listing
+from reversi.engine.capture import take_capture
 from reversi.engine.ledger import Ledger
-from reversi.errors import ConfigError, DrillFailed
+from reversi.errors import CaptureFailed, ConfigError, DrillFailed
 from reversi.gateway.live import SCRATCH, connected, listing_of, upstream_spec
 from reversi.gateway.results import error_text, is_error, result_value
 from reversi.gateway.undo_calls import ROLLBACK_RETRY, UndoCalls
@@ -164,7 +165,11 @@ async def _drill(s: _Scratch) -> Drill:
     before = await s.world(reads)
     args = s.placed(dict(s.request.args))
     run = s.ledger.start_run(actor=_ACTOR, environment="drill")
-    step = await s.ledger.abegin(run.record, s.request.tool, args, via=s.pool.upstreams[0].identity)
+    try:  # as the gateway does: what the entry's capture reads before the call is journaled with it
+        captured = await take_capture(s.entry, run.record, args, s.calls.read_back)
+    except CaptureFailed as exc:
+        raise DrillFailed(f"the capture before {s.request.tool} failed: {exc.message}") from None
+    step = await s.ledger.abegin(run.record, s.request.tool, args, via=s.pool.upstreams[0].identity, before=captured)
     try:
         raw = await s.raw(s.request.tool, args)
     except DrillFailed as exc:
@@ -189,7 +194,8 @@ async def _drill(s: _Scratch) -> Drill:
         s.request.tool,
         info.name if info else "",
         info.version if info else "",
-        verdict_of(step in report.compensated, bool(found), residue),
+        # a call the plan skips (a dry run under read_when) needs no undo: the world must simply be as before
+        verdict_of(step in report.compensated or step in report.skipped, bool(found), residue),
         utc_now(),
         {
             "args": args,
