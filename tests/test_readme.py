@@ -53,3 +53,18 @@ def test_the_walkthrough_records_plans_settles_and_rolls_back(folder: Path) -> N
     assert exits == [0, 2, 0, 0], "runs; plan (unknown outcome: 2); resolve; rollback (complete: 0)"
     undone = [json.loads(line) for line in (folder / "undo.log").read_text().splitlines() if line.strip()]
     assert [(c["step"], c["args"]["charge_id"]) for c in undone] == [(1, "ch_2"), (0, "ch_1")]
+
+
+def test_the_shipped_manifest_lines_run_as_written(tmp_path: Path) -> None:
+    """Step 6's `reversi manifest coverage` line, by bash from the repository (npx finds the pinned
+    server-memory in node_modules), with the store and the server's file kept in `tmp_path`."""
+    [block] = [b for b in blocks("bash") if "reversi manifest coverage" in b]
+    lines = block.replace("\\\n", " ").splitlines()
+    [coverage] = [line.split("#")[0] for line in lines if line.startswith("reversi manifest coverage")]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "REVERSI_DB": f"sqlite:///{tmp_path}/r.db", "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
+    done = subprocess.run(["bash", "-c", coverage], cwd=README.parent, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("create_entities  undo: delete_entities (inverse)")
+    assert done.stdout.splitlines()[-1] == "6 write tools, 0 drilled"
