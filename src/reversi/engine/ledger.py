@@ -356,7 +356,7 @@ class Ledger:
     def job_runner(self, compensate: Compensate, verifier: ReadBack | None = None,
                    on_done: Callable[[jobs.Job], None] | None = None) -> jobs.JobRunner:
         """A runner of this store's rollback jobs, with the manifests in force."""
-        return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done)
+        return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done, self.settings.rollback_lease_s)
 
     def unfinished_jobs(self) -> list[jobs.Job]:
         """The rollback jobs not done yet, whoever queued them."""

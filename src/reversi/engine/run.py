@@ -273,7 +273,8 @@ class Run:
                 progress=options.get("progress"),
             ),
         )
-        lock = await asyncio.to_thread(self._ledger.store.lock_run, self.id)
+        lock = await asyncio.to_thread(self._ledger.store.lock_run, self.id, self._ledger.settings.rollback_lease_s)
+        executor.lease = lock
         try:
             return await executor.execute(self.id)
         finally:
@@ -292,6 +293,7 @@ class Run:
         Raises:
             RollbackInProgress: another rollback of this run is running.
             ConfigError: a step needs compensating and `compensate` is None.
+            Fenced: this process was stopped past its lease and another took the rollback over.
         """
         return run_coroutine(self.arollback(compensate, **options))
 

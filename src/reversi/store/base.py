@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from reversi.errors import BadInput, RollbackInProgress, WriteConflict
 from reversi.store.group_commit import GroupCommit
+from reversi.store.leases import DEFAULT_LEASE_S, Lease, ProcessLock, claim, held
 from reversi.store.queries import Queries
 
 T = TypeVar("T")
@@ -33,19 +34,6 @@ def statements(script: str) -> list[str]:
     """Split a migration into statements (no statement of ours contains a ';' inside)."""
     lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
-
-
-class RunLock(abc.ABC):
-    """A rollback's hold on a run, tied to this process: it ends when released or the process dies."""
-
-    @abc.abstractmethod
-    def release(self) -> None: ...
-
-    def __enter__(self) -> RunLock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 class Store(abc.ABC):
@@ -107,19 +95,29 @@ class Store(abc.ABC):
         return (WriteConflict, *self._retryable)
 
     @abc.abstractmethod
-    def try_lock_run(self, run_id: str) -> RunLock | None:
-        """The run's rollback lock if it is free, else None."""
+    def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
+        """The lock of fencing token `token` of the run, tied to this process, if it is free (see
+        `reversi.store.leases`). With `dead_holder_grace`, a lock whose holder just died is given the
+        moment the back end takes to notice."""
 
-    def lock_run(self, run_id: str) -> RunLock:
-        """The run's rollback lock.
+    def try_lock_run(self, run_id: str, lease_s: float = DEFAULT_LEASE_S) -> Lease | None:
+        """The run's rollback lease if nobody alive holds it within theirs, else None."""
+        return claim(self, run_id, lease_s)
+
+    def lock_run(self, run_id: str, lease_s: float = DEFAULT_LEASE_S) -> Lease:
+        """The run's rollback lease (see `reversi.store.leases`).
 
         Raises:
-            RollbackInProgress: another holder, in this process or any other, has it.
+            RollbackInProgress: another holder, in this process or any other, has it within its lease.
         """
-        lock = self.try_lock_run(run_id)
+        lock = self.try_lock_run(run_id, lease_s)
         if lock is None:
             raise RollbackInProgress(run_id)
         return lock
+
+    def rollback_held(self, run_id: str) -> bool:
+        """Whether a live holder has the run's rollback lease (a claim now would be refused)."""
+        return held(self, run_id)
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -14,8 +14,9 @@ import psycopg.errors
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from reversi.errors import StoreUnavailable, WriteConflict
-from reversi.store.base import RunLock, Store, migrations, statements
+from reversi.store.base import Store, migrations, statements
 from reversi.store.group_commit import GroupCommit
+from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
 from reversi.store.statements import Cursor
 
@@ -30,6 +31,7 @@ def _lock_key(*parts: str) -> int:
 
 class _PostgresDialect:
     row_locks = True
+    now_s = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 
     def __init__(self, schema: str) -> None:
         self.schema = schema
@@ -77,7 +79,7 @@ def _redact(url: str) -> str:
     return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
 
 
-class _AdvisoryLock(RunLock):
+class _AdvisoryLock(ProcessLock):
     def __init__(self, conn: psycopg.Connection[tuple[object, ...]], key: int) -> None:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = conn
         self._key = key
@@ -93,7 +95,8 @@ class _AdvisoryLock(RunLock):
 
 
 class PostgresStore(Store):
-    """A PostgreSQL database (the schema in `search_path`); run locks are session advisory locks."""
+    """A PostgreSQL database (the schema in `search_path`); the process lock of each rollback lease is a
+    session advisory lock."""
 
     # Two processes' batches can lock the same runs in opposite orders; PostgreSQL then undoes one.
     _retryable = (psycopg.errors.DeadlockDetected,)
@@ -140,12 +143,12 @@ class PostgresStore(Store):
     def write(self) -> AbstractContextManager[Queries]:
         return self._transaction()
 
-    def try_lock_run(self, run_id: str) -> RunLock | None:
-        key = _lock_key(self._schema, "run", run_id)
+    def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
+        key = _lock_key(self._schema, "run", run_id, str(token))
         conn = connect(self.url)
         # A holder that died holds on until the server has ended its backend, a few milliseconds
-        # after the connection dropped: look again briefly before calling the run taken.
-        for delay in _DEAD_HOLDER_GRACE_S:
+        # after the connection dropped: look again briefly before calling it alive.
+        for delay in _DEAD_HOLDER_GRACE_S if dead_holder_grace else (0,):
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             if row and row[0]:
                 return _AdvisoryLock(conn, key)
