@@ -80,7 +80,7 @@ class Recorder:
                 (and journaled as `refused`); nothing may be called.
             BadInput: the tool, arguments or `depends_on` are not acceptable.
         """
-        return self.store.run_write(self.begin_write(run, tool, args, depends_on), run.run_id)
+        return self.store.run_write(self.begin_write(run, tool, args, depends_on), run.run_id, reads_halts=True)
 
     async def abegin(
         self,
@@ -96,7 +96,7 @@ class Recorder:
         (`only_request` as for `Store.arun_write`); `via`, where the call goes (the gateway's upstream), is
         kept in the `intended` event's data as `upstream`."""
         write = self.begin_write(run, tool, args, depends_on, via=via)
-        return await self.store.arun_write(write, only_request, run.run_id)
+        return await self.store.arun_write(write, only_request, run.run_id, reads_halts=True)
 
     def begin_write(
         self,
@@ -107,7 +107,8 @@ class Recorder:
         *,
         via: Mapping[str, Any] | None = None,
     ) -> WriteFn[int]:
-        """`begin` as a write function, for a caller that runs it in its own transaction.
+        """`begin` as a write function, for a caller that runs it in its own transaction (with
+        `Store.run_write(..., reads_halts=True)`, or after `Statements.hold_halts`).
 
         The function raises a refusal as `KeepWrites(refusal)`, so that its `refused` event lands.
 

@@ -56,13 +56,15 @@ class Store(abc.ABC):
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
         """
 
-    def run_write(self, fn: Callable[[Queries], T], order: str | None = None) -> T:
+    def run_write(self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False) -> T:
         """Run `fn` in a write transaction whose commit may be shared with concurrent writers.
 
         An exception from `fn` undoes only `fn`'s own writes and is raised to this caller, except
         `KeepWrites(error)`, which keeps them and raises `error`. `fn` may run more than once (after
         a deadlock the database broke), so it must decide from what it reads. `order` names what
-        `fn` locks first (its run's id): a shared transaction runs its writes in that order.
+        `fn` locks first (its run's id): a shared transaction runs its writes in that order. With
+        `reads_halts`, `fn` decides on the halts in force: its transaction holds the halts' stream
+        (`Statements.hold_halts`) from its start, so no halt commits between that read and its commit.
 
         Raises:
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
@@ -70,7 +72,7 @@ class Store(abc.ABC):
         """
         for attempt in range(_RETRIES + 1):
             try:
-                return self._group_commit.run(fn, order)
+                return self._group_commit.run(fn, order, reads_halts=reads_halts)
             except self._retryable_errors() as exc:
                 if attempt == _RETRIES:
                     raise _gave_up(exc) from exc
@@ -78,14 +80,15 @@ class Store(abc.ABC):
         raise AssertionError("unreachable")
 
     async def arun_write(
-        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None
+        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None,
+        *, reads_halts: bool = False,
     ) -> T:
         """`run_write` for an event loop: `fn` runs on a writer thread, and the loop is not blocked;
         except that with `only_request`, a write that nobody could share, on a store that can start it
         without waiting (SQLite), runs on the loop itself (see `GroupCommit.arun`)."""
         for attempt in range(_RETRIES + 1):
             try:
-                return await self._group_commit.arun(fn, only_request, order)
+                return await self._group_commit.arun(fn, only_request, order, reads_halts=reads_halts)
             except self._retryable_errors() as exc:
                 if attempt == _RETRIES:
                     raise _gave_up(exc) from exc

@@ -44,7 +44,7 @@ class WouldWait(Exception):
 
 
 class _Slot(Generic[T]):
-    __slots__ = ("done", "error", "fn", "future", "order", "result", "wake")
+    __slots__ = ("done", "error", "fn", "future", "order", "reads_halts", "result", "wake")
 
     def __init__(
         self,
@@ -53,9 +53,11 @@ class _Slot(Generic[T]):
         *,
         waits: bool = True,
         order: str | None = None,
+        reads_halts: bool = False,
     ) -> None:
         self.fn = fn
         self.order = order  # what the write locks first (a run id): a shared batch writes in this order
+        self.reads_halts = reads_halts  # it decides on the halts in force (`Statements.hold_halts`)
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -108,10 +110,10 @@ class GroupCommit:
         self._helper: threading.Thread | None = None
         self._helper_wake = threading.Event()
 
-    def run(self, fn: Callable[[Queries], T], order: str | None = None) -> T:
+    def run(self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False) -> T:
         """Run `fn` in a committed write transaction, possibly shared with concurrent callers; `order`
-        names what `fn` locks first (see `Store.run_write`)."""
-        slot = _Slot(fn, order=order)
+        and `reads_halts` as for `Store.run_write`."""
+        slot = _Slot(fn, order=order, reads_halts=reads_halts)
         with self._lock:
             self._queue.append(slot)
             follow, self._leading = self._leading, True
@@ -130,7 +132,8 @@ class GroupCommit:
         return slot.outcome()
 
     async def arun(
-        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None
+        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None,
+        *, reads_halts: bool = False,
     ) -> T:
         """`run` for an event loop: wait for the commit without blocking the loop.
 
@@ -143,7 +146,7 @@ class GroupCommit:
         if only_request is not None and self._begin_now is not None:
             await asyncio.sleep(0)  # requests that arrived together get to queue their writes first
             if only_request() and self._lead_if_idle():
-                mine = _Slot(fn, waits=False)  # written here and now: nobody to wake
+                mine = _Slot(fn, waits=False, reads_halts=reads_halts)  # written here and now: nobody to wake
                 try:
                     self._write_unshared(mine, self._begin_now)
                     return mine.outcome()
@@ -151,7 +154,7 @@ class GroupCommit:
                     pass  # another thread or process is writing: queue, so the loop does not wait
                 finally:
                     self._pass_lead()
-        slot = _Slot(fn, asyncio.get_running_loop().create_future(), order=order)
+        slot = _Slot(fn, asyncio.get_running_loop().create_future(), order=order, reads_halts=reads_halts)
         with self._lock:
             self._queue.append(slot)
             if not self._leading:
@@ -218,6 +221,8 @@ class GroupCommit:
         ordered = sorted(batch, key=lambda slot: (slot.order is None, slot.order or ""))
         try:
             with self._begin() as q:
+                if any(slot.reads_halts for slot in batch):
+                    q.hold_halts()  # before any run's lock, so a halt waiting for it waits on nothing else
                 for slot in ordered:
                     q.execute("SAVEPOINT reversi_write")
                     try:
@@ -240,6 +245,8 @@ class GroupCommit:
     ) -> None:
         try:
             with (begin or self._begin)() as q:
+                if slot.reads_halts:
+                    q.hold_halts()
                 try:
                     slot.result = slot.fn(q)
                 except KeepWrites as kept:

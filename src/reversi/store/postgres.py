@@ -45,6 +45,9 @@ class _PostgresDialect:
     def lock_name(self, cur: Cursor, name: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema, "name", name),))
 
+    def share_name(self, cur: Cursor, name: str) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_lock_key(self.schema, "name", name),))
+
 
 @retry(
     retry=retry_if_exception_type(psycopg.OperationalError),
@@ -79,19 +82,93 @@ def _redact(url: str) -> str:
     return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
 
 
+class _AdvisoryLocks:
+    """The process locks of this store's rollback leases: session advisory locks, all on one connection
+    of their own, which lives as long as the process (or until the server drops it).
+
+    A session may take an advisory lock it already holds, so the keys held here are also kept in a set:
+    one holder per key in this process too.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._mutex = threading.Lock()
+        self._held: set[int] = set()
+
+    def try_lock(self, key: int) -> bool:
+        with self._mutex:
+            if key in self._held:
+                return False
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                self._conn = connect(self.url)
+                self._held.clear()  # a new session holds nothing
+            try:
+                row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
+            if row and row[0]:
+                self._held.add(key)
+                return True
+            return False
+
+    def unlock(self, key: int) -> None:
+        with self._mutex:
+            if key not in self._held or self._conn is None:
+                return
+            self._held.discard(key)
+            with contextlib.suppress(psycopg.Error):  # a dropped session has let go of it already
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._conn is not None:
+                self._conn.close()
+            self._held.clear()
+
+
 class _AdvisoryLock(ProcessLock):
-    def __init__(self, conn: psycopg.Connection[tuple[object, ...]], key: int) -> None:
-        self._conn: psycopg.Connection[tuple[object, ...]] | None = conn
+    def __init__(self, locks: _AdvisoryLocks, key: int) -> None:
+        self._locks: _AdvisoryLocks | None = locks
         self._key = key
 
     def release(self) -> None:
-        if self._conn is not None:
-            # Unlock before closing: the server ends a closed session's backend a moment later, and
-            # the next holder should not have to wait for that.
-            with contextlib.suppress(psycopg.Error):
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
-            self._conn.close()  # ending the session drops its advisory locks in any case
-            self._conn = None
+        if self._locks is not None:
+            self._locks.unlock(self._key)
+            self._locks = None
+
+
+class _Session:
+    """A connection that one thread at a time runs transactions on; reopened when the server dropped it."""
+
+    def __init__(self, url: str, dialect: _PostgresDialect | None = None,
+                 conn: psycopg.Connection[tuple[object, ...]] | None = None) -> None:
+        self.url = url
+        self.dialect = dialect
+        self.conn = conn or connect(url)
+        self.mutex = threading.RLock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Queries]:
+        with self.mutex:
+            yield from self.transaction_held()
+
+    def transaction_held(self) -> Iterator[Queries]:
+        """`transaction` for a caller that holds `mutex` already (a generator to `yield from`)."""
+        assert self.dialect is not None
+        if self.conn.closed or self.conn.broken:
+            self.conn = connect(self.url)  # the server restarted, or the network dropped us
+        try:
+            with self.conn.transaction():
+                yield Queries(self.conn.cursor(), self.dialect)
+        except psycopg.errors.DeadlockDetected as exc:
+            raise WriteConflict(f"the store at {_redact(self.url)} undid a write to break a deadlock") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
+
+    def close(self) -> None:
+        with self.mutex:
+            self.conn.close()
 
 
 class PostgresStore(Store):
@@ -103,17 +180,21 @@ class PostgresStore(Store):
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._conn = connect(url)
-        row = self._conn.execute("SELECT current_schema()").fetchone()
+        conn = connect(url)
+        row = conn.execute("SELECT current_schema()").fetchone()
         self._schema = str(row[0]) if row else "public"
         self._dialect = _PostgresDialect(self._schema)
-        self._mutex = threading.RLock()
+        self._writer = _Session(url, self._dialect, conn)
+        self._reader: _Session | None = None  # opened when a read finds the writer busy
+        self._reader_opening = threading.Lock()
+        self._locks = _AdvisoryLocks(url)
         self._group_commit = GroupCommit(self.write)
         self._migrate()
 
     def _migrate(self) -> None:
-        with self._mutex, self._conn.transaction():
-            cur = self._conn.cursor()
+        conn = self._writer.conn
+        with self._writer.mutex, conn.transaction():
+            cur = conn.cursor()
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._schema, "migrations"),))
             cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
             done = {row[0] for row in cur.execute("SELECT version FROM schema_migrations").fetchall()}
@@ -125,37 +206,36 @@ class PostgresStore(Store):
                 cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
 
     @contextmanager
-    def _transaction(self) -> Iterator[Queries]:
-        with self._mutex:
-            if self._conn.closed or self._conn.broken:
-                self._conn = connect(self.url)  # the server restarted, or the network dropped us
+    def read(self) -> Iterator[Queries]:
+        # On the writer's connection when it is free (or this thread is inside a write); else on a
+        # second connection, so that reads do not wait for a batch of writes to commit.
+        if self._writer.mutex.acquire(blocking=False):
             try:
-                with self._conn.transaction():
-                    yield Queries(self._conn.cursor(), self._dialect)
-            except psycopg.errors.DeadlockDetected as exc:
-                raise WriteConflict(f"the store at {_redact(self.url)} undid a write to break a deadlock") from exc
-            except psycopg.OperationalError as exc:
-                raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
-
-    def read(self) -> AbstractContextManager[Queries]:
-        return self._transaction()
+                yield from self._writer.transaction_held()
+            finally:
+                self._writer.mutex.release()
+            return
+        with self._reader_opening:
+            if self._reader is None:
+                self._reader = _Session(self.url, self._dialect)
+        with self._reader.transaction() as q:
+            yield q
 
     def write(self) -> AbstractContextManager[Queries]:
-        return self._transaction()
+        return self._writer.transaction()
 
     def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
         key = _lock_key(self._schema, "run", run_id, str(token))
-        conn = connect(self.url)
         # A holder that died holds on until the server has ended its backend, a few milliseconds
         # after the connection dropped: look again briefly before calling it alive.
         for delay in _DEAD_HOLDER_GRACE_S if dead_holder_grace else (0,):
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-            if row and row[0]:
-                return _AdvisoryLock(conn, key)
+            if self._locks.try_lock(key):
+                return _AdvisoryLock(self._locks, key)
             time.sleep(delay)
-        conn.close()
         return None
 
     def close(self) -> None:
-        with self._mutex:
-            self._conn.close()
+        self._writer.close()
+        if self._reader is not None:
+            self._reader.close()
+        self._locks.close()
