@@ -43,6 +43,17 @@ def record_charges(run: reversi.Run, count: int) -> dict[int, str]:
     return {n: compensation_key(run.id, n, "stripe.refund") for n in range(count)}
 
 
+def blocked_holder(spawn: Spawn, manifest: Path, run: reversi.Run, downstream: Downstream,
+                   fifos: tuple[Path, Path, int]) -> Any:
+    """`child.py rollback` of `run`, once its compensator is blocked in step 1 (until the gate FIFO opens)."""
+    ready, gate, ready_fd = fifos
+    blocking = downstream.command("held", "--block", "before", "--block-step", "1", "--ready", str(ready),
+                                  "--gate", str(gate))
+    holder = spawn("rollback", manifest=str(manifest), run_id=run.id, compensator=blocking)
+    wait_ready(ready_fd)
+    return holder
+
+
 @pytest.fixture
 def stopped() -> Iterator[list[int]]:
     """Pids the test stopped: each gets SIGCONT at the end, so that the fixtures can end it."""
@@ -57,20 +68,16 @@ def test_a_holder_stopped_past_its_lease_is_taken_over_and_its_late_writes_are_r
     short_lease: None, db_url: str, manifest: Path, spawn: Spawn, tmp_path: Path,
     fifos: tuple[Path, Path, int], stopped: list[int],
 ) -> None:
-    ready, gate, ready_fd = fifos
     with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
         run = ledger.start_run()
         keys = record_charges(run, 3)
         downstream = Downstream(tmp_path / "downstream")
-        blocking = downstream.command("held", "--block", "before", "--block-step", "1", "--ready", str(ready),
-                                      "--gate", str(gate))
-        holder = spawn("rollback", manifest=str(manifest), run_id=run.id, compensator=blocking)
-        wait_ready(ready_fd)
+        holder = blocked_holder(spawn, manifest, run, downstream, fifos)
         os.kill(holder.pid, signal.SIGSTOP)
         stopped.append(holder.pid)
         wait_for(lambda: not ledger.store.rollback_held(run.id), "the stopped holder's lease to run out")
         report = run.rollback(compensate=command_compensator(downstream.command("taker")), actor="taker")
-        with open(gate, "w"):  # the stopped holder's compensator goes on: the same key, applied once
+        with open(fifos[1], "w"):  # the stopped holder's compensator goes on: the same key, applied once
             pass
         os.kill(holder.pid, signal.SIGCONT)
         said = holder.expect("error ")
@@ -90,14 +97,10 @@ def test_a_slow_holder_within_its_lease_keeps_the_run_as_it_renews_it(
     fifos: tuple[Path, Path, int],
 ) -> None:
     monkeypatch.setenv("REVERSI_ROLLBACK_LEASE_S", "2")  # renewed every 0.7 s: a loaded machine keeps up
-    ready, gate, ready_fd = fifos
     run = ledger.start_run()
     keys = record_charges(run, 2)
     downstream = Downstream(tmp_path / "downstream")
-    blocking = downstream.command("slow", "--block", "before", "--block-step", "1", "--ready", str(ready),
-                                  "--gate", str(gate))
-    holder = spawn("rollback", manifest=str(manifest), run_id=run.id, compensator=blocking)
-    wait_ready(ready_fd)
+    holder = blocked_holder(spawn, manifest, run, downstream, fifos)
     with ledger.store.read() as q:
         lease = q.lease(run.id)
     assert lease is not None and lease.until is not None
@@ -111,7 +114,7 @@ def test_a_slow_holder_within_its_lease_keeps_the_run_as_it_renews_it(
     wait_for(renewed_past_first_expiry, "the holder to renew its lease past the first one's end")
     with pytest.raises(RollbackInProgress):
         run.rollback(compensate=command_compensator(downstream.command("early")))
-    with open(gate, "w"):
+    with open(fifos[1], "w"):
         pass
     said = holder.expect("done ")
 
