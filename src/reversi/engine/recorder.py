@@ -108,7 +108,7 @@ class Recorder:
         via: Mapping[str, Any] | None = None,
     ) -> WriteFn[int]:
         """`begin` as a write function, for a caller that runs it in its own transaction (with
-        `Store.run_write(..., reads_halts=True)`, or after `Statements.hold_halts`).
+        `Store.run_write(..., reads_halts=True)`, or in `Store.write_holding_halts`).
 
         The function raises a refusal as `KeepWrites(refusal)`, so that its `refused` event lands.
 

@@ -56,6 +56,14 @@ class Store(abc.ABC):
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
         """
 
+    def write_holding_halts(self) -> AbstractContextManager[Queries]:
+        """`write`, for a transaction that decides on the halts in force: no halt commits between its
+        start and its end, and one that committed before its start is seen by it. A halt is added
+        under `lock_name("system_events")`; where writers are not serialised already (PostgreSQL),
+        this transaction holds that name shared from its start (before any run's lock, so that a
+        halt waiting for it waits on nothing else). So no call is let through after a halt's commit."""
+        return self.write()
+
     def run_write(self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False) -> T:
         """Run `fn` in a write transaction whose commit may be shared with concurrent writers.
 
@@ -63,8 +71,8 @@ class Store(abc.ABC):
         `KeepWrites(error)`, which keeps them and raises `error`. `fn` may run more than once (after
         a deadlock the database broke), so it must decide from what it reads. `order` names what
         `fn` locks first (its run's id): a shared transaction runs its writes in that order. With
-        `reads_halts`, `fn` decides on the halts in force: its transaction holds the halts' stream
-        (`Statements.hold_halts`) from its start, so no halt commits between that read and its commit.
+        `reads_halts`, `fn` decides on the halts in force: its transaction is opened by
+        `write_holding_halts`, so no halt commits between that read and its commit.
 
         Raises:
             StoreUnavailable: the store stayed locked or unreachable after brief retries.

@@ -57,7 +57,7 @@ class _Slot(Generic[T]):
     ) -> None:
         self.fn = fn
         self.order = order  # what the write locks first (a run id): a shared batch writes in this order
-        self.reads_halts = reads_halts  # it decides on the halts in force (`Statements.hold_halts`)
+        self.reads_halts = reads_halts  # it decides on the halts in force (`Store.write_holding_halts`)
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -95,15 +95,19 @@ class GroupCommit:
 
     `begin_now`, where the store has one, opens a write transaction only if it can at once (else it
     raises WouldWait): only then may an event loop write on its own thread, as it never waits there.
+    `begin_halts` opens the transaction of a batch with a write that reads the halts
+    (`Store.write_holding_halts`); without it, `begin` serves those too.
     """
 
     def __init__(
         self,
         begin: Callable[[], AbstractContextManager[Queries]],
         begin_now: Callable[[], AbstractContextManager[Queries]] | None = None,
+        begin_halts: Callable[[], AbstractContextManager[Queries]] | None = None,
     ) -> None:
         self._begin = begin
         self._begin_now = begin_now
+        self._begin_halts = begin_halts or begin
         self._lock = threading.Lock()
         self._queue: list[_Slot[Any]] = []
         self._leading = False
@@ -219,10 +223,9 @@ class GroupCommit:
         # Every batch takes the locks of its runs in one order, so two processes' batches never wait
         # on each other in a cycle (PostgreSQL would break it by undoing one of them).
         ordered = sorted(batch, key=lambda slot: (slot.order is None, slot.order or ""))
+        begin = self._begin_halts if any(slot.reads_halts for slot in batch) else self._begin
         try:
-            with self._begin() as q:
-                if any(slot.reads_halts for slot in batch):
-                    q.hold_halts()  # before any run's lock, so a halt waiting for it waits on nothing else
+            with begin() as q:
                 for slot in ordered:
                     q.execute("SAVEPOINT reversi_write")
                     try:
@@ -244,9 +247,7 @@ class GroupCommit:
         self, slot: _Slot[Any], begin: Callable[[], AbstractContextManager[Queries]] | None = None
     ) -> None:
         try:
-            with (begin or self._begin)() as q:
-                if slot.reads_halts:
-                    q.hold_halts()
+            with (begin or (self._begin_halts if slot.reads_halts else self._begin))() as q:
                 try:
                     slot.result = slot.fn(q)
                 except KeepWrites as kept:

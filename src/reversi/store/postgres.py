@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 import psycopg
 import psycopg.errors
+from psycopg.pq import TransactionStatus
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from reversi.errors import StoreUnavailable, WriteConflict
@@ -44,9 +45,6 @@ class _PostgresDialect:
 
     def lock_name(self, cur: Cursor, name: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema, "name", name),))
-
-    def share_name(self, cur: Cursor, name: str) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_lock_key(self.schema, "name", name),))
 
 
 @retry(
@@ -138,10 +136,14 @@ class _AdvisoryLock(ProcessLock):
             self._locks = None
 
 
+def _failed(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    return conn.info.transaction_status == TransactionStatus.INERROR
+
+
 class _Session:
     """A connection that one thread at a time runs transactions on; reopened when the server dropped it."""
 
-    def __init__(self, url: str, dialect: _PostgresDialect | None = None,
+    def __init__(self, url: str, dialect: _PostgresDialect,
                  conn: psycopg.Connection[tuple[object, ...]] | None = None) -> None:
         self.url = url
         self.dialect = dialect
@@ -149,18 +151,33 @@ class _Session:
         self.mutex = threading.RLock()
 
     @contextmanager
-    def transaction(self) -> Iterator[Queries]:
+    def transaction(self, begin: bytes = b"BEGIN") -> Iterator[Queries]:
         with self.mutex:
-            yield from self.transaction_held()
+            yield from self.transaction_held(begin)
 
-    def transaction_held(self) -> Iterator[Queries]:
-        """`transaction` for a caller that holds `mutex` already (a generator to `yield from`)."""
-        assert self.dialect is not None
+    def transaction_held(self, begin: bytes = b"BEGIN") -> Iterator[Queries]:
+        """`transaction` for a caller that holds `mutex` already (a generator to `yield from`). `begin`
+        opens it: it may carry more statements, without parameters, in the same round trip. Inside a
+        transaction of this thread's (a read within a write) it is a savepoint of that one."""
         if self.conn.closed or self.conn.broken:
             self.conn = connect(self.url)  # the server restarted, or the network dropped us
         try:
-            with self.conn.transaction():
-                yield Queries(self.conn.cursor(), self.dialect)
+            if self.conn.info.transaction_status != TransactionStatus.IDLE:
+                with self.conn.transaction():
+                    yield Queries(self.conn.cursor(), self.dialect)
+                return
+            cur = self.conn.cursor()
+            cur.execute(begin)
+            try:
+                yield Queries(cur, self.dialect)
+            except BaseException:
+                if not self.conn.broken:
+                    cur.execute(b"ROLLBACK")
+                raise
+            if _failed(self.conn):  # a statement failed and its error was swallowed: nothing would be committed
+                cur.execute(b"ROLLBACK")
+                raise StoreUnavailable(f"the store at {_redact(self.url)} failed a write: it was rolled back")
+            cur.execute(b"COMMIT")
         except psycopg.errors.DeadlockDetected as exc:
             raise WriteConflict(f"the store at {_redact(self.url)} undid a write to break a deadlock") from exc
         except psycopg.OperationalError as exc:
@@ -188,7 +205,9 @@ class PostgresStore(Store):
         self._reader: _Session | None = None  # opened when a read finds the writer busy
         self._reader_opening = threading.Lock()
         self._locks = _AdvisoryLocks(url)
-        self._group_commit = GroupCommit(self.write)
+        key = _lock_key(self._schema, "name", "system_events")  # `lock_name`'s, which adds and lifts halts
+        self._begin_holding_halts = b"BEGIN; SELECT pg_advisory_xact_lock_shared(%d)" % key
+        self._group_commit = GroupCommit(self.write, begin_halts=self.write_holding_halts)
         self._migrate()
 
     def _migrate(self) -> None:
@@ -223,6 +242,10 @@ class PostgresStore(Store):
 
     def write(self) -> AbstractContextManager[Queries]:
         return self._writer.transaction()
+
+    def write_holding_halts(self) -> AbstractContextManager[Queries]:
+        # In the round trip of the BEGIN: a statement begun after the lock sees a halt committed before it.
+        return self._writer.transaction(self._begin_holding_halts)
 
     def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
         key = _lock_key(self._schema, "run", run_id, str(token))

@@ -36,9 +36,6 @@ class _SQLiteDialect:
     def lock_name(self, cur: Cursor, name: str) -> None:
         return None
 
-    def share_name(self, cur: Cursor, name: str) -> None:
-        return None
-
 
 class _FileLock(ProcessLock):
     """An flock on a file of its own per fencing token; whoever lets go of it removes the file (a token

@@ -30,10 +30,6 @@ class Dialect(Protocol):
     def lock_name(self, cur: Cursor, name: str) -> None:
         """Serialise writers that share `name` (a duplicate key, the halt stream) until the end."""
 
-    def share_name(self, cur: Cursor, name: str) -> None:
-        """Hold `name` shared until the end: `lock_name(name)` waits for this transaction, and this
-        waits for a transaction that holds `lock_name(name)`."""
-
 
 CHUNK = 500  # ids per `IN (...)`: well under every back end's limit of parameters
 
@@ -78,16 +74,6 @@ class Statements:
 
     def lock_name(self, name: str) -> None:
         self._dialect.lock_name(self._cur, name)
-
-    def hold_halts(self) -> None:
-        """Keep the halts from changing until this transaction ends; take it before any run's lock.
-
-        A halt is added under `lock_name("system_events")`: a transaction holding this either commits
-        before the halt does, or reads the halts after it committed (each statement of a PostgreSQL
-        transaction sees what was committed when it began). So no call is let through after a halt's
-        commit. SQLite's writers are serialised already.
-        """
-        self._dialect.share_name(self._cur, "system_events")
 
     def _run_guard(self, run_id: str | None) -> tuple[str, str, tuple[str, ...]]:
         """SQL that takes a run's row lock within a query that reads something else.
