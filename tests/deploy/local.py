@@ -12,78 +12,32 @@ programs come from this interpreter's environment.
 from __future__ import annotations
 
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from tests.server.conftest import WAIT_S, LoggedProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
-WAIT_S = 30.0
 # What each kind of service says once it listens, with the URL it listens on.
 LISTENING = re.compile(r"(?:listening on|serving) (http://[\d.]+:(\d+))")
+
+
+class Process(LoggedProcess):
+    """A service's process; `url` is where it listens."""
+
+    url = ""
 
 
 def compose() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
     return data
-
-
-@dataclass
-class Process:
-    """A service's process: its stderr kept in a log and read line by line."""
-
-    name: str
-    proc: subprocess.Popen[str]
-    log: Path
-    url: str = ""
-    said: list[str] = field(default_factory=list)
-    lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
-
-    def __post_init__(self) -> None:
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def _pump(self) -> None:
-        assert self.proc.stderr is not None
-        with self.log.open("a") as out:
-            for line in self.proc.stderr:
-                out.write(line)
-                out.flush()
-                self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def expect(self, pattern: str, timeout: float = WAIT_S) -> re.Match[str]:
-        """The first line from now on that matches `pattern` (a regular expression)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                pytest.fail(f"{self.name} did not say /{pattern}/ in {timeout:g} s; it said {self.said}")
-            if line is None:
-                pytest.fail(f"{self.name} ended (exit {self.proc.wait()}) before saying /{pattern}/: {self.said}")
-            self.said.append(line)
-            found = re.search(pattern, line)
-            if found:
-                return found
-
-    def signal(self, signum: int) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signum)
 
 
 class LocalHost:
@@ -152,8 +106,7 @@ class LocalHost:
                                 text=True)
         process = Process(label, proc, self.workdir / f"{label}.log")
         self.started.append(process)
-        found = process.expect(LISTENING.pattern)
-        process.url = found.group(1)
+        process.url = process.search(LISTENING.pattern).group(1)
         return process
 
     def health_check(self, name: str, process: Process) -> subprocess.CompletedProcess[str]:
@@ -169,4 +122,3 @@ class LocalHost:
     def stop(self) -> None:
         for process in self.started:
             process.signal(signal.SIGKILL)  # stopped (SIGSTOP) or not
-            process.proc.wait(WAIT_S)

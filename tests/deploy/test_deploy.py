@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from tests.deploy.local import DEPLOY, ROOT, WAIT_S, LocalHost, Process, compose
+from tests.deploy.local import DEPLOY, LISTENING, ROOT, LocalHost, Process, compose
 from tests.gateway.test_http import connect
-from tests.server.conftest import wait_for
+from tests.server.conftest import WAIT_S, wait_for
 
 POSTGRES_ONLY = pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 REVERSI_SERVICES = ("server-1", "server-2", "gateway")
@@ -151,7 +151,7 @@ def test_each_systemd_unit_starts_its_command_and_stops_cleanly_on_sigterm(
                             stdout=subprocess.DEVNULL, text=True)
     process = Process(name, proc, tmp_path / "unit.log")
     try:
-        url = process.expect(r"(?:listening on|serving) (http://[\d.]+:\d+)").group(1)
+        url = process.search(LISTENING.pattern).group(1)
         assert httpx.get(f"{url}/healthz", timeout=WAIT_S).status_code == 200
         proc.send_signal(signal.SIGTERM)
         # After a graceful shutdown the server exits 0; the gateway (uvicorn) ends by the signal it
@@ -159,7 +159,6 @@ def test_each_systemd_unit_starts_its_command_and_stops_cleanly_on_sigterm(
         assert proc.wait(float(service["TimeoutStopSec"])) in (0, -signal.SIGTERM)
     finally:
         process.signal(signal.SIGKILL)
-        proc.wait(WAIT_S)
 
 
 def test_the_dockerfile_installs_the_package_and_leaves_the_working_tree_out() -> None:
