@@ -22,6 +22,8 @@ from reversi.store.queries import Queries
 from reversi.store.statements import Cursor
 
 _DEAD_HOLDER_GRACE_S = (0.02, 0.05, 0.1, 0)
+IDLE_IN_TRANSACTION_MS = 15_000
+READERS = 4  # connections for reads beside the writer's, at most, per store
 
 
 def _lock_key(*parts: str) -> int:
@@ -54,7 +56,12 @@ class _PostgresDialect:
     reraise=True,
 )
 def _connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
-    return psycopg.connect(url, autocommit=True, connect_timeout=5)
+    conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
+    # Our transactions never wait on anything but the database: one left open for long belongs to a
+    # process that was stopped (SIGSTOP) or hung mid-write. The server ends that session, so the row
+    # locks it holds stop holding up every other writer of those runs.
+    conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+    return conn
 
 
 def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
@@ -188,6 +195,46 @@ class _Session:
             self.conn.close()
 
 
+class _Readers:
+    """Up to `READERS` more connections for reads, opened as concurrent reads need them."""
+
+    def __init__(self, url: str, dialect: _PostgresDialect) -> None:
+        self.url, self.dialect = url, dialect
+        self._free: list[_Session] = []
+        self._opened = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def session(self) -> Iterator[_Session]:
+        """A reader session, held (its mutex taken) until the block ends."""
+        with self._changed:
+            while not self._free and self._opened >= READERS:
+                self._changed.wait()
+            found = self._free.pop() if self._free else None
+            if found is None:
+                self._opened += 1
+        try:
+            found = found or _Session(self.url, self.dialect)
+        except BaseException:
+            with self._changed:
+                self._opened -= 1
+                self._changed.notify()
+            raise
+        try:
+            with found.mutex:
+                yield found
+        finally:
+            with self._changed:
+                self._free.append(found)
+                self._changed.notify()
+
+    def close(self) -> None:
+        with self._changed:
+            for session in self._free:
+                session.close()
+            self._free.clear()
+
+
 class PostgresStore(Store):
     """A PostgreSQL database (the schema in `search_path`); the process lock of each rollback lease is a
     session advisory lock."""
@@ -202,8 +249,7 @@ class PostgresStore(Store):
         self._schema = str(row[0]) if row else "public"
         self._dialect = _PostgresDialect(self._schema)
         self._writer = _Session(url, self._dialect, conn)
-        self._reader: _Session | None = None  # opened when a read finds the writer busy
-        self._reader_opening = threading.Lock()
+        self._readers = _Readers(url, self._dialect)
         self._locks = _AdvisoryLocks(url)
         key = _lock_key(self._schema, "name", "system_events")  # `lock_name`'s, which adds and lifts halts
         self._begin_holding_halts = b"BEGIN; SELECT pg_advisory_xact_lock_shared(%d)" % key
@@ -226,19 +272,16 @@ class PostgresStore(Store):
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
-        # On the writer's connection when it is free (or this thread is inside a write); else on a
-        # second connection, so that reads do not wait for a batch of writes to commit.
+        # On the writer's connection when it is free (or this thread is inside a write); else on one
+        # of a few more, so that reads wait neither for a batch of writes to commit nor for each other.
         if self._writer.mutex.acquire(blocking=False):
             try:
                 yield from self._writer.transaction_held()
             finally:
                 self._writer.mutex.release()
             return
-        with self._reader_opening:
-            if self._reader is None:
-                self._reader = _Session(self.url, self._dialect)
-        with self._reader.transaction() as q:
-            yield q
+        with self._readers.session() as session:
+            yield from session.transaction_held()
 
     def write(self) -> AbstractContextManager[Queries]:
         return self._writer.transaction()
@@ -259,6 +302,5 @@ class PostgresStore(Store):
 
     def close(self) -> None:
         self._writer.close()
-        if self._reader is not None:
-            self._reader.close()
+        self._readers.close()
         self._locks.close()
