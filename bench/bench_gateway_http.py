@@ -26,12 +26,22 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import anyio
 
-from bench.bench_gateway import MANIFEST, TOOL
-from bench.common import ROOT, Result, note, pg_schemas, pg_unreachable, pg_url, print_table, rate, temp_dir
+from bench.bench_gateway import MANIFEST, TOOL, bare_proxy
+from bench.common import (
+    ROOT,
+    Result,
+    note,
+    pg_schemas,
+    pg_unreachable,
+    pg_url,
+    print_table,
+    rate,
+    rate_of_processes,
+    temp_dir,
+)
 
 CLIENTS = 32
 CLIENT_PROCESSES = 4
@@ -41,40 +51,20 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
 
 def serve_bare_proxy() -> None:
-    """The two hops alone, over HTTP: list the upstream's tools, forward each call, journal nothing."""
+    """The bare proxy of bench_gateway.py on the SDK's streamable-HTTP transport, with JSON answers as the
+    gateway's."""
     import uvicorn
-    from mcp import Client, StdioServerParameters, types
-    from mcp.server import Server
+    from mcp import Client, StdioServerParameters
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-    from pydantic import TypeAdapter
     from starlette.applications import Starlette
     from starlette.routing import Route
-
-    from reversi.gateway.revisions import exact_results, passed_through
-
-    raw: Any = TypeAdapter(dict[str, Any])
 
     async def main() -> None:
         params = StdioServerParameters(command=UPSTREAM[0], args=UPSTREAM[1:], env=ENV)
         async with Client(params, cache=None) as upstream:
-            tools = (await upstream.list_tools()).tools
-            schemas = {tool.name: tool.input_schema for tool in tools}
-
-            async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-                return types.ListToolsResult(tools=tools)
-
-            async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
-                forward = types.CallToolRequestParams(name=params.name, arguments=params.arguments)
-                answer = await upstream.session.send_request(types.CallToolRequest(params=forward), raw)
-                return passed_through("tools/call", answer)
-
-            server = Server("bare-proxy", on_list_tools=list_tools, on_call_tool=call_tool,
-                            get_tool_input_schema=schemas.get)
-            server.middleware = [exact_results(lambda: server.server_info_stamp)]
-            manager = StreamableHTTPSessionManager(app=server, json_response=True)
+            manager = StreamableHTTPSessionManager(app=await bare_proxy(upstream), json_response=True)
             app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))])
-            config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-            web = uvicorn.Server(config)
+            web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
             async with manager.run(), anyio.create_task_group() as tg:
                 tg.start_soon(web.serve)
                 while not web.started:
@@ -146,29 +136,9 @@ def serving(argv: list[str], cwd: Path) -> Iterator[str]:
 
 def window(url: str, seconds: float) -> float:
     """Calls per second from CLIENTS sessions over CLIENT_PROCESSES processes, started together."""
-    me = str(Path(__file__).resolve())
-    per = CLIENTS // CLIENT_PROCESSES
-    procs = [subprocess.Popen([sys.executable, me, "--client", url, str(per), str(seconds)], env=ENV,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-             for _ in range(CLIENT_PROCESSES)]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a client did not start"
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        calls, elapsed = 0, 0.0
-        for proc in procs:
-            assert proc.stdout is not None
-            _, count, took = proc.stdout.readline().split()
-            calls, elapsed = calls + int(count), max(elapsed, float(took))
-        return calls / elapsed
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
+    argv = [sys.executable, str(Path(__file__).resolve()), "--client", url, str(CLIENTS // CLIENT_PROCESSES),
+            str(seconds)]
+    return rate_of_processes([argv] * CLIENT_PROCESSES, ENV)
 
 
 def bench(quick: bool = False, seconds: float | None = None) -> list[Result]:

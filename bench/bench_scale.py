@@ -20,7 +20,6 @@ if __package__ in (None, ""):  # run as a file: make `bench` importable, and not
 
 import argparse
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +33,7 @@ from bench.common import (
     pg_url,
     print_table,
     rate,
+    rate_of_processes,
     raw_pg,
     temp_dir,
     write_manifest,
@@ -90,30 +90,8 @@ def worker(mode: str, url: str, manifest: str, seconds: float) -> None:
 
 def window(mode: str, url: str, manifest: str, processes: int, seconds: float) -> float:
     """Calls per second journaled (or written bare) by `processes` processes started together."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     argv = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, url, manifest, str(seconds)]
-    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-             for _ in range(processes)]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            ready = proc.stdout.readline().strip()
-            assert ready == "ready", f"a {mode} worker did not start (said {ready!r})"
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        calls, elapsed = 0, 0.0
-        for proc in procs:
-            assert proc.stdout is not None
-            _, count, took = proc.stdout.readline().split()
-            calls, elapsed = calls + int(count), max(elapsed, float(took))
-        return calls / elapsed
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
+    return rate_of_processes([argv] * processes, {**os.environ, "PYTHONPATH": str(ROOT / "src")})
 
 
 def bench(quick: bool = False, seconds: float | None = None) -> list[Result]:
