@@ -187,6 +187,9 @@ class _Session:
             cur.execute(b"COMMIT")
         except psycopg.errors.DeadlockDetected as exc:
             raise WriteConflict(f"the store at {_redact(self.url)} undid a write to break a deadlock") from exc
+        except psycopg.errors.IdleInTransactionSessionTimeout as exc:
+            raise StoreUnavailable(f"the store at {_redact(self.url)} ended a transaction of this process left "
+                                   f"idle over {IDLE_IN_TRANSACTION_MS // 1000} s: nothing of it was kept") from exc
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
 
