@@ -5,7 +5,8 @@ The bare proxy is the SDK's server on the SDK's streamable-HTTP transport (JSON 
 gateway's), forwarding each tools/call to the upstream with the SDK's client: the two hops without the
 journal. Both sides call the same upstream (bench_gateway.py's, one per side) from the same clients:
 the official MCP client, 32 sessions spread over 4 processes, each calling as fast as it is answered
-for a fixed window. Windows of the two sides alternate. Target: gateway >= 0.5 x the bare proxy.
+for a fixed window, each session's calls in a run of its own (`Reversi-Run-Id`). Windows of the two
+sides alternate. Target: gateway >= 0.5 x the bare proxy.
 
     python bench/bench_gateway_http.py [--quick] [--seconds S]
 """
@@ -88,8 +89,9 @@ def client(url: str, sessions: int, seconds: float) -> None:
 
         async def session(i: int) -> None:
             nonlocal opened
+            headers = {"Reversi-Run-Id": f"run_bench_{os.getpid()}_{i}"}  # an agent's calls go to its run
             async with (
-                httpx2.AsyncClient(timeout=60) as http,
+                httpx2.AsyncClient(timeout=60, headers=headers) as http,
                 Client(streamable_http_client(url, http_client=http), cache=None) as mcp,
             ):
                 await mcp.call_tool(TOOL, {"sku": "warm-up", "qty": 1})
