@@ -121,6 +121,7 @@ class Lease:
         self._lock: ProcessLock | None = lock
         self._safe_until = renewed_at + lease_s  # monotonic; the store's `until` is later than this
         self._lost = False
+        self._finished = False  # released by `finish`, in the write that ended the rollback
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew_until_released, name=f"reversi-lease-{run_id}",
                                         daemon=True)
@@ -166,6 +167,7 @@ class Lease:
     def finish(self, q: Queries) -> None:
         """Release the run inside the caller's write (which also journals the rollback's end)."""
         q.release_lease(self.run_id, self.token)
+        self._finished = True
 
     def __enter__(self) -> Lease:
         return self
@@ -177,7 +179,7 @@ class Lease:
         self._stop.set()
         if self._lock is None:
             return
-        if not self._lost:
+        if not self._lost and not self._finished:
             # a store that fails here leaves the lease to run out by itself
             with contextlib.suppress(ReversiError), self.store.write() as q:
                 q.release_lease(self.run_id, self.token)
@@ -190,9 +192,9 @@ def claim(store: Store, run_id: str, lease_s: float = DEFAULT_LEASE_S) -> Lease 
     for _ in range(_CLAIM_TRIES):
         with store.read() as q:
             current = q.lease(run_id)
-        if current is not None and not current.released and _alive(store, run_id, current.token) \
-                and not current.expired:
-            return None
+        if current is not None and not current.released and not current.expired \
+                and _alive(store, run_id, current.token):
+            return None  # (past its lease, dead or stopped alike, the holder is taken over)
         token = current.token + 1 if current is not None else 1
         lock = store.process_lock(run_id, token)
         if lock is None:
