@@ -108,10 +108,16 @@ def unfinished_jobs(store: Store) -> list[Job]:
         return [Job(r) for r in q.unfinished_jobs()]
 
 
-def requeue(store: Store, job_id: str) -> None:
-    """Put a job this process stopped running back in the queue (a clean shutdown)."""
+def requeue(store: Store, job: Job, lease: Lease) -> None:
+    """Put a job this process stopped running under `lease` back in the queue (a clean shutdown).
+
+    Raises:
+        Fenced: another process took the job over meanwhile: it is left to that one.
+    """
     with store.write() as q:
-        q.requeue_job(job_id)
+        q.lock_run(job.row.run_id)
+        lease.check(q)
+        q.requeue_job(job.job_id)
 
 
 @dataclass

@@ -362,9 +362,9 @@ class Ledger:
         """The rollback jobs not done yet, whoever queued them."""
         return jobs.unfinished_jobs(self.store)
 
-    def requeue_job(self, job_id: str) -> None:
-        """Put a job this process stopped running back in the queue (a clean shutdown)."""
-        jobs.requeue(self.store, job_id)
+    def requeue_job(self, job: jobs.Job, lease: jobs.Lease) -> None:
+        """Put a job this process stopped running back in the queue (a clean shutdown); see `jobs.requeue`."""
+        jobs.requeue(self.store, job, lease)
 
 
 def open(

@@ -117,8 +117,8 @@ class JobWorker:
             except Fenced as exc:
                 log.warning("rollback job %s of %s: %s", job.job_id, job.row.run_id, exc.message)
             except asyncio.CancelledError:
-                with contextlib.suppress(StoreUnavailable):
-                    self.ledger.requeue_job(job.job_id)
+                with contextlib.suppress(StoreUnavailable, Fenced):  # taken over: the job is another's now
+                    self.ledger.requeue_job(job, lease)
                 log.info("rollback job %s of %s: stopped by shutdown, left to resume", job.job_id, job.row.run_id)
                 raise
             except StoreUnavailable as exc:
