@@ -137,7 +137,7 @@ class Fenced(Conflict):
     code = "fenced"
 
     def __init__(self, run_id: str, token: int, current: int | None) -> None:
-        now = f"it is {current} now" if current is not None else "the run is released"
+        now = f"it is {current} now" if current is not None else "it holds the run no more"
         super().__init__(
             f"the rollback of {run_id} was taken over by another process (this one held fencing token {token}; "
             f"{now}): stopped without journaling more"

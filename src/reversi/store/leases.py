@@ -136,23 +136,28 @@ class Lease:
             raise
 
     def ensure(self) -> None:
-        """Raise Fenced if this hold may have been taken over; call it before acting outside the store."""
+        """Raise Fenced if this hold may have been taken over; call it before acting outside the store.
+
+        Raises:
+            Fenced: it was taken over (or released).
+            StoreUnavailable: its lease is running out and the store cannot be reached to renew it.
+        """
         if self._lost:
             raise Fenced(self.run_id, self.token, None)
         if time.monotonic() > self._safe_until - self.lease_s / 3 and not self.renew():
             raise Fenced(self.run_id, self.token, None)
 
     def renew(self) -> bool:
-        """Extend the lease now; False once it was taken over (or released). A store that fails leaves
-        the lease as it was: the next renewal tries again."""
+        """Extend the lease now; False once it was taken over (or released).
+
+        Raises:
+            StoreUnavailable: the store could not be reached; the lease stays as it was.
+        """
         if self._lost:
             return False
         started = time.monotonic()
-        try:
-            with self.store.write() as q:
-                kept = q.renew_lease(self.run_id, self.token, self.lease_s)
-        except ReversiError:
-            return time.monotonic() < self._safe_until
+        with self.store.write() as q:
+            kept = q.renew_lease(self.run_id, self.token, self.lease_s)
         if kept:
             self._safe_until = started + self.lease_s
         else:
@@ -161,8 +166,11 @@ class Lease:
 
     def _renew_until_released(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
-            if not self.renew():
-                return
+            try:
+                if not self.renew():
+                    return
+            except ReversiError:
+                continue  # the store failed: try again next time (the lease may run out meanwhile)
 
     def finish(self, q: Queries) -> None:
         """Release the run inside the caller's write (which also journals the rollback's end)."""
