@@ -83,34 +83,43 @@ def serve_upstream() -> None:
     anyio.run(main)
 
 
-def serve_bare_proxy(upstream_argv: list[str]) -> None:
-    """The second hop alone: list the upstream's tools, forward each tools/call as it is, journal nothing."""
-    from mcp import Client, StdioServerParameters, types
+async def bare_proxy(upstream: Any) -> Any:
+    """The second hop alone, as an SDK server over the SDK client `upstream`: it lists the upstream's
+    tools and forwards each tools/call as it is, journaling nothing."""
+    from mcp import types
     from mcp.server import Server
     from pydantic import TypeAdapter
 
     from reversi.gateway.revisions import exact_results, passed_through
-    from reversi.gateway.stdio import agent_stdio
 
     raw: Any = TypeAdapter(dict[str, Any])
+    tools = (await upstream.list_tools()).tools
+    schemas = {tool.name: tool.input_schema for tool in tools}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        forward = types.CallToolRequestParams(name=params.name, arguments=params.arguments)
+        answer = await upstream.session.send_request(types.CallToolRequest(params=forward), raw)
+        return passed_through("tools/call", answer)  # as the gateway answers: translated for the agent
+
+    server = Server("bare-proxy", on_list_tools=list_tools, on_call_tool=call_tool, get_tool_input_schema=schemas.get)
+    server.middleware = [exact_results(lambda: server.server_info_stamp)]
+    return server
+
+
+def serve_bare_proxy(upstream_argv: list[str]) -> None:
+    """The bare proxy on the gateway's stdio transport."""
+    from mcp import Client, StdioServerParameters
+
+    from reversi.gateway.stdio import agent_stdio
+
     upstream_params = StdioServerParameters(command=upstream_argv[0], args=upstream_argv[1:], env=dict(os.environ))
 
     async def main() -> None:
         async with Client(upstream_params, cache=None) as upstream:
-            tools = (await upstream.list_tools()).tools
-            schemas = {tool.name: tool.input_schema for tool in tools}
-
-            async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-                return types.ListToolsResult(tools=tools)
-
-            async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
-                forward = types.CallToolRequestParams(name=params.name, arguments=params.arguments)
-                answer = await upstream.session.send_request(types.CallToolRequest(params=forward), raw)
-                return passed_through("tools/call", answer)  # as the gateway answers: translated for the agent
-
-            server = Server("bare-proxy", on_list_tools=list_tools, on_call_tool=call_tool,
-                            get_tool_input_schema=schemas.get)
-            server.middleware = [exact_results(lambda: server.server_info_stamp)]
+            server = await bare_proxy(upstream)
             async with agent_stdio() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
 

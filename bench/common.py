@@ -214,3 +214,35 @@ def raw_pg(url: str) -> Any:
         for statement in schema_statements():
             conn.execute(statement.encode())
     return conn
+
+
+# -- processes started together -------------------------------------------------------------------
+
+
+def rate_of_processes(argvs: list[list[str]], env: dict[str, str] | None = None) -> float:
+    """Start one process per argv; once each says `ready`, tell them all `go`; each then works for its
+    window and says `done COUNT SECONDS`. The sum of the counts per second of the longest window."""
+    import subprocess
+
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+             for argv in argvs]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            said = proc.stdout.readline().strip()
+            assert said == "ready", f"{argvs[0][:3]} did not start (said {said!r})"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        count, elapsed = 0, 0.0
+        for proc in procs:
+            assert proc.stdout is not None
+            _, done, took = proc.stdout.readline().split()
+            count, elapsed = count + int(done), max(elapsed, float(took))
+        return count / elapsed
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()

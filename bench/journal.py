@@ -66,9 +66,9 @@ def call_args(i: int) -> dict[str, Any]:
 class _Baseline:
     """Writes exactly the rows `run.call` writes, with nothing else around them."""
 
-    def __init__(self, digest: str) -> None:
+    def __init__(self, digest: str, run_id: str = "run_baseline") -> None:
         self.digest = digest
-        self.run_id = "run_baseline"
+        self.run_id = run_id
         self.step = 0
         self.seq = 0
 
@@ -123,9 +123,11 @@ class SQLiteBaseline(_Baseline):
 
 
 class PostgresBaseline(_Baseline):
-    def __init__(self, url: str, digest: str) -> None:
-        super().__init__(digest)
-        self.conn = raw_pg(url)
+    """`conn`: a connection to a database that has the schema (else one is made at `url`, with it)."""
+
+    def __init__(self, url: str, digest: str, run_id: str = "run_baseline", conn: Any = None) -> None:
+        super().__init__(digest, run_id)
+        self.conn = conn or raw_pg(url)
         self.cur = self.conn.cursor()
         run, event = self.opened()
         with self.conn.transaction():

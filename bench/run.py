@@ -1,6 +1,7 @@
 """Run every benchmark and print one table: `python -m bench` or `python bench/run.py`.
 
-    python -m bench [--quick] [--only journal,planner,rollback,server,gateway,console] [--no-pg] [--pg-steps N]
+    python -m bench [--quick] [--only journal,planner,rollback,server,gateway,console,scale,gateway-http]
+                    [--no-pg] [--pg-steps N]
 
 PostgreSQL comes from REVERSI_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test); the
 PostgreSQL lines are skipped, with the reason, when it cannot be reached.
@@ -24,9 +25,10 @@ import time
 from bench import journal, planner, rollback
 from bench.common import ROOT, Result, pg_unreachable, pg_url, print_table
 
-BENCHES = ("journal", "planner", "rollback", "server", "gateway", "console")
+BENCHES = ("journal", "planner", "rollback", "server", "gateway", "console", "scale", "gateway-http")
 # These run as their own processes (each starts servers and clients) and print their own tables.
-SEPARATE = {"server": "bench_server.py", "gateway": "bench_gateway.py", "console": "bench_console.py"}
+SEPARATE = {"server": "bench_server.py", "gateway": "bench_gateway.py", "console": "bench_console.py",
+            "scale": "bench_scale.py", "gateway-http": "bench_gateway_http.py"}
 
 
 def header() -> str:

@@ -11,6 +11,7 @@
     │   └── CsrfRefused          a console form without its session's token
     ├── Conflict                 the request clashes with the state of the run
     │   ├── RollbackInProgress   another process holds the run's rollback lock
+    │   ├── Fenced               this rollback's hold on its run was taken over: it stops, journaling nothing more
     │   ├── NotCompensable       a step cannot be claimed for a remote compensation
     │   └── NoCompensator        a rollback job was asked for and no compensator is configured
     ├── StoreUnavailable         the store cannot be reached or stays locked
@@ -130,6 +131,21 @@ class RollbackInProgress(Conflict):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"rollback already in progress for {run_id}")
         self.run_id = run_id
+
+
+class Fenced(Conflict):
+    """This process's hold on a run's rollback was taken over (its lease ran out while it was stopped or
+    cut off): its journal writes are refused, and it stops."""
+
+    code = "fenced"
+
+    def __init__(self, run_id: str, token: int, current: int | None) -> None:
+        now = f"it is {current} now" if current is not None else "it holds the run no more"
+        super().__init__(
+            f"the rollback of {run_id} was taken over by another process (this one held fencing token {token}; "
+            f"{now}): stopped without journaling more"
+        )
+        self.run_id, self.token, self.current = run_id, token, current
 
 
 class NotCompensable(Conflict):

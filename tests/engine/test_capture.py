@@ -111,6 +111,16 @@ def test_a_capture_that_fails_refuses_the_call_and_the_call_is_not_made(ledger: 
     assert refused[0]["args"] == {"path": "a", "content": "x"}
 
 
+def test_a_call_a_halt_will_refuse_reads_nothing_first(ledger: reversi.Ledger) -> None:
+    files = Files(a="alpha")
+    run = ledger.start_run(actor="agent")
+    ledger.add_halt("investigating", tool="files.*")
+    with pytest.raises(reversi.errors.Halted, match="investigating"):
+        run.call("files.write", {"path": "a", "content": "x"}, files.write, capture=files.read)
+    assert files.reads == [] and files.files == {"a": "alpha"}
+    assert [e.data["code"] for e in run.events() if e.type == "refused"] == ["halted"]
+
+
 def test_an_async_capture_works_with_acall(ledger: reversi.Ledger) -> None:
     files = Files(a="one")
 

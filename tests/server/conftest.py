@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from reversi.engine.keys import create_key
 from reversi.server import create_app
 
 WAIT_S = 30.0
+T = TypeVar("T")
 COMPENSATOR = Path(__file__).parent.parent / "engine" / "compensator.py"
 SERVER = Path(sys.executable).parent / "reversi-server"
 
@@ -131,20 +133,18 @@ def compensator_cmd(state: Path, *extra: str) -> str:
     return " ".join([sys.executable, str(COMPENSATOR), str(state), *extra])
 
 
-class ServerProcess:
-    """`reversi-server` in a subprocess; its stderr is read line by line."""
+class LoggedProcess:
+    """A subprocess whose stderr is kept in `log` and read line by line (`expect`, `search`)."""
 
-    def __init__(self, db_url: str, env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self.proc = subprocess.Popen(
-            [str(SERVER), "--port", "0", "--db", db_url, "--log-level", "info"],
-            env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
+    def __init__(self, name: str, proc: subprocess.Popen[str], log: Path) -> None:
+        self.name, self.proc, self.log = name, proc, log
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.said: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
-        line = self.expect("reversi-server: listening on ")
-        self.url = line.split("listening on ", 1)[1].strip()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
     def _pump(self) -> None:
         assert self.proc.stderr is not None
@@ -155,23 +155,45 @@ class ServerProcess:
                 self.lines.put(line.rstrip("\n"))
         self.lines.put(None)
 
-    def expect(self, prefix: str) -> str:
-        deadline = time.monotonic() + WAIT_S
+    def _next(self, matches: Callable[[str], T | None], what: str, timeout: float) -> T:
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
-                pytest.fail(f"the server did not say {prefix!r} in {WAIT_S:g} s; it said {self.said}")
+                pytest.fail(f"{self.name} did not say {what} in {timeout:g} s; it said {self.said}")
             if line is None:
-                pytest.fail(f"the server ended before saying {prefix!r}; it said {self.said}")
+                pytest.fail(f"{self.name} ended before saying {what}; it said {self.said}")
             self.said.append(line)
-            if line.startswith(prefix):
-                return line
+            found = matches(line)
+            if found is not None:
+                return found
+
+    def expect(self, prefix: str, timeout: float = WAIT_S) -> str:
+        """The next line that starts with `prefix`."""
+        return self._next(lambda line: line if line.startswith(prefix) else None, repr(prefix), timeout)
+
+    def search(self, pattern: str, timeout: float = WAIT_S) -> re.Match[str]:
+        """The match in the next line where the regular expression `pattern` is found."""
+        return self._next(re.compile(pattern).search, f"/{pattern}/", timeout)
 
     def signal(self, signum: int) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signum)
         return self.proc.wait(WAIT_S)
+
+
+class ServerProcess(LoggedProcess):
+    """`reversi-server` in a subprocess."""
+
+    def __init__(self, db_url: str, env: dict[str, str], log: Path) -> None:
+        proc = subprocess.Popen(
+            [str(SERVER), "--port", "0", "--db", db_url, "--log-level", "info"],
+            env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        super().__init__("the server", proc, log)
+        line = self.expect("reversi-server: listening on ")
+        self.url = line.split("listening on ", 1)[1].strip()
 
 
 @pytest.fixture

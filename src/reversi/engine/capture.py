@@ -12,7 +12,7 @@ there), so it is derived from events like everything else. A capture that cannot
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,14 +63,18 @@ def needs_capture(entry: ToolEntry | None, run: RunRecord, args: Any) -> bool:
     return unmet_condition(entry.read_when, call_context(run, args)) is not None
 
 
-async def take_capture(entry: ToolEntry | None, run: RunRecord, args: Any, read: Read) -> Captured | None:
-    """Make the entry's capture for a call of `run` with `args`; None when it needs none.
+async def take_capture(
+    entry: ToolEntry | None, run: RunRecord, args: Any, read: Read,
+    stopped: Callable[[], Awaitable[bool]] | None = None,
+) -> Captured | None:
+    """Make the entry's capture for a call of `run` with `args`; None when it needs none, or when
+    `stopped()` says a halt or the kill switch will refuse the call anyway (nothing is read then).
 
     Raises:
         CaptureFailed: its arguments name nothing in the call, or the read failed or answered an error
             that `absent_on_error` does not cover (a timeout included).
     """
-    if not needs_capture(entry, run, args):
+    if not needs_capture(entry, run, args) or (stopped is not None and await stopped()):
         return None
     assert entry is not None and entry.capture is not None
     capture = entry.capture

@@ -18,6 +18,7 @@ import yaml
 from reversi.core.models import Mode
 from reversi.errors import ConfigError
 from reversi.store.base import DEFAULT_URL, STORE_URL_FORMS, is_store_url
+from reversi.store.leases import DEFAULT_LEASE_S
 
 CONFIG_KEYS = frozenset({"db", "manifests", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd", "upstreams"})
 
@@ -31,6 +32,7 @@ class Settings:
     compensator_cmd: str | None = None
     reader_cmd: str | None = None
     upstreams: Mapping[str, Any] = field(default_factory=dict)
+    rollback_lease_s: float = DEFAULT_LEASE_S
 
 
 _MODES = tuple(m.value for m in Mode)
@@ -117,6 +119,19 @@ def _mode_from_env() -> str | None:
     return value or None
 
 
+def _lease_from_env() -> float:
+    value = os.environ.get("REVERSI_ROLLBACK_LEASE_S")
+    if not value:
+        return DEFAULT_LEASE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0.1 <= seconds <= 86_400:
+        raise ConfigError(f"REVERSI_ROLLBACK_LEASE_S must be a number of seconds from 0.1 to 86400, not {value!r}")
+    return seconds
+
+
 def _config_path(explicit: str | None) -> Path | None:
     if explicit is not None and not explicit.strip():
         raise ConfigError("the config file's path is empty: give one, or leave it out")
@@ -153,7 +168,7 @@ def load_settings(
     Raises:
         ConfigError: the config file is missing or unreadable, or has an unknown key or a value that is
             not what its key takes (the message names the file, the key and the value); REVERSI_MODE is
-            not a mode; or a flag is empty.
+            not a mode, or REVERSI_ROLLBACK_LEASE_S not a number of seconds; or a flag is empty.
     """
     if db is not None and not db.strip():
         raise ConfigError("the store URL is empty: give one, or leave it out for the default")
@@ -176,6 +191,7 @@ def load_settings(
         compensator_cmd=env.get("REVERSI_COMPENSATOR_CMD") or data.get("compensator_cmd"),
         reader_cmd=env.get("REVERSI_READER_CMD") or data.get("reader_cmd"),
         upstreams=data.get("upstreams") or {},
+        rollback_lease_s=_lease_from_env(),
     )
 
 

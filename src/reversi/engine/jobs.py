@@ -1,18 +1,20 @@
 """Rollback jobs: a rollback asked for now and run later by a worker, whose state lives in the store.
 
-A job is `queued`, then `running` while a worker holds the run's rollback lock, then `done` (with
-the report, or the error that stopped it). The lock is tied to the worker's process, so a job left
-`running` by a process that died has a free lock: any worker sharing the store runs it again. That
-is safe because the executor is: compensated steps are skipped, and a step left `compensating` is
-retried with the same idempotency key.
+A job is `queued`, then `running` while a worker holds the run's rollback lease, then `done` (with
+the report, or the error that stopped it). The lease is tied to the worker's process, so a job left
+`running` by a process that died is free at once: any worker sharing the store runs it again. A
+worker stopped past its lease (paused, cut off) is taken over the same way, and its writes are refused
+when it wakes (`Fenced`: every write of the job checks its fencing token). Running a job again is
+safe because the executor is: compensated steps are skipped, and a step left `compensating` is
+retried with the same idempotency key. The job is marked done and its lease released in one write.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -22,11 +24,13 @@ from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
 from reversi.core.report import RollbackReport
 from reversi.engine.rollback import Compensate, ReadBack, RollbackExecutor, RollbackOptions, step_after
-from reversi.errors import NotFound, ReversiError, RollbackInProgress, StoreUnavailable
-from reversi.store.base import RunLock, Store
+from reversi.errors import Fenced, NotFound, ReversiError, RollbackInProgress, StoreUnavailable
+from reversi.store.base import Store
 from reversi.store.jobs import JobRow
+from reversi.store.leases import DEFAULT_LEASE_S, Lease
+from reversi.store.queries import Queries
 
-_FINISHING_GRACE_S = 1.0
+__all__ = ["Job", "JobRunner", "JobState", "Lease", "latest_job", "requeue", "submit_rollback", "unfinished_jobs"]
 
 
 class JobState(StrEnum):
@@ -73,7 +77,8 @@ def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensati
         BadInput: `attempts` is not 1-10.
     """
     Retry(attempts=attempts)  # validates
-    _wait_for_a_finishing_worker(store, run_id)
+    if store.rollback_held(run_id):
+        raise RollbackInProgress(run_id)
     row = JobRow(f"job_{uuid.uuid4().hex}", run_id, JobState.QUEUED.value, actor, approve_compensations, attempts,
                  utc_now())
     with store.write() as q:
@@ -83,25 +88,6 @@ def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensati
             raise RollbackInProgress(run_id)
         q.insert_job(row)
     return Job(row)
-
-
-def _wait_for_a_finishing_worker(store: Store, run_id: str) -> None:
-    """Return when nobody holds the run's rollback lock; raise RollbackInProgress when someone does.
-
-    A worker marks its job done a moment before it lets the run's lock go: while the latest job is
-    done, a held lock is given that moment (up to a second) before it counts as a rollback running.
-    """
-    deadline = time.monotonic() + _FINISHING_GRACE_S
-    while True:
-        lock = store.try_lock_run(run_id)
-        if lock is not None:
-            lock.release()
-            return
-        with store.read() as q:
-            latest = q.latest_job(run_id)
-        if latest is None or latest.state != JobState.DONE or time.monotonic() > deadline:
-            raise RollbackInProgress(run_id)
-        time.sleep(0.01)
 
 
 def latest_job(store: Store, run_id: str) -> Job:
@@ -122,46 +108,58 @@ def unfinished_jobs(store: Store) -> list[Job]:
         return [Job(r) for r in q.unfinished_jobs()]
 
 
-def requeue(store: Store, job_id: str) -> None:
-    """Put a job this process stopped running back in the queue (a clean shutdown)."""
+def requeue(store: Store, job: Job, lease: Lease) -> None:
+    """Put a job this process stopped running under `lease` back in the queue (a clean shutdown).
+
+    Raises:
+        Fenced: another process took the job over meanwhile: it is left to that one.
+    """
     with store.write() as q:
-        q.requeue_job(job_id)
+        q.lock_run(job.row.run_id)
+        lease.check(q)
+        q.requeue_job(job.job_id)
 
 
 @dataclass
 class JobRunner:
-    """Runs one job under the run's rollback lock, writing its progress to the store as it goes."""
+    """Runs one job under the run's rollback lease, writing its progress to the store as it goes."""
 
     store: Store
     manifests: ManifestSet
     compensate: Compensate
     verifier: ReadBack | None = None
     on_done: Callable[[Job], None] | None = None
+    lease_s: float = DEFAULT_LEASE_S
 
-    def claim(self, job_id: str) -> tuple[Job, RunLock] | None:
-        """Take the run's lock for a job that is not done; None when someone else holds it (or it is done)."""
+    def claim(self, job_id: str) -> tuple[Job, Lease] | None:
+        """Take the run's lease for a job that is not done; None when someone alive holds it within
+        theirs (or the job is done)."""
         with self.store.read() as q:
             row = q.get_job(job_id)
         if row is None or row.state == JobState.DONE:
             return None
-        lock = self.store.try_lock_run(row.run_id)
+        lock = self.store.try_lock_run(row.run_id, self.lease_s)
         if lock is None:
             return None
-        with self.store.read() as q:  # it may have finished between the read and the lock
+        with self.store.read() as q:  # it may have finished between the read and the claim
             row = q.get_job(job_id)
         if row is None or row.state == JobState.DONE:
             lock.release()
             return None
         return Job(row), lock
 
-    async def run(self, job: Job) -> Job:
-        """Execute a claimed job to the end (hold its lock meanwhile); returns it as it finished.
+    async def run(self, job: Job, lease: Lease) -> Job:
+        """Execute a job claimed with `lease` to the end (hold it meanwhile); returns it as it finished.
 
         A StoreUnavailable or a cancellation leaves the job unfinished, for a later run. The store
         is read and written off the event loop.
+
+        Raises:
+            Fenced: another worker took the job over (this one was stopped past its lease); nothing
+                more was journaled here.
         """
         row = job.row
-        await asyncio.to_thread(self._start, row)
+        await asyncio.to_thread(self._start, row, lease)
         executor = RollbackExecutor(
             self.store,
             self.manifests,
@@ -171,42 +169,52 @@ class JobRunner:
                 verifier=self.verifier,
                 approve_compensations=row.approve_compensations,
                 actor=row.actor,
-                progress=lambda done, total: asyncio.to_thread(self._progress, row.job_id, executor, done, total),
+                progress=lambda done, total: asyncio.to_thread(self._progress, row, lease, executor, done, total),
             ),
+            lease=lease,
         )
         report: RollbackReport | None = None
         error: dict[str, str] | None = None
         try:
             report = await executor.execute(row.run_id)
-        except StoreUnavailable:
+        except (StoreUnavailable, Fenced):
             raise
         except ReversiError as exc:
             error = exc.to_dict()
         except Exception as exc:  # a bug or a broken command: the job ends, saying what happened
             error = {"code": "error", "message": str(exc) or type(exc).__name__}
-        finished = await asyncio.to_thread(self._finish, row.job_id, report, error)
+        finished = await asyncio.to_thread(self._finish, row, lease, report, error)
         if self.on_done is not None:
             self.on_done(finished)
         return finished
 
-    def _start(self, row: JobRow) -> None:
+    def _start(self, row: JobRow, lease: Lease) -> None:
         with self.store.read() as q:
             snapshot = q.snapshot(row.run_id)
         total = len(snapshot.steps) if snapshot is not None else 0
-        with self.store.write() as q:
+        with self._fenced(row.run_id, lease) as q:
             q.start_job(row.job_id, utc_now(), step_after(0, total))
 
-    def _finish(self, job_id: str, report: RollbackReport | None, error: dict[str, str] | None) -> Job:
-        with self.store.write() as q:
-            q.finish_job(job_id, utc_now(), report.to_dict() if report else None, error)
-            done = q.get_job(job_id)
+    def _finish(self, row: JobRow, lease: Lease, report: RollbackReport | None, error: dict[str, str] | None) -> Job:
+        with self._fenced(row.run_id, lease) as q:
+            q.finish_job(row.job_id, utc_now(), report.to_dict() if report else None, error)
+            lease.finish(q)  # done and released in one write: a new job may be queued at once
+            done = q.get_job(row.job_id)
         assert done is not None
         return Job(done)
 
-    def _progress(self, job_id: str, executor: RollbackExecutor, done: int, total: int) -> None:
+    def _progress(self, row: JobRow, lease: Lease, executor: RollbackExecutor, done: int, total: int) -> None:
         current = step_after(done, total)
         report = executor.report.to_dict() if executor.report is not None else None
         if report is not None:
             report["complete"] = False  # so far: a client polling the job must not read it as done
+        with self._fenced(row.run_id, lease) as q:
+            q.record_progress(row.job_id, current, report)
+
+    @contextmanager
+    def _fenced(self, run_id: str, lease: Lease) -> Iterator[Queries]:
+        """A write of the job that lands only while `lease` still holds its run."""
         with self.store.write() as q:
-            q.record_progress(job_id, current, report)
+            q.lock_run(run_id)
+            lease.check(q)
+            yield q

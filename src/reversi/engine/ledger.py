@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -313,6 +314,10 @@ class Ledger:
         return await self.recorder.abegin(run, tool, args, depends_on, only_request=only_request, via=via,
                                           before=before)
 
+    async def astopped(self, run: RunRecord, tool: str) -> bool:
+        """`Recorder.stopped` off the loop: would a halt or the kill switch refuse this call now?"""
+        return await asyncio.to_thread(self.recorder.stopped, run, tool)
+
     async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused,
                       only_request: Callable[[], bool] | None = None) -> NoReturn:
         """`Recorder.arefuse`: journal a call refused before any check (its capture failed), and raise `refusal`."""
@@ -375,15 +380,15 @@ class Ledger:
     def job_runner(self, compensate: Compensate, verifier: ReadBack | None = None,
                    on_done: Callable[[jobs.Job], None] | None = None) -> jobs.JobRunner:
         """A runner of this store's rollback jobs, with the manifests in force."""
-        return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done)
+        return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done, self.settings.rollback_lease_s)
 
     def unfinished_jobs(self) -> list[jobs.Job]:
         """The rollback jobs not done yet, whoever queued them."""
         return jobs.unfinished_jobs(self.store)
 
-    def requeue_job(self, job_id: str) -> None:
-        """Put a job this process stopped running back in the queue (a clean shutdown)."""
-        jobs.requeue(self.store, job_id)
+    def requeue_job(self, job: jobs.Job, lease: jobs.Lease) -> None:
+        """Put a job this process stopped running back in the queue (a clean shutdown); see `jobs.requeue`."""
+        jobs.requeue(self.store, job, lease)
 
 
 def open(

@@ -203,7 +203,7 @@ class PrincipalLedger:
         """
         record = await self.arun_record(run_id, Access.RECORD)
         write = self._base.recorder.begin_write(record, tool, args, depends_on, before=before)
-        return await self._awrite(write, only_request, run_id)
+        return await self._awrite(write, only_request, run_id, reads_halts=True)
 
     async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: Any = None,
                        error: str | None = None, only_request: Callable[[], bool] | None = None) -> StepState:
@@ -213,14 +213,15 @@ class PrincipalLedger:
         write = self._base.recorder.outcome_write(record, step, status, result=result, error=error)
         return await self._awrite(write, only_request, run_id)
 
-    async def _awrite(self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None, run_id: str) -> T:
+    async def _awrite(self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None, run_id: str,
+                      *, reads_halts: bool = False) -> T:
         principal = self.principal
 
         def checked(q: Queries) -> T:
             check_still_valid(q, principal)
             return fn(q)
 
-        return await self._base.store.arun_write(checked, only_request, run_id)
+        return await self._base.store.arun_write(checked, only_request, run_id, reads_halts=reads_halts)
 
     # -- rollback jobs -----------------------------------------------------------------------------
 

@@ -83,7 +83,9 @@ class Recorder:
                 (and journaled as `refused`); nothing may be called.
             BadInput: the tool, arguments or `depends_on` are not acceptable.
         """
-        return self.store.run_write(self.begin_write(run, tool, args, depends_on, before=before), run.run_id)
+        return self.store.run_write(
+            self.begin_write(run, tool, args, depends_on, before=before), run.run_id, reads_halts=True
+        )
 
     def refuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> NoReturn:
         """Journal a call refused before any check (its capture failed) as `refused`, and raise `refusal`."""
@@ -120,7 +122,7 @@ class Recorder:
         (`only_request` as for `Store.arun_write`); `via`, where the call goes (the gateway's upstream), is
         kept in the `intended` event's data as `upstream`."""
         write = self.begin_write(run, tool, args, depends_on, via=via, before=before)
-        return await self.store.arun_write(write, only_request, run.run_id)
+        return await self.store.arun_write(write, only_request, run.run_id, reads_halts=True)
 
     def begin_write(
         self,
@@ -132,7 +134,8 @@ class Recorder:
         via: Mapping[str, Any] | None = None,
         before: Captured | None = None,
     ) -> WriteFn[int]:
-        """`begin` as a write function, for a caller that runs it in its own transaction.
+        """`begin` as a write function, for a caller that runs it in its own transaction (with
+        `Store.run_write(..., reads_halts=True)`, or in `Store.write_holding_halts`).
 
         The function raises a refusal as `KeepWrites(refusal)`, so that its `refused` event lands.
 
@@ -250,6 +253,15 @@ class Recorder:
     ) -> WriteFn[list[Event]]:
         event = _outcome_event(run, step, status, result, error)
         return lambda q: _journal_outcome(q, run.run_id, step, event)
+
+    def stopped(self, run: RunRecord, tool: str) -> bool:
+        """Whether a new call of `tool` in `run` would be refused now by the kill file or a halt: a read,
+        for what need not be done for a call that will not run (its capture). The call's own write
+        checks again, and is the truth."""
+        if self.kill_reason() is not None:
+            return True
+        with self.store.read() as q:
+            return matching_halt(q.active_halts(), tool, run.scope) is not None
 
     def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
         halt = matching_halt(q.active_halts(lock_run=run.run_id), tool, run.scope)

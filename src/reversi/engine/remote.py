@@ -47,6 +47,7 @@ def begin_compensation(
         raise NotCompensable(f"step {step} of {run_id} is claimed by a running rollback")
     with lock, store.write() as q:
         q.lock_run(run_id)
+        lock.check(q)
         snapshot = q.snapshot(run_id)
         if snapshot is None:
             raise NotFound(f"no run {run_id}")

@@ -30,6 +30,7 @@ from reversi.engine import tracing
 from reversi.engine.approvals import compensation_approval
 from reversi.errors import ConfigError, NotFound, ToolAnsweredError
 from reversi.store.base import Store
+from reversi.store.leases import Lease
 from reversi.store.queries import Queries
 
 # What a rollback is given (the SDK's `compensate=`, `verify=` and `verifier=`): the undo of one call,
@@ -79,12 +80,14 @@ class RollbackOptions:
 
 @dataclass
 class RollbackExecutor:
-    """Rolls back one run. Hold the run's rollback lock while `execute` runs."""
+    """Rolls back one run. Hold the run's rollback lease (`lease`) while `execute` runs: every journal
+    write checks it in its own transaction, and it is checked before each compensation is called."""
 
     store: Store
     manifests: ManifestSet
     options: RollbackOptions = field(default_factory=RollbackOptions)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    lease: Lease | None = None
     # The report as it grows while `execute` runs, for progress displays (`progress` is told when it grows).
     report: RollbackReport | None = field(default=None, init=False, repr=False)
 
@@ -95,6 +98,7 @@ class RollbackExecutor:
             NotFound: no such run.
             ConfigError: a step needs compensating and no compensator was given.
             StoreUnavailable: the store could not be read or written.
+            Fenced: the lease was taken over by another process; nothing more was journaled.
         """
         with tracing.rollback_span(run_id) as span:
             report = await self._execute(run_id)
@@ -173,6 +177,8 @@ class RollbackExecutor:
                 data.update(tracing.journal_fields())  # the rollback's trace, beside the step's own in `intended`
                 await self._journal(call, [self._event(EventType.COMPENSATING, call.step, data)])
                 payload = {**call.call_json(), "attempt": attempt}
+                if self.lease is not None:
+                    await asyncio.to_thread(self.lease.ensure)  # stopped past the lease just now: call nothing
                 try:
                     result = to_json(await _call(compensate, payload))
                     if self.options.verify is not None and not await _call(self.options.verify, payload):
@@ -300,6 +306,8 @@ class RollbackExecutor:
 
         def locked(q: Queries) -> T:
             q.lock_run(run_id)
+            if self.lease is not None:
+                self.lease.check(q)
             return fn(q)
 
         return await self.store.arun_write(locked, order=run_id)

@@ -190,7 +190,8 @@ class Run:
         if how is None:
             return None
         try:
-            return await take_capture(how[0], self.record, args, how[1])
+            return await take_capture(how[0], self.record, args, how[1],
+                                      stopped=lambda: self._ledger.astopped(self.record, tool))
         except CaptureFailed as refusal:
             await asyncio.to_thread(self._ledger.recorder.refuse, self.record, tool, args, refusal)
             raise  # refuse raised already
@@ -266,7 +267,8 @@ class Run:
                 progress=options.get("progress"),
             ),
         )
-        lock = await asyncio.to_thread(self._ledger.store.lock_run, self.id)
+        lock = await asyncio.to_thread(self._ledger.store.lock_run, self.id, self._ledger.settings.rollback_lease_s)
+        executor.lease = lock
         try:
             return await executor.execute(self.id)
         finally:
@@ -285,6 +287,7 @@ class Run:
         Raises:
             RollbackInProgress: another rollback of this run is running.
             ConfigError: a step needs compensating and `compensate` is None.
+            Fenced: this process was stopped past its lease and another took the rollback over.
         """
         return run_coroutine(self.arollback(compensate, **options))
 

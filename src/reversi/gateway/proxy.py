@@ -165,7 +165,8 @@ class Proxy:
             return await call_upstream(self.pool, name, args, self.call_timeout)
 
         try:
-            return await take_capture(self.ledger.manifests.lookup(tool), run, arguments, read)
+            return await take_capture(self.ledger.manifests.lookup(tool), run, arguments, read,
+                                      stopped=lambda: self.ledger.astopped(run, tool))
         except CaptureFailed as refusal:
             await self.ledger.arefuse(run, tool, arguments, refusal, self._only_request)
             raise  # arefuse raised already

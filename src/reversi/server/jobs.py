@@ -1,7 +1,8 @@
 """The server's rollback worker: a thread with its own event loop that runs the store's unfinished jobs.
 
 It looks for work when told a job was queued here, and every `poll_s` seconds otherwise, so it also
-picks up jobs queued by other servers and jobs whose server died (their run's lock is free again).
+picks up jobs queued by other servers, jobs whose server died (their run's lease is free again) and
+jobs whose server stopped past its lease (taken over; that server's writes are refused if it wakes).
 On shutdown the running jobs are cancelled between two journal writes and put back in the queue.
 """
 
@@ -11,19 +12,18 @@ import asyncio
 import contextlib
 import logging
 import threading
-from contextlib import AbstractContextManager
 
 from reversi.engine.commands import command_compensator, command_reader
-from reversi.engine.jobs import Job
+from reversi.engine.jobs import Job, Lease
 from reversi.engine.ledger import Ledger
-from reversi.errors import StoreUnavailable
+from reversi.errors import Fenced, StoreUnavailable
 from reversi.server.metrics import Metrics
 
 log = logging.getLogger("reversi.server")
 
 
 class JobWorker:
-    """Runs up to `max_jobs` rollback jobs at a time, each under its run's rollback lock."""
+    """Runs up to `max_jobs` rollback jobs at a time, each under its run's rollback lease."""
 
     def __init__(
         self,
@@ -109,14 +109,16 @@ class JobWorker:
             if claimed is not None:
                 self._active[job.job_id] = asyncio.ensure_future(self._run(*claimed))
 
-    async def _run(self, job: Job, lock: AbstractContextManager[object]) -> None:
-        with lock:
+    async def _run(self, job: Job, lease: Lease) -> None:
+        with lease:
             try:
                 log.info("rollback job %s of %s: running", job.job_id, job.row.run_id)
-                await self.runner.run(job)
+                await self.runner.run(job, lease)
+            except Fenced as exc:
+                log.warning("rollback job %s of %s: %s", job.job_id, job.row.run_id, exc.message)
             except asyncio.CancelledError:
-                with contextlib.suppress(StoreUnavailable):
-                    self.ledger.requeue_job(job.job_id)
+                with contextlib.suppress(StoreUnavailable, Fenced):  # taken over: the job is another's now
+                    self.ledger.requeue_job(job, lease)
                 log.info("rollback job %s of %s: stopped by shutdown, left to resume", job.job_id, job.row.run_id)
                 raise
             except StoreUnavailable as exc:

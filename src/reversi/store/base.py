@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from reversi.errors import BadInput, RollbackInProgress, WriteConflict
 from reversi.store.group_commit import GroupCommit
+from reversi.store.leases import DEFAULT_LEASE_S, Lease, ProcessLock, claim, held
 from reversi.store.queries import Queries
 
 T = TypeVar("T")
@@ -35,19 +36,6 @@ def statements(script: str) -> list[str]:
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
-class RunLock(abc.ABC):
-    """A rollback's hold on a run, tied to this process: it ends when released or the process dies."""
-
-    @abc.abstractmethod
-    def release(self) -> None: ...
-
-    def __enter__(self) -> RunLock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 class Store(abc.ABC):
     """A ledger back end: transactions over the shared queries, and the per-run rollback lock."""
 
@@ -68,13 +56,23 @@ class Store(abc.ABC):
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
         """
 
-    def run_write(self, fn: Callable[[Queries], T], order: str | None = None) -> T:
+    def write_holding_halts(self) -> AbstractContextManager[Queries]:
+        """`write`, for a transaction that decides on the halts in force: no halt commits between its
+        start and its end, and one that committed before its start is seen by it. A halt is added
+        under `lock_name("system_events")`; where writers are not serialised already (PostgreSQL),
+        this transaction holds that name shared from its start (before any run's lock, so that a
+        halt waiting for it waits on nothing else). So no call is let through after a halt's commit."""
+        return self.write()
+
+    def run_write(self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False) -> T:
         """Run `fn` in a write transaction whose commit may be shared with concurrent writers.
 
         An exception from `fn` undoes only `fn`'s own writes and is raised to this caller, except
         `KeepWrites(error)`, which keeps them and raises `error`. `fn` may run more than once (after
         a deadlock the database broke), so it must decide from what it reads. `order` names what
-        `fn` locks first (its run's id): a shared transaction runs its writes in that order.
+        `fn` locks first (its run's id): a shared transaction runs its writes in that order. With
+        `reads_halts`, `fn` decides on the halts in force: its transaction is opened by
+        `write_holding_halts`, so no halt commits between that read and its commit.
 
         Raises:
             StoreUnavailable: the store stayed locked or unreachable after brief retries.
@@ -82,7 +80,7 @@ class Store(abc.ABC):
         """
         for attempt in range(_RETRIES + 1):
             try:
-                return self._group_commit.run(fn, order)
+                return self._group_commit.run(fn, order, reads_halts=reads_halts)
             except self._retryable_errors() as exc:
                 if attempt == _RETRIES:
                     raise _gave_up(exc) from exc
@@ -90,14 +88,15 @@ class Store(abc.ABC):
         raise AssertionError("unreachable")
 
     async def arun_write(
-        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None
+        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None,
+        *, reads_halts: bool = False,
     ) -> T:
         """`run_write` for an event loop: `fn` runs on a writer thread, and the loop is not blocked;
         except that with `only_request`, a write that nobody could share, on a store that can start it
         without waiting (SQLite), runs on the loop itself (see `GroupCommit.arun`)."""
         for attempt in range(_RETRIES + 1):
             try:
-                return await self._group_commit.arun(fn, only_request, order)
+                return await self._group_commit.arun(fn, only_request, order, reads_halts=reads_halts)
             except self._retryable_errors() as exc:
                 if attempt == _RETRIES:
                     raise _gave_up(exc) from exc
@@ -107,19 +106,29 @@ class Store(abc.ABC):
         return (WriteConflict, *self._retryable)
 
     @abc.abstractmethod
-    def try_lock_run(self, run_id: str) -> RunLock | None:
-        """The run's rollback lock if it is free, else None."""
+    def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
+        """The lock of fencing token `token` of the run, tied to this process, if it is free (see
+        `reversi.store.leases`). With `dead_holder_grace`, a lock whose holder just died is given the
+        moment the back end takes to notice."""
 
-    def lock_run(self, run_id: str) -> RunLock:
-        """The run's rollback lock.
+    def try_lock_run(self, run_id: str, lease_s: float = DEFAULT_LEASE_S) -> Lease | None:
+        """The run's rollback lease if nobody alive holds it within theirs, else None."""
+        return claim(self, run_id, lease_s)
+
+    def lock_run(self, run_id: str, lease_s: float = DEFAULT_LEASE_S) -> Lease:
+        """The run's rollback lease (see `reversi.store.leases`).
 
         Raises:
-            RollbackInProgress: another holder, in this process or any other, has it.
+            RollbackInProgress: another holder, in this process or any other, has it within its lease.
         """
-        lock = self.try_lock_run(run_id)
+        lock = self.try_lock_run(run_id, lease_s)
         if lock is None:
             raise RollbackInProgress(run_id)
         return lock
+
+    def rollback_held(self, run_id: str) -> bool:
+        """Whether a live holder has the run's rollback lease (a claim now would be refused)."""
+        return held(self, run_id)
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -44,7 +44,7 @@ class WouldWait(Exception):
 
 
 class _Slot(Generic[T]):
-    __slots__ = ("done", "error", "fn", "future", "order", "result", "wake")
+    __slots__ = ("done", "error", "fn", "future", "order", "reads_halts", "result", "wake")
 
     def __init__(
         self,
@@ -53,9 +53,11 @@ class _Slot(Generic[T]):
         *,
         waits: bool = True,
         order: str | None = None,
+        reads_halts: bool = False,
     ) -> None:
         self.fn = fn
         self.order = order  # what the write locks first (a run id): a shared batch writes in this order
+        self.reads_halts = reads_halts  # it decides on the halts in force (`Store.write_holding_halts`)
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -93,25 +95,29 @@ class GroupCommit:
 
     `begin_now`, where the store has one, opens a write transaction only if it can at once (else it
     raises WouldWait): only then may an event loop write on its own thread, as it never waits there.
+    `begin_halts` opens the transaction of a batch with a write that reads the halts
+    (`Store.write_holding_halts`); without it, `begin` serves those too.
     """
 
     def __init__(
         self,
         begin: Callable[[], AbstractContextManager[Queries]],
         begin_now: Callable[[], AbstractContextManager[Queries]] | None = None,
+        begin_halts: Callable[[], AbstractContextManager[Queries]] | None = None,
     ) -> None:
         self._begin = begin
         self._begin_now = begin_now
+        self._begin_halts = begin_halts or begin
         self._lock = threading.Lock()
         self._queue: list[_Slot[Any]] = []
         self._leading = False
         self._helper: threading.Thread | None = None
         self._helper_wake = threading.Event()
 
-    def run(self, fn: Callable[[Queries], T], order: str | None = None) -> T:
+    def run(self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False) -> T:
         """Run `fn` in a committed write transaction, possibly shared with concurrent callers; `order`
-        names what `fn` locks first (see `Store.run_write`)."""
-        slot = _Slot(fn, order=order)
+        and `reads_halts` as for `Store.run_write`."""
+        slot = _Slot(fn, order=order, reads_halts=reads_halts)
         with self._lock:
             self._queue.append(slot)
             follow, self._leading = self._leading, True
@@ -130,7 +136,8 @@ class GroupCommit:
         return slot.outcome()
 
     async def arun(
-        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None
+        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None,
+        *, reads_halts: bool = False,
     ) -> T:
         """`run` for an event loop: wait for the commit without blocking the loop.
 
@@ -143,7 +150,7 @@ class GroupCommit:
         if only_request is not None and self._begin_now is not None:
             await asyncio.sleep(0)  # requests that arrived together get to queue their writes first
             if only_request() and self._lead_if_idle():
-                mine = _Slot(fn, waits=False)  # written here and now: nobody to wake
+                mine = _Slot(fn, waits=False, reads_halts=reads_halts)  # written here and now: nobody to wake
                 try:
                     self._write_unshared(mine, self._begin_now)
                     return mine.outcome()
@@ -151,7 +158,7 @@ class GroupCommit:
                     pass  # another thread or process is writing: queue, so the loop does not wait
                 finally:
                     self._pass_lead()
-        slot = _Slot(fn, asyncio.get_running_loop().create_future(), order=order)
+        slot = _Slot(fn, asyncio.get_running_loop().create_future(), order=order, reads_halts=reads_halts)
         with self._lock:
             self._queue.append(slot)
             if not self._leading:
@@ -216,8 +223,9 @@ class GroupCommit:
         # Every batch takes the locks of its runs in one order, so two processes' batches never wait
         # on each other in a cycle (PostgreSQL would break it by undoing one of them).
         ordered = sorted(batch, key=lambda slot: (slot.order is None, slot.order or ""))
+        begin = self._begin_halts if any(slot.reads_halts for slot in batch) else self._begin
         try:
-            with self._begin() as q:
+            with begin() as q:
                 for slot in ordered:
                     q.execute("SAVEPOINT reversi_write")
                     try:
@@ -239,7 +247,7 @@ class GroupCommit:
         self, slot: _Slot[Any], begin: Callable[[], AbstractContextManager[Queries]] | None = None
     ) -> None:
         try:
-            with (begin or self._begin)() as q:
+            with (begin or (self._begin_halts if slot.reads_halts else self._begin))() as q:
                 try:
                     slot.result = slot.fn(q)
                 except KeepWrites as kept:

@@ -11,15 +11,19 @@ from contextlib import AbstractContextManager, contextmanager
 
 import psycopg
 import psycopg.errors
+from psycopg.pq import TransactionStatus
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from reversi.errors import StoreUnavailable, WriteConflict
-from reversi.store.base import RunLock, Store, migrations, statements
+from reversi.store.base import Store, migrations, statements
 from reversi.store.group_commit import GroupCommit
+from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
 from reversi.store.statements import Cursor
 
 _DEAD_HOLDER_GRACE_S = (0.02, 0.05, 0.1, 0)
+IDLE_IN_TRANSACTION_MS = 15_000
+READERS = 4  # connections for reads beside the writer's, at most, per store
 
 
 def _lock_key(*parts: str) -> int:
@@ -30,6 +34,7 @@ def _lock_key(*parts: str) -> int:
 
 class _PostgresDialect:
     row_locks = True
+    now_s = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 
     def __init__(self, schema: str) -> None:
         self.schema = schema
@@ -51,7 +56,12 @@ class _PostgresDialect:
     reraise=True,
 )
 def _connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
-    return psycopg.connect(url, autocommit=True, connect_timeout=5)
+    conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
+    # Our transactions never wait on anything but the database: one left open for long belongs to a
+    # process that was stopped (SIGSTOP) or hung mid-write. The server ends that session, so the row
+    # locks it holds stop holding up every other writer of those runs.
+    conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+    return conn
 
 
 def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
@@ -77,40 +87,182 @@ def _redact(url: str) -> str:
     return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
 
 
-class _AdvisoryLock(RunLock):
-    def __init__(self, conn: psycopg.Connection[tuple[object, ...]], key: int) -> None:
-        self._conn: psycopg.Connection[tuple[object, ...]] | None = conn
+class _AdvisoryLocks:
+    """The process locks of this store's rollback leases: session advisory locks, all on one connection
+    of their own, which lives as long as the process (or until the server drops it).
+
+    A session may take an advisory lock it already holds, so the keys held here are also kept in a set:
+    one holder per key in this process too.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._mutex = threading.Lock()
+        self._held: set[int] = set()
+
+    def try_lock(self, key: int) -> bool:
+        with self._mutex:
+            if key in self._held:
+                return False
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                self._conn = connect(self.url)
+                self._held.clear()  # a new session holds nothing
+            try:
+                row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
+            if row and row[0]:
+                self._held.add(key)
+                return True
+            return False
+
+    def unlock(self, key: int) -> None:
+        with self._mutex:
+            if key not in self._held or self._conn is None:
+                return
+            self._held.discard(key)
+            with contextlib.suppress(psycopg.Error):  # a dropped session has let go of it already
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._conn is not None:
+                self._conn.close()
+            self._held.clear()
+
+
+class _AdvisoryLock(ProcessLock):
+    def __init__(self, locks: _AdvisoryLocks, key: int) -> None:
+        self._locks: _AdvisoryLocks | None = locks
         self._key = key
 
     def release(self) -> None:
-        if self._conn is not None:
-            # Unlock before closing: the server ends a closed session's backend a moment later, and
-            # the next holder should not have to wait for that.
-            with contextlib.suppress(psycopg.Error):
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
-            self._conn.close()  # ending the session drops its advisory locks in any case
-            self._conn = None
+        if self._locks is not None:
+            self._locks.unlock(self._key)
+            self._locks = None
+
+
+def _failed(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    return conn.info.transaction_status == TransactionStatus.INERROR
+
+
+class _Session:
+    """A connection that one thread at a time runs transactions on; reopened when the server dropped it."""
+
+    def __init__(self, url: str, dialect: _PostgresDialect,
+                 conn: psycopg.Connection[tuple[object, ...]] | None = None) -> None:
+        self.url = url
+        self.dialect = dialect
+        self.conn = conn or connect(url)
+        self.mutex = threading.RLock()
+
+    @contextmanager
+    def transaction(self, begin: bytes = b"BEGIN") -> Iterator[Queries]:
+        with self.mutex:
+            yield from self.transaction_held(begin)
+
+    def transaction_held(self, begin: bytes = b"BEGIN") -> Iterator[Queries]:
+        """`transaction` for a caller that holds `mutex` already (a generator to `yield from`). `begin`
+        opens it: it may carry more statements, without parameters, in the same round trip. Inside a
+        transaction of this thread's (a read within a write) it is a savepoint of that one."""
+        if self.conn.closed or self.conn.broken:
+            self.conn = connect(self.url)  # the server restarted, or the network dropped us
+        try:
+            if self.conn.info.transaction_status != TransactionStatus.IDLE:
+                with self.conn.transaction():
+                    yield Queries(self.conn.cursor(), self.dialect)
+                return
+            cur = self.conn.cursor()
+            cur.execute(begin)
+            try:
+                yield Queries(cur, self.dialect)
+            except BaseException:
+                if not self.conn.broken:
+                    cur.execute(b"ROLLBACK")
+                raise
+            if _failed(self.conn):  # a statement failed and its error was swallowed: nothing would be committed
+                cur.execute(b"ROLLBACK")
+                raise StoreUnavailable(f"the store at {_redact(self.url)} failed a write: it was rolled back")
+            cur.execute(b"COMMIT")
+        except psycopg.errors.DeadlockDetected as exc:
+            raise WriteConflict(f"the store at {_redact(self.url)} undid a write to break a deadlock") from exc
+        except psycopg.errors.IdleInTransactionSessionTimeout as exc:
+            raise StoreUnavailable(f"the store at {_redact(self.url)} ended a transaction of this process left "
+                                   f"idle over {IDLE_IN_TRANSACTION_MS // 1000} s: nothing of it was kept") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
+
+    def close(self) -> None:
+        with self.mutex:
+            self.conn.close()
+
+
+class _Readers:
+    """Up to `READERS` more connections for reads, opened as concurrent reads need them."""
+
+    def __init__(self, url: str, dialect: _PostgresDialect) -> None:
+        self.url, self.dialect = url, dialect
+        self._free: list[_Session] = []
+        self._opened = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def session(self) -> Iterator[_Session]:
+        """A reader session, held (its mutex taken) until the block ends."""
+        with self._changed:
+            while not self._free and self._opened >= READERS:
+                self._changed.wait()
+            found = self._free.pop() if self._free else None
+            if found is None:
+                self._opened += 1
+        try:
+            found = found or _Session(self.url, self.dialect)
+        except BaseException:
+            with self._changed:
+                self._opened -= 1
+                self._changed.notify()
+            raise
+        try:
+            with found.mutex:
+                yield found
+        finally:
+            with self._changed:
+                self._free.append(found)
+                self._changed.notify()
+
+    def close(self) -> None:
+        with self._changed:
+            for session in self._free:
+                session.close()
+            self._free.clear()
 
 
 class PostgresStore(Store):
-    """A PostgreSQL database (the schema in `search_path`); run locks are session advisory locks."""
+    """A PostgreSQL database (the schema in `search_path`); the process lock of each rollback lease is a
+    session advisory lock."""
 
     # Two processes' batches can lock the same runs in opposite orders; PostgreSQL then undoes one.
     _retryable = (psycopg.errors.DeadlockDetected,)
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._conn = connect(url)
-        row = self._conn.execute("SELECT current_schema()").fetchone()
+        conn = connect(url)
+        row = conn.execute("SELECT current_schema()").fetchone()
         self._schema = str(row[0]) if row else "public"
         self._dialect = _PostgresDialect(self._schema)
-        self._mutex = threading.RLock()
-        self._group_commit = GroupCommit(self.write)
+        self._writer = _Session(url, self._dialect, conn)
+        self._readers = _Readers(url, self._dialect)
+        self._locks = _AdvisoryLocks(url)
+        key = _lock_key(self._schema, "name", "system_events")  # `lock_name`'s, which adds and lifts halts
+        self._begin_holding_halts = b"BEGIN; SELECT pg_advisory_xact_lock_shared(%d)" % key
+        self._group_commit = GroupCommit(self.write, begin_halts=self.write_holding_halts)
         self._migrate()
 
     def _migrate(self) -> None:
-        with self._mutex, self._conn.transaction():
-            cur = self._conn.cursor()
+        conn = self._writer.conn
+        with self._writer.mutex, conn.transaction():
+            cur = conn.cursor()
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._schema, "migrations"),))
             cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
             done = {row[0] for row in cur.execute("SELECT version FROM schema_migrations").fetchall()}
@@ -122,37 +274,36 @@ class PostgresStore(Store):
                 cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
 
     @contextmanager
-    def _transaction(self) -> Iterator[Queries]:
-        with self._mutex:
-            if self._conn.closed or self._conn.broken:
-                self._conn = connect(self.url)  # the server restarted, or the network dropped us
+    def read(self) -> Iterator[Queries]:
+        # On the writer's connection when it is free (or this thread is inside a write); else on one
+        # of a few more, so that reads wait neither for a batch of writes to commit nor for each other.
+        if self._writer.mutex.acquire(blocking=False):
             try:
-                with self._conn.transaction():
-                    yield Queries(self._conn.cursor(), self._dialect)
-            except psycopg.errors.DeadlockDetected as exc:
-                raise WriteConflict(f"the store at {_redact(self.url)} undid a write to break a deadlock") from exc
-            except psycopg.OperationalError as exc:
-                raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
-
-    def read(self) -> AbstractContextManager[Queries]:
-        return self._transaction()
+                yield from self._writer.transaction_held()
+            finally:
+                self._writer.mutex.release()
+            return
+        with self._readers.session() as session:
+            yield from session.transaction_held()
 
     def write(self) -> AbstractContextManager[Queries]:
-        return self._transaction()
+        return self._writer.transaction()
 
-    def try_lock_run(self, run_id: str) -> RunLock | None:
-        key = _lock_key(self._schema, "run", run_id)
-        conn = connect(self.url)
+    def write_holding_halts(self) -> AbstractContextManager[Queries]:
+        # In the round trip of the BEGIN: a statement begun after the lock sees a halt committed before it.
+        return self._writer.transaction(self._begin_holding_halts)
+
+    def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
+        key = _lock_key(self._schema, "run", run_id, str(token))
         # A holder that died holds on until the server has ended its backend, a few milliseconds
-        # after the connection dropped: look again briefly before calling the run taken.
-        for delay in _DEAD_HOLDER_GRACE_S:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-            if row and row[0]:
-                return _AdvisoryLock(conn, key)
+        # after the connection dropped: look again briefly before calling it alive.
+        for delay in _DEAD_HOLDER_GRACE_S if dead_holder_grace else (0,):
+            if self._locks.try_lock(key):
+                return _AdvisoryLock(self._locks, key)
             time.sleep(delay)
-        conn.close()
         return None
 
     def close(self) -> None:
-        with self._mutex:
-            self._conn.close()
+        self._writer.close()
+        self._readers.close()
+        self._locks.close()

@@ -3,7 +3,8 @@
 The SQL is portable; each back end supplies a cursor whose placeholders are `?` and the few
 statements that differ (row locks, advisory locks), through `Dialect` (`statements.py`). Every
 table's SQL is a method of a query class (`ApprovalQueries`, `DrillQueries`, `HaltQueries`, `JobQueries`,
-`KeyQueries`, `SessionQueries`, and the runs, steps and events here); `Queries` is all of them.
+`KeyQueries`, `LeaseQueries`, `SessionQueries`, and the runs, steps and events here); `Queries` is all
+of them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from reversi.store.drills import DrillQueries
 from reversi.store.halts import HaltQueries
 from reversi.store.jobs import JobQueries
 from reversi.store.keys import KeyQueries
+from reversi.store.leases import LeaseQueries
 from reversi.store.sessions import SessionQueries
 from reversi.store.statements import CHUNK
 
@@ -61,7 +63,7 @@ def _event(row: Any) -> Event:
     return Event(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
 
 
-class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, SessionQueries):
+class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, LeaseQueries, SessionQueries):
     """Every read and write of the ledger, inside one transaction of the back end's choosing: runs,
     steps and events here, the rest from the query class of each table."""
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from reversi.errors import StoreUnavailable
-from reversi.store.base import RunLock, Store, migrations, statements
+from reversi.store.base import Store, migrations, statements
 from reversi.store.group_commit import GroupCommit, WouldWait
+from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
 from reversi.store.statements import Cursor
 
@@ -23,6 +24,7 @@ BUSY_TIMEOUT_MS = 10_000
 
 class _SQLiteDialect:
     row_locks = False
+    now_s = "((julianday('now') - 2440587.5) * 86400.0)"
 
     def sql(self, text: str) -> str:
         return text
@@ -35,12 +37,17 @@ class _SQLiteDialect:
         return None
 
 
-class _FileLock(RunLock):
-    def __init__(self, fd: int) -> None:
+class _FileLock(ProcessLock):
+    """An flock on a file of its own per fencing token; whoever lets go of it removes the file (a token
+    is never claimed twice, so nobody needs the file after)."""
+
+    def __init__(self, fd: int, path: Path) -> None:
         self._fd: int | None = fd
+        self._path = path
 
     def release(self) -> None:
         if self._fd is not None:
+            self._path.unlink(missing_ok=True)  # while still locked: nobody can have taken it meanwhile
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
 
@@ -68,7 +75,7 @@ def _open_wal(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Con
 
 
 class SQLiteStore(Store):
-    """A SQLite file; the rollback lock of each run is an OS file lock beside it.
+    """A SQLite file; the process lock of each rollback lease is an OS file lock beside it.
 
     It holds two connections. Every read and write goes through the first, which waits for the file's
     write lock. The second never waits (its busy timeout is 0): it serves `_write_now`, the write an
@@ -144,16 +151,18 @@ class SQLiteStore(Store):
     def lock_dir(self) -> Path:
         return self.path.with_name(self.path.name + ".locks")
 
-    def try_lock_run(self, run_id: str) -> RunLock | None:
+    def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
+        # The kernel drops a dead process's flocks as it ends it: no grace is needed.
         directory = self.lock_dir()
         directory.mkdir(exist_ok=True)
-        fd = os.open(directory / f"{run_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        path = directory / f"{run_id}.{token}.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             return None
-        return _FileLock(fd)
+        return _FileLock(fd, path)
 
     def close(self) -> None:
         with self._mutex, self._now_mutex:

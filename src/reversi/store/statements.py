@@ -18,6 +18,8 @@ class Dialect(Protocol):
     # Whether writers of a run must lock its row (PostgreSQL); SQLite's BEGIN IMMEDIATE already
     # serialises every writer of the file.
     row_locks: bool
+    # An SQL expression: the store's clock, in seconds since the epoch (leases are timed by it).
+    now_s: str
 
     def sql(self, text: str) -> str:
         """The statement with `?` placeholders turned into the driver's own."""
