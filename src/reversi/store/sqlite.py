@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -19,6 +20,8 @@ from reversi.store.queries import Queries
 from reversi.store.statements import Cursor
 
 BUSY_TIMEOUT_MS = 10_000
+# Result codes after which the open file may be gone for good (see `SQLiteStore._noting_lost_file`).
+_LOST_FILE = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
 
 class _SQLiteDialect:
@@ -89,6 +92,9 @@ class SQLiteStore(Store):
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
         self._mutex = threading.RLock()
+        self._now_mutex = threading.Lock()
+        self._now_conn: sqlite3.Connection | None = None
+        self._reopen_needed = False
         self._dialect = _SQLiteDialect()
         self._group_commit = GroupCommit(self.write, self._write_now)
         try:
@@ -101,7 +107,6 @@ class SQLiteStore(Store):
             if isinstance(exc, sqlite3.Error):
                 raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
             raise
-        self._now_mutex = threading.Lock()
 
     def _migrate(self) -> None:
         with self._transaction("BEGIN IMMEDIATE") as cur:
@@ -117,8 +122,45 @@ class SQLiteStore(Store):
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:
         """A transaction opened by `begin` on the connection that waits for the file."""
-        with self._mutex, _in_transaction(self._conn, begin, self.path) as cur:
-            yield cur
+        with self._mutex:
+            if self._reopen_needed:
+                self._reopen()
+            with self._noting_lost_file(), _in_transaction(self._conn, begin, self.path) as cur:
+                yield cur
+
+    @contextmanager
+    def _noting_lost_file(self) -> Iterator[None]:
+        """Note an error after which the open file may be gone for good, so the next transaction opens
+        it again: a disk the kernel made read-only, repaired and mounted again, holds the store in a
+        new file system, which connections opened before never see."""
+        try:
+            yield
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, sqlite3.Error) and (cause.sqlite_errorcode & 0xFF) in _LOST_FILE:
+                self._reopen_needed = True
+            raise
+
+    def _reopen(self) -> None:
+        """Both connections opened anew, as a process starting now would open them (`_mutex` held).
+
+        Raises:
+            StoreUnavailable: the file cannot be opened (yet).
+        """
+        with self._now_mutex:
+            try:
+                conn = _open_wal(self.path)
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
+            try:
+                now = _open_wal(self.path, busy_timeout_ms=0) if self._now_conn is not None else None
+            except sqlite3.Error as exc:
+                conn.close()
+                raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
+            for old in (self._conn, self._now_conn):
+                if old is not None:
+                    old.close()
+            self._conn, self._now_conn, self._reopen_needed = conn, now, False
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
@@ -133,10 +175,11 @@ class SQLiteStore(Store):
     @contextmanager
     def _write_now(self) -> Iterator[Queries]:
         """`write`, or WouldWait at once if another thread or process is writing to the store."""
-        if self._now_conn is None or not self._now_mutex.acquire(blocking=False):
-            raise WouldWait()
+        if self._now_conn is None or self._reopen_needed or not self._now_mutex.acquire(blocking=False):
+            raise WouldWait()  # (a lost file is opened again on the path that waits)
         try:
-            with _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, waits=False) as cur:
+            with (self._noting_lost_file(),
+                  _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, waits=False) as cur):
                 yield Queries(cur, self._dialect)
         finally:
             self._now_mutex.release()
@@ -176,14 +219,30 @@ def _in_transaction(conn: sqlite3.Connection, begin: str, path: Path, *,
     except sqlite3.OperationalError as exc:
         if not waits and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
             raise WouldWait() from exc
-        raise StoreUnavailable(f"the store at {path} is locked: {exc}") from exc
+        raise _unavailable(path, exc) from exc
     try:
         yield cur
+    except sqlite3.OperationalError as exc:  # a full or failing disk, met before the commit
+        _roll_back(conn)
+        raise _unavailable(path, exc) from exc
     except BaseException:
-        conn.rollback()
+        _roll_back(conn)
         raise
     try:
         cur.execute("COMMIT")
     except sqlite3.OperationalError as exc:
-        conn.rollback()
+        _roll_back(conn)
         raise StoreUnavailable(f"cannot commit to the store at {path}: {exc}") from exc
+
+
+def _unavailable(path: Path, exc: sqlite3.OperationalError) -> StoreUnavailable:
+    if _busy(exc):
+        return StoreUnavailable(f"the store at {path} is locked: {exc}")
+    return StoreUnavailable(f"the store at {path} failed: {exc}")
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """Abandon the transaction; on a failing disk, SQLite may already have (or fail to), and either way
+    the error to report is the one that got us here."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.rollback()
