@@ -28,6 +28,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from tests.gateway.conftest import SHOP_MANIFEST, Shop
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 WAIT_S = 30.0
@@ -274,3 +275,21 @@ def fault(request: pytest.FixtureRequest, faults: Faults) -> Fault:
 
 
 MakeFault = Callable[[str], Fault]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Shop:
+    """The gateway tests' upstream (`tests/gateway/upstream_server.py`), which logs every call it gets."""
+    return Shop("shop", tmp_path / "shop")
+
+
+@pytest.fixture
+def shop_manifest(tmp_path: Path) -> str:
+    path = tmp_path / "shop.yaml"
+    path.write_text(SHOP_MANIFEST)
+    return str(path)

@@ -4,6 +4,8 @@ nothing is reported that did not land; the same `Ledger` works again once the st
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,45 @@ def test_a_write_too_large_for_the_page_cache_on_a_full_disk_is_store_unavailabl
         assert "database or disk is full" in one_line_store_error(caught)
         fault.heal()
         assert witness == [] and run.steps() == ()
+
+
+def test_a_rollback_that_cannot_journal_an_undo_reports_nothing_and_the_next_finishes_it_with_the_same_key(
+    fault: Fault, manifest: Path
+) -> None:
+    applied: list[tuple[int, str]] = []  # the downstream's log: (step, idempotency key) of every undo it got
+
+    def compensate(call: dict[str, Any]) -> dict[str, Any]:
+        applied.append((call["step"], call["idempotency_key"]))
+        if len(applied) == 1:
+            fault.inject()  # the store breaks while the first undo runs
+        return {"refunded": True}
+
+    with reversi.open(fault.url, manifests=[str(manifest)]) as ledger:
+        run = ledger.start_run()
+        for amount in (1, 2):
+            run.call(CHARGE, {"amount": amount}, lambda amount: {"id": f"ch_{amount}"})
+        with pytest.raises(StoreUnavailable) as caught:
+            run.rollback(compensate)
+        one_line_store_error(caught)
+        assert [step for step, _ in applied] == [1]  # the second undo was not started unjournaled
+        fault.heal()
+        assert [e.type for e in run.events() if e.step == 1][-1] == "compensating"  # never claimed compensated
+        report = run.rollback(compensate)
+    assert report.compensated == [1, 0] and report.complete
+    assert [step for step, _ in applied] == [1, 1, 0]
+    assert applied[0] == applied[1]  # the undo that may have landed is asked again with its own key
+
+
+def test_the_cli_says_in_one_line_that_the_store_is_broken_and_changes_nothing(fault: Fault) -> None:
+    reversi_cli = str(Path(sys.executable).parent / "reversi")
+    with reversi.open(fault.url):
+        pass  # migrated while it is healthy
+    fault.inject()
+    done = subprocess.run([reversi_cli, "--db", fault.url, "halt", "add", "stop"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1, done
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("reversi: error: ") and "store" in lines[0], done.stderr
+    fault.heal()
+    with reversi.open(fault.url) as ledger:
+        assert ledger.halts() == []
