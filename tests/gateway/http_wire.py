@@ -4,15 +4,12 @@ stateless (2026-07-28) JSON-RPC requests built by hand, so a test sees every sta
 from __future__ import annotations
 
 import json
-import queue
-import re
-import subprocess
-import threading
+import signal
 from pathlib import Path
 from typing import Any
 
-import pytest
-from tests.gateway.conftest import GATEWAY, WAIT_S
+from tests.gateway.conftest import GATEWAY
+from tests.server.conftest import LoggedProcess
 
 REVISION = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": REVISION, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -34,42 +31,16 @@ def mcp_request(method: str, params: Any = None, *, request_id: Any = 1) -> tupl
     return headers, body
 
 
-class GatewayProcess:
-    """`reversi-gateway --http 127.0.0.1:0 ARGS`; what it says on stderr is kept in `log`."""
+class GatewayProcess(LoggedProcess):
+    """`reversi-gateway --http 127.0.0.1:0 ARGS`."""
 
     def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
-        self.log = log
-        self.proc = subprocess.Popen([str(GATEWAY), "--http", "127.0.0.1:0", *args], stderr=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL, text=True, env=env)
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        said = []
-        while True:
-            try:
-                line = self._lines.get(timeout=WAIT_S)
-            except queue.Empty:
-                pytest.fail(f"the gateway did not start in {WAIT_S:g} s: {''.join(said)}")
-            if line is None:
-                pytest.fail(f"the gateway ended at start: {''.join(said)}")
-            said.append(line)
-            found = re.search(r"serving (http://\S+)/mcp", line)
-            if found:
-                self.url = found.group(1)
-                return
-
-    def _pump(self) -> None:
-        assert self.proc.stderr is not None
-        with self.log.open("a") as out:
-            for line in self.proc.stderr:
-                out.write(line)
-                out.flush()
-                self._lines.put(line)
-        self._lines.put(None)
+        super().__init__([str(GATEWAY), "--http", "127.0.0.1:0", *args], env or {}, log)
+        line = self.expect("reversi-gateway: serving ")
+        self.url = line.split("serving ", 1)[1].split("/mcp", 1)[0]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(WAIT_S)
+        self.signal(signal.SIGTERM)
 
 
 def answer_of(text: str) -> Any:

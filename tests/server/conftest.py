@@ -131,20 +131,16 @@ def compensator_cmd(state: Path, *extra: str) -> str:
     return " ".join([sys.executable, str(COMPENSATOR), str(state), *extra])
 
 
-class ServerProcess:
-    """`reversi-server` in a subprocess; its stderr is read line by line."""
+class LoggedProcess:
+    """A program in a subprocess whose stderr is read line by line (and copied to `log`)."""
 
-    def __init__(self, db_url: str, env: dict[str, str], log: Path) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
         self.log = log
-        self.proc = subprocess.Popen(
-            [str(SERVER), "--port", "0", "--db", db_url, "--log-level", "info"],
-            env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
+        self.proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.said: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
-        line = self.expect("reversi-server: listening on ")
-        self.url = line.split("listening on ", 1)[1].strip()
 
     def _pump(self) -> None:
         assert self.proc.stderr is not None
@@ -161,9 +157,9 @@ class ServerProcess:
             try:
                 line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
-                pytest.fail(f"the server did not say {prefix!r} in {WAIT_S:g} s; it said {self.said}")
+                pytest.fail(f"{self.proc.args[0]} did not say {prefix!r} in {WAIT_S:g} s; it said {self.said}")
             if line is None:
-                pytest.fail(f"the server ended before saying {prefix!r}; it said {self.said}")
+                pytest.fail(f"{self.proc.args[0]} ended before saying {prefix!r}; it said {self.said}")
             self.said.append(line)
             if line.startswith(prefix):
                 return line
@@ -172,6 +168,15 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signum)
         return self.proc.wait(WAIT_S)
+
+
+class ServerProcess(LoggedProcess):
+    """`reversi-server` in a subprocess."""
+
+    def __init__(self, db_url: str, env: dict[str, str], log: Path) -> None:
+        super().__init__([str(SERVER), "--port", "0", "--db", db_url, "--log-level", "info"], env, log)
+        line = self.expect("reversi-server: listening on ")
+        self.url = line.split("listening on ", 1)[1].strip()
 
 
 @pytest.fixture
