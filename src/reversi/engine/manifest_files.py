@@ -10,7 +10,11 @@ from reversi.core.manifest import ManifestSet, Problem, ToolEntry, merge
 from reversi.core.manifest_yaml import parse_manifest
 from reversi.errors import ManifestError
 
-__all__ = ["check_manifest_files", "load_manifest_files"]
+__all__ = ["MAX_MANIFEST_BYTES", "check_manifest_files", "load_manifest_files"]
+
+# A manifest is a few kilobytes; one this large is another file, and parsing it would take minutes
+# and gigabytes.
+MAX_MANIFEST_BYTES = 4 << 20
 
 
 def load_manifest_files(paths: Sequence[str | os.PathLike[str]]) -> ManifestSet:
@@ -38,7 +42,13 @@ def _read(paths: Sequence[str | os.PathLike[str]]) -> tuple[ManifestSet, list[Pr
     for path in paths:
         source = os.fspath(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            with Path(path).open("rb") as file:
+                data = file.read(MAX_MANIFEST_BYTES + 1)
+            if len(data) > MAX_MANIFEST_BYTES:
+                problems.append(Problem(source, 0, f"cannot read: larger than {MAX_MANIFEST_BYTES >> 20} MiB, which "
+                                        "no manifest needs (is it the right file?)"))
+                continue
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             problems.append(Problem(source, 0, "cannot read: not UTF-8 text"))
             continue
