@@ -91,6 +91,14 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
     meta = {k: v for k, v in (params.meta or {}).items() if not k.startswith("io.modelcontextprotocol/")}
     with (STATE / "calls.jsonl").open("a") as log:
         log.write(json.dumps({"upstream": NAME, "tool": params.name, "arguments": args, "meta": meta}) + "\n")
+    try:
+        return await _call(ctx, params, args)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # arguments a fuzzing agent got wrong
+        raise MCPError(code=-32602, message=f"bad arguments for {params.name}: {exc!r}") from None
+
+
+async def _call(ctx: ServerRequestContext, params: types.CallToolRequestParams, args: dict[str, Any]
+                ) -> types.CallToolResult:
     orders = _orders()
     if params.name == "create_order":
         order = {"id": f"ord_{args['order_id']}", "amount": args.get("amount", 0), "status": "placed"}
