@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
-from tests.gateway.conftest import Shop
+from tests.gateway.conftest import SHOP_MANIFEST, Shop
 from tests.gateway.http_wire import ENVELOPE
 
 import reversi
@@ -95,6 +96,15 @@ MESSAGES = st.one_of(
     st.sampled_from([deep(100), deep(5000), deep(200_000), b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", '
                      b'"params": {"name": "echo", "arguments": {"text": NaN}}}', b"[]", b"[{}]", b"{}", b"null"]),
 )
+
+
+def gateway_flags(tmp_path: Path) -> tuple[Shop, str, list[str]]:
+    """The test upstream, a SQLite store, and the gateway flags that use them with the shop's manifest."""
+    shop = Shop("shop", tmp_path / "shop")
+    db = f"sqlite:///{tmp_path}/fuzz.db"
+    manifest = tmp_path / "shop.yaml"
+    manifest.write_text(SHOP_MANIFEST)
+    return shop, db, ["--upstream", shop.flag(), "--db", db, "-m", str(manifest)]
 
 
 def journal_problems(shop: Shop, db: str) -> list[str]:

@@ -16,10 +16,9 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.gateway.conftest import SHOP_MANIFEST, Shop
 from tests.gateway.http_wire import GatewayProcess, answer_of, mcp_request
 from tests.hostile.fuzz import fuzz_settings, tried
-from tests.hostile.mcp_messages import MESSAGES, journal_problems, operator_calls
+from tests.hostile.mcp_messages import MESSAGES, gateway_flags, journal_problems, operator_calls
 from tests.hostile.store_state import store_state
 
 INTERNAL_ERROR = -32603
@@ -34,12 +33,9 @@ class HttpGateway:
     """`reversi-gateway --http` over a SQLite store with no keys (loopback clients act as the admin)."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.shop = Shop("shop", tmp_path / "shop")
-        self.db = f"sqlite:///{tmp_path}/fuzz.db"
-        manifest = tmp_path / "shop.yaml"
-        manifest.write_text(SHOP_MANIFEST)
+        self.shop, self.db, flags = gateway_flags(tmp_path)
         self.log = tmp_path / "gateway.log"
-        self.process = GatewayProcess(["--upstream", self.shop.flag(), "--db", self.db, "-m", str(manifest)], self.log)
+        self.process = GatewayProcess(flags, self.log)
         self.client = httpx.Client(base_url=self.process.url, timeout=60)
 
     def send(self, path: str, body: bytes, headers: dict[str, str], method: str = "POST") -> httpx.Response:

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.gateway.conftest import GATEWAY, SHOP_MANIFEST, WAIT_S, Shop
+from tests.gateway.conftest import GATEWAY, WAIT_S
 from tests.gateway.http_wire import ENVELOPE
 from tests.hostile.fuzz import fuzz_settings, tried
-from tests.hostile.mcp_messages import MESSAGES, deep, journal_problems
+from tests.hostile.mcp_messages import MESSAGES, deep, gateway_flags, journal_problems
 
 RUN_ID = "run_fuzz_stdio"
 INTERNAL_ERROR = -32603  # what an MCP server answers when a handler raised: the 500 of JSON-RPC
@@ -29,15 +29,11 @@ class StdioGateway:
     """`reversi-gateway` on stdio, written raw bytes and read line by line."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.shop = Shop("shop", tmp_path / "shop")
-        self.db = f"sqlite:///{tmp_path}/fuzz.db"
-        manifest = tmp_path / "shop.yaml"
-        manifest.write_text(SHOP_MANIFEST)
+        self.shop, self.db, flags = gateway_flags(tmp_path)
         self.stderr = tmp_path / "gateway.stderr"
         with self.stderr.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [str(GATEWAY), "--upstream", self.shop.flag(), "--db", self.db, "-m", str(manifest),
-                 "--run-id", RUN_ID], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+            self.proc = subprocess.Popen([str(GATEWAY), *flags, "--run-id", RUN_ID], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
