@@ -84,13 +84,14 @@ class SQLiteStore(Store):
     def __init__(self, url: str) -> None:
         self.url = url
         self.path = Path(url.removeprefix("sqlite:///"))
-        if self.path.is_dir():
-            raise StoreUnavailable(f"cannot open the store at {self.path}: it is a directory, not a database file")
         try:
+            if self.path.is_dir():
+                raise StoreUnavailable(f"cannot open the store at {self.path}: it is a directory, not a database file")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = _open_wal(self.path)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
+            said = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise StoreUnavailable(f"cannot open the store at {self.path}: {said}") from exc
         self._mutex = threading.RLock()
         self._now_mutex = threading.Lock()
         self._now_conn: sqlite3.Connection | None = None
