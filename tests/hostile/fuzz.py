@@ -17,7 +17,6 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, settings
 
@@ -32,7 +31,7 @@ def examples(ci: int) -> int:
     return int(_EXAMPLES) if SOAKING else ci
 
 
-def fuzz_settings(ci: int) -> Any:
+def fuzz_settings(ci: int) -> settings:
     """Hypothesis settings for a fuzz test (no deadline: a loaded machine is not a finding)."""
     return settings(max_examples=examples(ci), deadline=None, database=None, derandomize=not SOAKING,
                     suppress_health_check=list(HealthCheck))

@@ -34,7 +34,8 @@ from reversi.server.api import ENDPOINTS
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 # The codes of refusals, which are journaled (`refused`) by design.
-JOURNALED_REFUSALS = {cls.code for cls in (Refused, *Refused.__subclasses__())}
+REFUSALS: list[type[Refused]] = [Refused, *Refused.__subclasses__()]
+JOURNALED_REFUSALS = {cls.code for cls in REFUSALS}
 
 
 class Served:

@@ -59,7 +59,7 @@ def test_each_hostile_manifest_is_a_problem_of_one_line_and_nothing_more(tmp_pat
     paths = []
     for name, content in HOSTILE.items():
         path = tmp_path / name
-        (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)  # type: ignore[operator]
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
         paths.append(path)
         problems = check_manifest_files([path])
         one_line_problems(problems)

@@ -53,7 +53,7 @@ class StdioGateway:
         probe_id = f"probe-{uuid.uuid4().hex}"
         self.send(json.dumps({"jsonrpc": "2.0", "id": probe_id, "method": "tools/call",
                               "params": {"name": "echo", "arguments": {"text": probe_id}, "_meta": ENVELOPE}}).encode())
-        said = []
+        said: list[Any] = []
         while True:
             try:
                 line = self.lines.get(timeout=WAIT_S)

@@ -1,6 +1,6 @@
 """A command that writes down how it was run: its arguments and its stdin, as one JSON line appended
-to the file named by RECORD_TO; then it answers `{"ok": true}` (a compensator's or reader's answer). With RECORD_ARGV_ONLY set it
-reads no stdin and exits 1 (an upstream that cannot start).
+to the file named by RECORD_TO; then it answers `{"ok": true}` (a compensator's or reader's answer).
+With RECORD_ARGV_ONLY set it reads no stdin and exits 1 (an upstream that cannot start).
 
 The security tests pass data full of shell metacharacters through it: if a shell ever ran in between,
 the arguments would not arrive as written, and the files the metacharacters name would exist.

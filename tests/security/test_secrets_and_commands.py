@@ -15,14 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-import reversi
-from reversi.engine.commands import command_compensator, command_reader, command_verify
-from reversi.engine.run import run_coroutine
-from reversi.server import create_app
 from tests.gateway.conftest import GATEWAY, WAIT_S
 from tests.server.conftest import ThreadServer
 from tests.server.test_access import csrf_of, sign_in
+
+import reversi
+from reversi.engine.commands import command_compensator, command_reader, command_verify
+from reversi.engine.run import awaited
+from reversi.server import create_app
 
 SRC = Path(reversi.__file__).parent
 RECORD = Path(__file__).parent / "record_argv.py"
@@ -122,9 +122,9 @@ def test_compensator_verify_and_reader_commands_get_metacharacters_as_plain_data
 ) -> None:
     monkeypatch.setenv("RECORD_TO", str(tmp_path / "record.jsonl"))
     call = {"tool": "files.delete", "args": {"path": HOSTILE}, "idempotency_key": "; touch pwned-9"}
-    run_coroutine(command_compensator(recorder(tmp_path))(call))
-    run_coroutine(command_verify(recorder(tmp_path))(call))
-    run_coroutine(command_reader(recorder(tmp_path))("files.read", {"path": HOSTILE}))
+    awaited(command_compensator(recorder(tmp_path))(call))
+    awaited(command_verify(recorder(tmp_path))(call))
+    awaited(command_reader(recorder(tmp_path))("files.read", {"path": HOSTILE}))
     runs = recorded(tmp_path)
     assert [r["argv"] for r in runs] == [HOSTILE] * 3
     assert json.loads(str(runs[0]["stdin"])) == call

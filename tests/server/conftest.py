@@ -136,6 +136,7 @@ class LoggedProcess:
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
         self.log = log
+        self.program = argv[0]
         self.proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
@@ -157,9 +158,9 @@ class LoggedProcess:
             try:
                 line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
-                pytest.fail(f"{self.proc.args[0]} did not say {prefix!r} in {WAIT_S:g} s; it said {self.said}")
+                pytest.fail(f"{self.program} did not say {prefix!r} in {WAIT_S:g} s; it said {self.said}")
             if line is None:
-                pytest.fail(f"{self.proc.args[0]} ended before saying {prefix!r}; it said {self.said}")
+                pytest.fail(f"{self.program} ended before saying {prefix!r}; it said {self.said}")
             self.said.append(line)
             if line.startswith(prefix):
                 return line
