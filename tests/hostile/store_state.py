@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+from contextlib import ExitStack
 
 import reversi
 
 
-def store_state(url: str) -> dict[str, str]:
-    """Each table of the store (either back end), as a digest of all its rows in a fixed order."""
-    with reversi.open(url) as ledger, ledger.store.read() as q:
-        if url.startswith("sqlite:"):
+def store_state(source: str | reversi.Ledger) -> dict[str, str]:
+    """Each table of the store (either back end; its URL, or a ledger open on it), as a digest of all
+    its rows in a fixed order."""
+    with ExitStack() as stack:
+        ledger = stack.enter_context(reversi.open(source)) if isinstance(source, str) else source
+        q = stack.enter_context(ledger.store.read())
+        if ledger.store.url.startswith("sqlite:"):
             names = q.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()
         else:
             names = q.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "

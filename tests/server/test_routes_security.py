@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +18,7 @@ from tests.hostile.store_state import store_state
 from tests.server.conftest import Site
 from tests.server.test_access import SAMPLES, csrf_of, gateway, sign_in
 
+import reversi
 from reversi.engine.access import NO_KEYS_REMOTE
 from reversi.gateway.operator import TOOLS as OPERATOR_TOOLS
 from reversi.server import create_app
@@ -69,9 +71,11 @@ def routes_of(app: Any) -> set[tuple[str, str]]:
     return found
 
 
-def test_every_route_and_operator_tool_is_classified(site: Site) -> None:
-    assert routes_of(create_app(site.ledger, run_jobs=False)) == set(ROUTES)
-    assert {route.path for route in gateway(site).routes if isinstance(route, Route)} == set(GATEWAY_ROUTES)
+def test_every_route_and_operator_tool_is_classified(tmp_path: Path) -> None:
+    with reversi.open(f"sqlite:///{tmp_path}/routes.db") as ledger:
+        assert routes_of(create_app(ledger, run_jobs=False)) == set(ROUTES)
+        gateway_app = gateway(Site("", ledger))
+    assert {route.path for route in gateway_app.routes if isinstance(route, Route)} == set(GATEWAY_ROUTES)
     assert {tool.name for tool in OPERATOR_TOOLS} == set(OPERATOR)
     assert {name for name, kind in OPERATOR.items() if kind == SCOPED} == {
         tool.name for tool in OPERATOR_TOOLS if "run_id" in tool.input_schema["properties"]}
@@ -104,25 +108,28 @@ class Victim:
         return re.sub(r"{(\w+)(:\w+)?}", lambda m: self.values[m.group(1)], template)
 
 
-def browsers(site: Site, who: list[str]) -> dict[str, tuple[httpx.Client, str]]:
-    """A console session for each principal, with its CSRF token."""
-    signed_in = {}
-    for name in who:
-        browser = httpx.Client(base_url=site.url)
-        site.clients.append(browser)
-        assert sign_in(browser, site.keys[name]).status_code == 303
-        signed_in[name] = (browser, csrf_of(browser.get("/halts").text))
-    return signed_in
+class Session:
+    """A principal's API client, and its console session with the session's CSRF token."""
+
+    def __init__(self, site: Site, name: str) -> None:
+        self.api = site.client(name)
+        self.browser = httpx.Client(base_url=site.url)
+        site.clients.append(self.browser)
+        assert sign_in(self.browser, site.keys[name]).status_code == 303
+        self.token = csrf_of(self.browser.get("/halts").text)
 
 
-def ask(site: Site, victim: Victim, who: str, method: str, template: str,
-        sessions: dict[str, tuple[httpx.Client, str]]) -> httpx.Response:
+def browsers(site: Site, who: list[str]) -> dict[str, Session]:
+    return {name: Session(site, name) for name in who}
+
+
+def ask(victim: Victim, who: str, method: str, template: str, sessions: dict[str, Session]) -> httpx.Response:
     path = victim.path(template)
     if template.startswith("/v1/"):
         endpoint = next(ep for ep in ENDPOINTS if (ep.method, ep.path) == (method, template))
         body = {"halt_id": victim.halt_id} if template == "/v1/resume" else SAMPLES.get(endpoint.handler.__name__)
-        return site.client(who).request(method, path, json=body if endpoint.body is not None else None)
-    browser, token = sessions[who]
+        return sessions[who].api.request(method, path, json=body if endpoint.body is not None else None)
+    browser, token = sessions[who].browser, sessions[who].token
     if method == "GET":
         return browser.get(path)
     return browser.post(path, data={"csrf": token, "status": "failed", "note": "mine now"})
@@ -134,14 +141,14 @@ def test_another_principals_ids_are_refused_on_every_scoped_route_and_change_not
     scoped = [route for route, kind in ROUTES.items() if kind == SCOPED]
     assert len(scoped) >= 20
     for method, template in scoped:
+        before = store_state(site.ledger)
         for who in INTRUDERS:
-            before = store_state(site.ledger.settings.db)
-            answer = ask(site, victim, who, method, template, sessions)
+            answer = ask(victim, who, method, template, sessions)
             where = (who, method, template, answer.status_code, answer.text[:300])
             if template.startswith("/v1/") or method == "GET":
                 assert answer.status_code in (401, 403, 404), where
             assert MARKER not in answer.text, where
-            assert store_state(site.ledger.settings.db) == before, where
+        assert store_state(site.ledger) == before, (method, template)
 
 
 def test_listings_show_another_tenant_or_principal_nothing_of_the_victims(site: Site) -> None:
@@ -150,7 +157,7 @@ def test_listings_show_another_tenant_or_principal_nothing_of_the_victims(site: 
     secrets = [MARKER, victim.run_id, victim.approval_id, victim.key_id]
     for method, template in (route for route, kind in ROUTES.items() if kind == LISTING):
         for who in INTRUDERS:
-            answer = ask(site, victim, who, method, template, sessions)
+            answer = ask(victim, who, method, template, sessions)
             hidden = secrets + ([victim.halt_id, HALT_MARKER] if who != "agent2" else [])
             assert not [s for s in hidden if s in answer.text], (who, method, template, answer.text[:500])
 
@@ -158,17 +165,16 @@ def test_listings_show_another_tenant_or_principal_nothing_of_the_victims(site: 
 def test_every_console_form_needs_its_own_sessions_csrf_token(site: Site) -> None:
     victim = Victim(site)
     sessions = browsers(site, ["admin", "operator"])
-    browser, _ = sessions["admin"]
-    _, others_token = sessions["operator"]
+    browser, others_token = sessions["admin"].browser, sessions["operator"].token
     forms = [path for (method, path) in ROUTES if method == "POST" and not path.startswith("/v1/")]
     assert len(forms) >= 7
     for template in forms:
+        before = store_state(site.ledger)
         for token in (None, "", others_token, "x" * 40):
-            before = store_state(site.ledger.settings.db)
             data = {"reason": "halt it", "key": site.keys["admin"], "status": "failed", "note": "n", "everything": "on"}
             answer = browser.post(victim.path(template), data=data | ({"csrf": token} if token is not None else {}))
             assert answer.status_code == 403 and "this form has expired" in answer.text, (template, token)
-            assert store_state(site.ledger.settings.db) == before, (template, token)
+        assert store_state(site.ledger) == before, template
 
 
 FOREIGN: list[dict[str, str]] = [{"Origin": "http://evil.example"}, {"Origin": "null"},
@@ -183,13 +189,13 @@ def test_without_keys_no_route_serves_another_sites_page_or_a_rebound_name_as_th
     run_id = local.post("/v1/runs", json={}).json()["run_id"]
     values = {"run_id": run_id, "step": "0", "approval_id": "apr_" + "0" * 32, "halt_id": "halt_x", "key_id": "k" * 12,
               "path": "console.css"}
+    clients = [httpx.Client(base_url=site.url, headers=headers) for headers in FOREIGN]
+    site.clients += clients
     for (method, template), kind in ROUTES.items():
         if kind == PUBLIC:
             continue
-        for headers in FOREIGN:
-            client = httpx.Client(base_url=site.url, headers=headers)
-            site.clients.append(client)
-            before = store_state(site.ledger.settings.db)
+        before = store_state(site.ledger)
+        for headers, client in zip(FOREIGN, clients, strict=True):
             path = re.sub(r"{(\w+)(:\w+)?}", lambda m: values[m.group(1)], template)
             answer = client.request(method, path, json={} if method != "GET" else None, follow_redirects=False)
             where = (headers, method, template, answer.status_code)
@@ -198,7 +204,7 @@ def test_without_keys_no_route_serves_another_sites_page_or_a_rebound_name_as_th
             else:
                 assert answer.status_code in (303, 401, 403), where  # 401: a page's script asking (JSON, fragments)
                 assert answer.status_code != 303 or answer.headers["location"].startswith("/login"), where
-            assert store_state(site.ledger.settings.db) == before, where
+        assert store_state(site.ledger) == before, (method, template)
 
 
 def test_public_routes_need_no_key_and_give_nothing_of_a_run(site: Site) -> None:
