@@ -29,6 +29,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from tests.gateway.conftest import SHOP_MANIFEST, Shop
+from tests.hostile.fuzz import tried
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 WAIT_S = 30.0
@@ -139,6 +140,7 @@ class PostgresGone(Fault):
     def inject(self) -> None:
         self.cluster.stop()
         self.injected += 1
+        tried(f"store-fault:{self.kind}")
 
     def heal(self) -> None:
         self.cluster.start()
@@ -182,6 +184,7 @@ class DiskFull(Fault):
         finally:
             os.close(fd)
         self.injected += 1
+        tried(f"store-fault:{self.kind}")
 
     def heal(self) -> None:
         self.filler.unlink(missing_ok=True)
@@ -219,6 +222,7 @@ class ReadOnlyDisk(Fault):
         options = _run("findmnt", "-no", "OPTIONS", str(self.where)).stdout.strip().split(",")
         assert "ro" in options or "emergency_ro" in options, options
         self.injected += 1
+        tried(f"store-fault:{self.kind}")
 
     def heal(self) -> None:
         """Unmount (lazily: the store's process still has the old files open), repair, mount again."""
