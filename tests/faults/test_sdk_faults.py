@@ -22,6 +22,7 @@ def one_line_store_error(caught: pytest.ExceptionInfo[StoreUnavailable]) -> str:
     message = caught.value.message
     assert type(caught.value) is StoreUnavailable and caught.value.code == "store_unavailable"
     assert "\n" not in message and message.strip() == message and message, message
+    assert "is locked" not in message, message  # none of these faults is another writer holding the file
     return message
 
 
