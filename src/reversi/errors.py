@@ -167,10 +167,17 @@ class NoCompensator(Conflict):
 
 
 class StoreUnavailable(ReversiError):
-    """The store could not be reached, or stayed locked, after brief retries."""
+    """The store could not be reached, or stayed locked, after brief retries.
+
+    Its message is one line, whatever the driver said (psycopg's run over several), as every
+    surface shows it: a CLI error line, a JSON error, an MCP tool error.
+    """
 
     code = "store_unavailable"
     http_status = 503
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
 
 
 class WriteConflict(StoreUnavailable):

@@ -462,3 +462,22 @@ def test_an_approval_used_by_its_call_cannot_be_decided_again(here: Path) -> Non
         p = reversi_cli("approvals", *args, cwd=here)
         assert p.returncode == 1
         assert "already used" in p.stderr
+
+
+def test_a_file_name_that_is_not_utf8_is_printed_as_given_where_the_locale_makes_stdout_strict(here: Path) -> None:
+    exe = Path(sys.executable).with_name("reversi")
+    name = b"\xff\x80.yaml"
+    done = subprocess.run([bytes(exe), b"manifest", b"check", name], capture_output=True, cwd=here, timeout=60,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    assert done.returncode == 1 and done.stderr == b"", done.stderr
+    assert done.stdout == name + b": cannot read: No such file or directory\n"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--config", "x" * 5000, "runs"], "reversi: error: cannot read the config file x"),
+    (["--db", "sqlite:///" + "x" * 5000, "runs"], "reversi: error: cannot open the store at x"),
+])
+def test_a_path_too_long_for_the_file_system_is_one_error_line(here: Path, args: list[str], said: str) -> None:
+    p = reversi_cli(*args, cwd=here)
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, p.stderr[-500:]
+    assert p.stderr.startswith(said) and p.stderr.endswith(": File name too long\n")

@@ -483,3 +483,53 @@ def test_the_conformance_check_example_names_file_and_line(tmp_path: Path) -> No
         f'{bad}:7: bad reference "$reslt.id"',
         f'{bad}:9: effect: "sometimes" is not one of read, write',
     ]
+
+
+# -- hostile YAML (each found by tests/hostile/test_manifests.py) ---------------------------------
+
+
+def test_a_yaml_bomb_is_refused_without_being_expanded() -> None:
+    """Seven levels of nine aliases each: 4.8 million values once expanded, a few hundred bytes here."""
+    levels = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 7)]
+    body = "t:\n  compensation:\n    tool: u\n    args:\n" + "".join(f"      {line}\n" for line in levels)
+    assert problems_of(tools(body)) == [
+        "m.yaml:1: the manifest's aliases repeat more than 100000 values: write the values out instead"]
+
+
+def test_aliases_that_share_a_value_a_few_times_are_fine() -> None:
+    entries, found = parse(tools("a:\n  compensation: &undo {tool: u, args: {x: 1}}\nb:\n  compensation: *undo\n"))
+    assert found == [] and [e.compensation for e in entries] == [Compensation("u", {"x": 1})] * 2
+
+
+def test_nesting_deeper_than_the_parser_follows_is_a_problem_not_a_crash() -> None:
+    deep = tools("t:\n  compensation:\n    tool: u\n    args: {x: " + "[" * 5000 + "]" * 5000 + "}\n")
+    assert problems_of(deep) == ["m.yaml:1: the manifest nests too deeply or refers to itself"]
+
+
+@pytest.mark.parametrize(("value", "tag"), [
+    ("!!python/object/apply:os.system ['touch pwned']", "!!python/object/apply:os.system"),
+    ("!!python/name:os.system {}", "!!python/name:os.system"), ("!vendor/thing {}", "!vendor/thing"),
+    ("!!binary aGk=", "!!binary"), ("!!set {a}", "!!set")])
+def test_a_tag_asking_for_more_than_a_plain_value_is_refused(value: str, tag: str) -> None:
+    said = f"m.yaml:3: unsupported YAML tag {tag}: a manifest holds plain values"
+    assert problems_of(tools(f"t: {value}\n")) == [said]
+
+
+def test_a_plain_tag_the_text_does_not_fit_leaves_the_text() -> None:
+    assert problems_of("version: !!int abc\ntools:\n  t:\n    verification: {tool: u, retries: !!int '', "
+                       "backoff_ms: !!float zz}\n") == [
+        'm.yaml:1: version: expected 1, got "abc"', 'm.yaml:4: verification.retries: expected a whole number >= 0, '
+        'got ""', 'm.yaml:4: verification.backoff_ms: expected a whole number >= 0, got "zz"']
+
+
+def test_yaml_that_cannot_be_read_is_one_line_naming_the_character() -> None:
+    assert problems_of("version: 1\x00\n") == ['m.yaml:1: invalid YAML: unacceptable character #x0000: special '
+                                               'characters are not allowed in "<unicode string>", position 10']
+
+
+def test_a_file_larger_than_any_manifest_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_bytes(tools("t: {effect: read}\n").encode() + b"#" * (4 << 20))
+    assert [str(problem) for problem in check_manifest_files([path])] == [
+        f"{path}: cannot read: larger than 4 MiB, which no manifest needs (is it the right file?)"]

@@ -5,8 +5,9 @@
 Its effects live in STATE_DIR so a test can see them: `orders.json` (the shop), `calls.jsonl` (every
 tools/call it received, with its arguments and `_meta`), `started-KEY` (written by `wait` with the
 server's pid, so a test knows the call is in flight) and `release-KEY` (created by a test to let
-`wait` answer). `fail-cancel` holds how many `cancel_order` calls fail before one succeeds.
-`extra-tools` (one name a line, written by a test) adds tools while it runs; each answers its name.
+`wait` answer), and over HTTP `headers.jsonl` (the headers of every request). `fail-cancel` holds
+how many `cancel_order` calls fail before one succeeds. `extra-tools` (one name a line, written by a
+test) adds tools while it runs; each answers its name.
 """
 
 from __future__ import annotations
@@ -91,6 +92,14 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
     meta = {k: v for k, v in (params.meta or {}).items() if not k.startswith("io.modelcontextprotocol/")}
     with (STATE / "calls.jsonl").open("a") as log:
         log.write(json.dumps({"upstream": NAME, "tool": params.name, "arguments": args, "meta": meta}) + "\n")
+    try:
+        return await _call(ctx, params, args)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # arguments a fuzzing agent got wrong
+        raise MCPError(code=-32602, message=f"bad arguments for {params.name}: {exc!r}") from None
+
+
+async def _call(ctx: ServerRequestContext, params: types.CallToolRequestParams, args: dict[str, Any]
+                ) -> types.CallToolResult:
     orders = _orders()
     if params.name == "create_order":
         order = {"id": f"ord_{args['order_id']}", "amount": args.get("amount", 0), "status": "placed"}
@@ -211,7 +220,15 @@ async def main() -> None:
         import uvicorn
 
         app = server.streamable_http_app(json_response=True, host="127.0.0.1")
-        config = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+
+        async def logged(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":  # what the gateway sent along, for the security tests
+                headers = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]]
+                with (STATE / "headers.jsonl").open("a") as log:
+                    log.write(json.dumps(headers) + "\n")
+            await app(scope, receive, send)
+
+        config = uvicorn.Server(uvicorn.Config(logged, host="127.0.0.1", port=0, log_level="warning"))
         async with anyio.create_task_group() as tg:
             tg.start_soon(config.serve)
             while not config.started:

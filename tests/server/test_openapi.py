@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -19,9 +20,10 @@ from schemathesis.specs.openapi.checks import (
 
 import reversi
 from reversi.engine.keys import create_key
+from reversi.engine.run import run_coroutine
 from reversi.server import create_app
 from reversi.server.api import ENDPOINTS
-from reversi.server.openapi import openapi_document
+from reversi.server.openapi import LINKS, openapi_document
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
@@ -59,3 +61,58 @@ def test_schemathesis_finds_no_server_error_and_no_answer_outside_the_document(s
             case.call_and_validate(headers=headers, checks=CHECKS)
 
         conforms()
+
+
+def test_every_link_names_an_operation_of_the_document_and_parameters_it_takes() -> None:
+    document = openapi_document(ENDPOINTS)
+    operations = {op["operationId"]: op for ops in document["paths"].values() for op in ops.values()
+                  if "operationId" in op}
+    found = 0
+    for op in operations.values():
+        for response in op["responses"].values():
+            for link in response.get("links", {}).values():
+                target = operations[link["operationId"]]
+                assert set(link["parameters"]) <= {p["name"] for p in target.get("parameters", [])}, link
+                assert "requestBody" not in link or "requestBody" in target, link
+                found += 1
+    assert found >= 30
+
+
+def _follow(link: dict[str, Any], request_path: dict[str, str], body: Any) -> dict[str, Any]:
+    """The values a link gives its next request, from the answer's body and the request's path."""
+    values = {}
+    for name, expression in link["parameters"].items():
+        if expression.startswith("$request.path."):
+            values[name] = request_path[expression.removeprefix("$request.path.")]
+        else:
+            found = body
+            for part in expression.removeprefix("$response.body#/").split("/"):
+                found = found[part]
+            values[name] = str(found)
+    return values
+
+
+def test_the_links_lead_from_a_run_opened_to_a_step_its_outcome_the_plan_and_the_rollback(
+    served: tuple[Any, str]
+) -> None:
+    app, key = served
+    links = LINKS
+
+    async def walk() -> list[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://reversi",
+                                     headers={"Authorization": f"Bearer {key}"}) as client:
+            opened = await client.post("/v1/runs", json={})
+            run = _follow(links[("open_run", 201)]["RecordStep"], {}, opened.json())
+            step = await client.post(f"/v1/runs/{run['run_id']}/steps", json={"tool": "stripe.create_charge",
+                                                                                "args": {"amount": 3}})
+            done = _follow(links[("record_step", 201)]["RecordOutcome"], run, step.json())
+            outcome = await client.post(f"/v1/runs/{done['run_id']}/steps/{done['step']}/outcome",
+                                        json={"status": "succeeded", "result": {"id": "ch_3"}})
+            planned = _follow(links[("record_outcome", 200)]["GetPlan"], done, outcome.json())
+            plan = await client.get(f"/v1/runs/{planned['run_id']}/plan")
+            rolled = _follow(links[("get_plan", 200)]["StartRollback"], planned, plan.json())
+            rollback = await client.post(f"/v1/runs/{rolled['run_id']}/rollback", json={})
+            return [r.status_code for r in (opened, step, outcome, plan, rollback)]
+
+    assert run_coroutine(walk()) == [201, 201, 200, 200, 200]

@@ -63,6 +63,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI and exit with its code."""
     from reversi.errors import ReversiError
 
+    # A name that came in as bytes that are not UTF-8 (a file's, from argv) goes out as those bytes,
+    # as other Unix tools print it, even where the locale made stdout strict.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="surrogateescape")
     try:
         result = cli.main(args=list(argv) if argv is not None else None, prog_name="reversi", standalone_mode=False)
         code = result if isinstance(result, int) else 0

@@ -44,17 +44,79 @@ def parse_manifest(text: str, source: str) -> tuple[list[ToolEntry], list[Proble
     """
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        repeated, tagged = _survey(root)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        return [], [Problem(source, mark.line + 1 if mark else 1, f"invalid YAML: {error.problem}")]
+        return [], [Problem(source, mark.line + 1 if mark else 1, f"invalid YAML: {_one_line(error.problem)}")]
     except yaml.YAMLError as error:
-        return [], [Problem(source, 1, f"invalid YAML: {error}")]
+        return [], [Problem(source, 1, f"invalid YAML: {_one_line(str(error))}")]
+    except RecursionError:
+        return [], [Problem(source, 1, _TOO_DEEP)]
+    if repeated > ALIAS_BUDGET:
+        return [], [Problem(source, 1, f"the manifest's aliases repeat more than {ALIAS_BUDGET} values: "
+                            "write the values out instead")]
+    if tagged:
+        return [], [Problem(source, node.start_mark.line + 1, f"unsupported YAML tag {_shown_tag(node.tag)}: a "
+                            "manifest holds plain values") for node in tagged]
     reader = _Reader(source)
     try:
         entries = reader.document(root)
     except RecursionError:
-        return [], [Problem(source, 1, "the manifest nests too deeply or refers to itself")]
+        return [], [Problem(source, 1, _TOO_DEEP)]
     return entries, sorted(reader.problems, key=lambda problem: problem.line)
+
+
+ALIAS_BUDGET = 100_000  # values aliases may repeat in all: plenty for sharing, nothing like a YAML bomb's billions
+_TOO_DEEP = "the manifest nests too deeply or refers to itself"
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+_YAML_TAG = "tag:yaml.org,2002:"
+# The tags YAML gives plain values on its own; any other (`!!python/object`, `!vendor`) asks for a
+# constructor a manifest does not get.
+_PLAIN_TAGS = frozenset(_YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp", "merge", "value",
+                                                 "seq", "map"))
+
+
+def _shown_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix(_YAML_TAG) if tag.startswith(_YAML_TAG) else tag
+
+
+def _survey(root: Node | None) -> tuple[int, list[Node]]:
+    """How many values the document's aliases add once expanded (each `*name` repeats its anchor's
+    whole value), counted without expanding them; and the nodes with a tag that is not plain.
+
+    Raises:
+        RecursionError: the document nests too deeply, or an anchor's value holds an alias of itself.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    tagged: list[Node] = []
+
+    def size(node: Node) -> int:  # the node's values, its aliases expanded
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in open_nodes:
+            raise RecursionError("an anchor's value holds an alias of itself")
+        open_nodes.add(id(node))
+        if node.tag not in _PLAIN_TAGS:
+            tagged.append(node)
+        children: list[Node] = []
+        if isinstance(node, SequenceNode):
+            children = node.value
+        elif isinstance(node, MappingNode):
+            children = [part for pair in node.value for part in pair]
+        sizes[id(node)] = total = 1 + sum(size(child) for child in children)
+        open_nodes.discard(id(node))
+        return total
+
+    if root is None:
+        return 0, []
+    return size(root) - len(sizes), sorted(tagged, key=lambda node: node.start_mark.index)
 
 
 _TOOL_KEYS = frozenset(

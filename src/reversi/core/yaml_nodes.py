@@ -28,10 +28,13 @@ def scalar(node: ScalarNode) -> Any:
         return None
     if tag == BOOL:
         return text.lower() == "true" if text.lower() in ("true", "false") else text
-    if tag == INT:
-        return _SCALARS.construct_yaml_int(node)
-    if tag == FLOAT:
-        return _SCALARS.construct_yaml_float(node)
+    try:
+        if tag == INT:
+            return _SCALARS.construct_yaml_int(node)
+        if tag == FLOAT:
+            return _SCALARS.construct_yaml_float(node)
+    except (ValueError, IndexError):  # `!!int abc`: a tag the text does not fit; it stays text
+        return text
     return text
 
 

@@ -137,7 +137,11 @@ def _config_path(explicit: str | None) -> Path | None:
         raise ConfigError("the config file's path is empty: give one, or leave it out")
     if explicit:
         path = Path(explicit)
-        if not path.exists():
+        try:
+            found = path.exists()
+        except OSError as exc:  # a name too long for the file system, say
+            raise ConfigError(f"cannot read the config file {explicit}: {exc.strerror or exc}") from None
+        if not found:
             raise ConfigError(f"config file {explicit} does not exist")
         return path
     from_env = os.environ.get("REVERSI_CONFIG")

@@ -14,7 +14,11 @@ from reversi.core.manifest_yaml import parse_manifest
 from reversi.core.tool_listing import Listing, parse_listing
 from reversi.errors import BadInput, ManifestError
 
-__all__ = ["check_manifest_files", "check_manifest_fit", "load_manifest_files", "read_listing"]
+__all__ = ["MAX_MANIFEST_BYTES", "check_manifest_files", "check_manifest_fit", "load_manifest_files", "read_listing"]
+
+# A manifest is a few kilobytes; one this large is another file, and parsing it would take minutes
+# and gigabytes.
+MAX_MANIFEST_BYTES = 4 << 20
 
 
 def load_manifest_files(paths: Sequence[str | os.PathLike[str]]) -> ManifestSet:
@@ -44,11 +48,29 @@ def read_listing(path: str | os.PathLike[str]) -> Listing:
     """
     source = os.fspath(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
-        raise BadInput(f"{source}: cannot read: {reason}") from None
+        text = _bounded_text(path)
+    except ValueError as error:
+        raise BadInput(f"{source}: cannot read: {error}") from None
     return parse_listing(parse_json(text, source), source)
+
+
+def _bounded_text(path: str | os.PathLike[str]) -> str:
+    """A file's text, read no further than MAX_MANIFEST_BYTES (`-m /dev/zero` must not hang).
+
+    Raises:
+        ValueError: it cannot be read, is larger, or is not UTF-8; the message says which.
+    """
+    try:
+        with Path(path).open("rb") as file:
+            data = file.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as error:
+        raise ValueError(error.strerror or str(error)) from None
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ValueError(f"larger than {MAX_MANIFEST_BYTES >> 20} MiB, which no manifest needs (is it the right file?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
 
 
 def check_manifest_fit(
@@ -81,12 +103,9 @@ def _read(
     for path in paths:
         source = os.fspath(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            problems.append(Problem(source, 0, "cannot read: not UTF-8 text"))
-            continue
-        except OSError as error:
-            problems.append(Problem(source, 0, f"cannot read: {error.strerror or error}"))
+            text = _bounded_text(path)
+        except ValueError as error:
+            problems.append(Problem(source, 0, f"cannot read: {error}"))
             continue
         if texts is not None:
             texts[source] = text

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from reversi.core.models import StepStatus
 from reversi.engine import tracing
+from reversi.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from reversi.engine.run import Run
@@ -38,8 +39,14 @@ class StepHandle:
         self._report(StepStatus.UNCERTAIN, error=_text(error))
 
     def _report(self, status: StepStatus, *, result: Any = None, error: str | None = None) -> None:
+        """Raises StoreUnavailable saying that the call was made when its outcome could not be journaled:
+        the caller must not take it for a call that did not happen."""
         self._reporting = True
-        self.run._ledger.recorder.outcome(self.run.record, self.index, status, result=result, error=error)
+        try:
+            self.run._ledger.recorder.outcome(self.run.record, self.index, status, result=result, error=error)
+        except StoreUnavailable as exc:
+            raise type(exc)(f"{exc.message}: the call was made, but its outcome was not journaled: step "
+                            f"{self.index} of {self.run.id} stays intended (unresolved) until it is resolved") from exc
         tracing.ended(self.run.id, self.index, status.value)
 
     def _from_exception(self, exc: BaseException) -> None:

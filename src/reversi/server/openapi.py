@@ -109,6 +109,47 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
+_RUN = "$response.body#/run_id"
+_SAME_RUN = "$request.path.run_id"
+
+
+def _run_links(run: str) -> dict[str, Any]:
+    """What a client does next with a run it has (its id taken from `run`)."""
+    return {"GetRun": _link("get_run", run_id=run), "RecordStep": _link("record_step", run_id=run),
+            "GetEvents": _link("get_events", run_id=run), "GetPlan": _link("get_plan", run_id=run),
+            "StartRollback": _link("start_rollback", run_id=run)}
+
+
+def _link(operation: str, body: dict[str, str] | None = None, **parameters: str) -> dict[str, Any]:
+    link: dict[str, Any] = {"operationId": operation, "parameters": parameters}
+    if body is not None:
+        link["requestBody"] = body
+    return link
+
+
+# How one answer leads to the next request (OpenAPI links), keyed by the answering operation and
+# status: a run opened, a step recorded, its outcome, the plan, the rollback and its progress; an
+# approval asked for and decided; a key made and revoked; a halt and its lifting.
+LINKS: dict[tuple[str, int], dict[str, Any]] = {
+    ("open_run", 201): _run_links(_RUN),
+    ("open_run", 200): _run_links(_RUN),
+    ("get_run", 200): _run_links(_RUN),
+    ("record_step", 201): {
+        "RecordOutcome": _link("record_outcome", run_id=_SAME_RUN, step="$response.body#/step"),
+        "ResolveStep": _link("resolve_step", run_id=_SAME_RUN, step="$response.body#/step"),
+        **_run_links(_SAME_RUN)},
+    ("record_step", 202): {
+        "Approve": _link("approve", approval_id="$response.body#/approval/approval_id"),
+        "Deny": _link("deny", approval_id="$response.body#/approval/approval_id")},
+    ("record_outcome", 200): _run_links(_SAME_RUN),
+    ("resolve_step", 200): _run_links(_SAME_RUN),
+    ("get_plan", 200): {"StartRollback": _link("start_rollback", run_id=_SAME_RUN)},
+    ("start_rollback", 202): {"RollbackProgress": _link("rollback_progress", run_id=_SAME_RUN)},
+    ("create_key", 201): {"RevokeKey": _link("revoke_key", key_id="$response.body#/id")},
+    ("add_halt", 201): {"Resume": _link("resume", {"halt_id": "$response.body#/halt_id"})},
+}
+
+
 def _error_statuses(ep: Endpoint) -> list[int]:
     statuses = [400, 401, 403, 503]
     if "{" in ep.path:
@@ -127,6 +168,9 @@ def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
         if ep.ndjson:
             content["application/x-ndjson"] = {"schema": _STR}
         responses[str(status)] = {"description": name, "content": content}
+        links = LINKS.get((ep.handler.__name__, status))
+        if links:
+            responses[str(status)]["links"] = links
     for status in _error_statuses(ep):
         responses[str(status)] = {"description": _ERRORS[status], "content": _json(_ref("Error"))}
     op: dict[str, Any] = {"summary": ep.summary, "operationId": ep.handler.__name__, "responses": responses,

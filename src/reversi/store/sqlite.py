@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -20,6 +21,8 @@ from reversi.store.queries import Queries
 from reversi.store.statements import Cursor
 
 BUSY_TIMEOUT_MS = 10_000
+# Result codes after which the open file may be gone for good (see `SQLiteStore._noting_lost_file`).
+_LOST_FILE = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
 
 class _SQLiteDialect:
@@ -47,7 +50,10 @@ class _FileLock(ProcessLock):
 
     def release(self) -> None:
         if self._fd is not None:
-            self._path.unlink(missing_ok=True)  # while still locked: nobody can have taken it meanwhile
+            # while still locked: nobody can have taken it meanwhile; a disk that turned read-only leaves
+            # the file behind, which is harmless (a token is never claimed twice)
+            with contextlib.suppress(OSError):
+                self._path.unlink(missing_ok=True)
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
 
@@ -88,14 +94,18 @@ class SQLiteStore(Store):
     def __init__(self, url: str) -> None:
         self.url = url
         self.path = Path(url.removeprefix("sqlite:///"))
-        if self.path.is_dir():
-            raise StoreUnavailable(f"cannot open the store at {self.path}: it is a directory, not a database file")
         try:
+            if self.path.is_dir():
+                raise StoreUnavailable(f"cannot open the store at {self.path}: it is a directory, not a database file")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = _open_wal(self.path)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
+            said = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise StoreUnavailable(f"cannot open the store at {self.path}: {said}") from exc
         self._mutex = threading.RLock()
+        self._now_mutex = threading.Lock()
+        self._now_conn: sqlite3.Connection | None = None
+        self._reopen_needed = False
         self._dialect = _SQLiteDialect()
         self._group_commit = GroupCommit(self.write, self._write_now)
         try:
@@ -108,7 +118,6 @@ class SQLiteStore(Store):
             if isinstance(exc, sqlite3.Error):
                 raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
             raise
-        self._now_mutex = threading.Lock()
 
     def _migrate(self) -> None:
         with self._transaction("BEGIN IMMEDIATE") as cur:
@@ -124,8 +133,45 @@ class SQLiteStore(Store):
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:
         """A transaction opened by `begin` on the connection that waits for the file."""
-        with self._mutex, _in_transaction(self._conn, begin, self.path) as cur:
-            yield cur
+        with self._mutex:
+            if self._reopen_needed:
+                self._reopen()
+            with self._noting_lost_file(), _in_transaction(self._conn, begin, self.path) as cur:
+                yield cur
+
+    @contextmanager
+    def _noting_lost_file(self) -> Iterator[None]:
+        """Note an error after which the open file may be gone for good, so the next transaction opens
+        it again: a disk the kernel made read-only, repaired and mounted again, holds the store in a
+        new file system, which connections opened before never see."""
+        try:
+            yield
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, sqlite3.Error) and (cause.sqlite_errorcode & 0xFF) in _LOST_FILE:
+                self._reopen_needed = True
+            raise
+
+    def _reopen(self) -> None:
+        """Both connections opened anew, as a process starting now would open them (`_mutex` held).
+
+        Raises:
+            StoreUnavailable: the file cannot be opened (yet).
+        """
+        with self._now_mutex:
+            try:
+                conn = _open_wal(self.path)
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
+            try:
+                now = _open_wal(self.path, busy_timeout_ms=0) if self._now_conn is not None else None
+            except sqlite3.Error as exc:
+                conn.close()
+                raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
+            for old in (self._conn, self._now_conn):
+                if old is not None:
+                    old.close()
+            self._conn, self._now_conn, self._reopen_needed = conn, now, False
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
@@ -140,10 +186,11 @@ class SQLiteStore(Store):
     @contextmanager
     def _write_now(self) -> Iterator[Queries]:
         """`write`, or WouldWait at once if another thread or process is writing to the store."""
-        if self._now_conn is None or not self._now_mutex.acquire(blocking=False):
-            raise WouldWait()
+        if self._now_conn is None or self._reopen_needed or not self._now_mutex.acquire(blocking=False):
+            raise WouldWait()  # (a lost file is opened again on the path that waits)
         try:
-            with _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, waits=False) as cur:
+            with (self._noting_lost_file(),
+                  _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, waits=False) as cur):
                 yield Queries(cur, self._dialect)
         finally:
             self._now_mutex.release()
@@ -152,11 +199,15 @@ class SQLiteStore(Store):
         return self.path.with_name(self.path.name + ".locks")
 
     def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
+        """Raises StoreUnavailable: the lock file cannot be made (a full or read-only disk)."""
         # The kernel drops a dead process's flocks as it ends it: no grace is needed.
         directory = self.lock_dir()
-        directory.mkdir(exist_ok=True)
         path = directory / f"{run_id}.{token}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            directory.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot make the rollback lock {path}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -185,14 +236,30 @@ def _in_transaction(conn: sqlite3.Connection, begin: str, path: Path, *,
     except sqlite3.OperationalError as exc:
         if not waits and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
             raise WouldWait() from exc
-        raise StoreUnavailable(f"the store at {path} is locked: {exc}") from exc
+        raise _unavailable(path, exc) from exc
     try:
         yield cur
+    except sqlite3.OperationalError as exc:  # a full or failing disk, met before the commit
+        _roll_back(conn)
+        raise _unavailable(path, exc) from exc
     except BaseException:
-        conn.rollback()
+        _roll_back(conn)
         raise
     try:
         cur.execute("COMMIT")
     except sqlite3.OperationalError as exc:
-        conn.rollback()
+        _roll_back(conn)
         raise StoreUnavailable(f"cannot commit to the store at {path}: {exc}") from exc
+
+
+def _unavailable(path: Path, exc: sqlite3.OperationalError) -> StoreUnavailable:
+    if _busy(exc):
+        return StoreUnavailable(f"the store at {path} is locked: {exc}")
+    return StoreUnavailable(f"the store at {path} failed: {exc}")
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """Abandon the transaction; on a failing disk, SQLite may already have (or fail to), and either way
+    the error to report is the one that got us here."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.rollback()
