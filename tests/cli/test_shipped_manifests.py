@@ -97,7 +97,8 @@ def test_the_github_manifests_undos_get_the_arguments_the_servers_tools_take(tmp
             ("update_issue_title", {**repo, "issue_number": 42, "title": "new"},
              {"number": 42, "title": "old", "state": "open", "assignees": []}, {"id": 9}),
             ("update_pull_request", {**repo, "pullNumber": 7, "title": "t", "reviewers": ["bo"]},
-             {"number": 7, "title": "old", "state": "open", "draft": False, "merged": False}, {"id": 3}),
+             {"number": 7, "title": "old", "body": "b", "state": "open", "draft": False, "merged": False,
+              "base": {"ref": "main"}}, {"id": 3}),
         ])
     assert actions[0]["args"] == {**repo, "state": "closed", "state_reason": "not_planned", "issue_number": 42}
     assert actions[1]["args"] == {"owner": "dana", "repo": "lab"} and actions[1]["needs_approval"] is True

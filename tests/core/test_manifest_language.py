@@ -59,6 +59,14 @@ def test_each_over_something_that_is_not_a_list_names_nothing_and_so_does_a_miss
         resolve({"$each": "$result.all", "as": "$item.nope"}, ctx(result={"all": [{"a": 1}]}))
 
 
+def test_excludes_holds_for_a_text_without_it_and_says_what_it_found() -> None:
+    lossy = {"$before.content": {"$excludes": "\ufffd"}}
+    assert unmet_condition(lossy, ctx(before={"content": "café"})) is None
+    assert unmet_condition(lossy, ctx(before={"content": "caf\ufffd"})) == '`$before.content` contains "\ufffd"'
+    assert unmet_condition(lossy, ctx(before={})) == '`$before.content` is missing, expected a text without "\ufffd"'
+    assert first_mismatch({"name": {"$excludes": "x"}}, {"name": 3}) == '`name` is 3, expected a text without "x"'
+
+
 def test_search_with_number_reads_the_match_as_a_number_or_names_nothing() -> None:
     url = {"id": 7, "url": "https://github.com/acme/shop/issues/42"}
     number = {"$search": "$result.url", "pattern": "/issues/(\\d+)$", "number": True}
@@ -158,6 +166,10 @@ def test_every_new_key_is_read_into_the_entry() -> None:
          "m.yaml:4: $search.pattern: not a regular expression: missing ), unterminated subpattern at position 0"),
         ('t:\n  compensation: {tool: u, args: {x: {$search: "$result", pattern: "a", as: 1}}}',
          'm.yaml:4: unknown key "as" beside $search, number and pattern'),
+        ('t:\n  compensation: {tool: u, args: {x: u}, when: {"$args.x": {$excludes: 3}}}',
+         "m.yaml:4: $excludes: expected a text, got 3"),
+        ('t:\n  compensation: {tool: u, args: {x: u}, when: {"$args.x": {$excludes: a, b: 1}}}',
+         "m.yaml:4: $excludes stands alone: {$excludes: TEXT}"),
         ('t:\n  compensation: {tool: u, args: {x: {$search: "$result", pattern: "a", number: 1}}}',
          "m.yaml:4: $search.number: expected true or false, got 1"),
         ('t:\n  read_when: {dryRun: true}\n  irreversible: true',
@@ -167,7 +179,7 @@ def test_every_new_key_is_read_into_the_entry() -> None:
         ('t:\n  compensation: {tool: u, when: {"$args.x": {$exists: maybe}}}',
          'm.yaml:4: $exists: expected true or false, got "maybe"'),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {a: {$exist: true}}}',
-         'm.yaml:5: unknown operator "$exist" (known: $exists, and $error in expect)'),
+         'm.yaml:5: unknown operator "$exist" (known: $exists, $excludes, and $error in expect)'),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {a: {$error: true}}}',
          "m.yaml:5: $error is only allowed as the whole expect: {$error: true} or {$error: TEXT}"),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {$error: true, a: 1}}',

@@ -220,6 +220,21 @@ async def test_a_capture_that_fails_refuses_the_call_and_forwards_nothing(tmp_pa
         assert [e.data["code"] for e in refused] == ["capture_failed"] and not run.steps()
 
 
+async def test_a_file_that_is_not_utf8_is_not_written_back_from_its_lossy_read(tmp_path: Path) -> None:
+    """read_text_file answers undecodable bytes as U+FFFD: writing that back would pass the read-back
+    and still not be the file, so the plan says the overwrite cannot be undone, and nothing is written."""
+    world, root = _files(tmp_path)
+    (root / "latin1.txt").write_bytes(b"caf\xe9 \xff\xfe\n")
+    async with world.agent() as agent:
+        _ok(await agent.call_tool("write_file", {"path": str(root / "latin1.txt"), "content": "replaced\n"}))
+    plan, report = await world.roll_back()
+    [action] = plan["actions"]
+    assert action["kind"] == "unrecoverable" and action["reason"].startswith(
+        "the compensation does not fit this call: `$before.content` contains")
+    assert report["complete"] is False and [u["step"] for u in report["unrecoverable"]] == [0]
+    assert (root / "latin1.txt").read_bytes() == b"replaced\n"  # as the plan said: it stays
+
+
 # -- mcp-server-git ---------------------------------------------------------------------------------
 
 

@@ -1,9 +1,11 @@
 """Matching a read-back answer against a manifest's `verification.expect`, and a call against conditions
 (`read_when`, `compensation.when`). Pure: no I/O.
 
-Two operators may stand where a value is expected: `{$exists: false}` (the key, or the reference,
-names nothing) or `{$exists: true}` (it names something, whatever it is); and, for a whole read-back
-only, `{$error: true}` or `{$error: "TEXT"}` (the read tool answered with an error, containing TEXT).
+Operators may stand where a value is expected: `{$exists: false}` (the key, or the reference, names
+nothing) or `{$exists: true}` (it names something, whatever it is); `{$excludes: "TEXT"}` (a text that
+does not contain TEXT: a read that replaced what it could not decode with U+FFFD is not the file);
+and, for a whole read-back only, `{$error: true}` or `{$error: "TEXT"}` (the read tool answered with
+an error, containing TEXT).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Any
 from reversi.core.json_values import quoted
 from reversi.core.references import NOTHING, MissingReference, ReferenceContext, resolve
 
-__all__ = ["ERROR", "EXISTS", "first_mismatch", "unmet_condition"]
+__all__ = ["ERROR", "EXCLUDES", "EXISTS", "first_mismatch", "unmet_condition"]
 
-EXISTS, ERROR = "$exists", "$error"
+EXISTS, EXCLUDES, ERROR = "$exists", "$excludes", "$error"
 
 
 def first_mismatch(expect: Any, answer: Any, error: str | None = None) -> str | None:
@@ -72,6 +74,14 @@ def _exists(expect: Any) -> bool | None:
 
 
 def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
+    if isinstance(expect, Mapping) and EXCLUDES in expect:
+        text = str(expect[EXCLUDES])
+        if isinstance(answer, str) and text not in answer:
+            return None
+        if isinstance(answer, str):
+            return f"{_subject(path)} contains {quoted(text)}"
+        shown = "missing" if answer is NOTHING else _shown(answer)
+        return f"{_subject(path)} is {shown}, expected a text without {quoted(text)}"
     exists = _exists(expect)
     if exists is not None:
         if exists == (answer is not NOTHING):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from reversi.core.expect import ERROR, EXISTS
+from reversi.core.expect import ERROR, EXCLUDES, EXISTS
 from reversi.core.json_values import quoted
 from reversi.core.references import EACH, SEARCH, bad_references, is_reference, reference_roots
 from reversi.core.yaml_nodes import describe, is_bool, is_null, scalar
@@ -134,8 +134,13 @@ class Templates:
         name, key, value = next(field for field in fields if field[0].startswith("$"))
         if name == ERROR:
             self.report(key, f"{ERROR} is only allowed as the whole expect: {{{ERROR}: true}} or {{{ERROR}: TEXT}}")
+        elif name == EXCLUDES:
+            if len(fields) != 1:
+                self.report(node, f"{EXCLUDES} stands alone: {{{EXCLUDES}: TEXT}}")
+            elif not _is_text(value):
+                self.report(value, f"{EXCLUDES}: expected a text, got {describe(value)}")
         elif name != EXISTS:
-            self.report(key, f"unknown operator {quoted(name)} (known: {EXISTS}, and {ERROR} in expect)")
+            self.report(key, f"unknown operator {quoted(name)} (known: {EXISTS}, {EXCLUDES}, and {ERROR} in expect)")
         elif len(fields) != 1:
             self.report(node, f"{EXISTS} stands alone: {{{EXISTS}: true}} or {{{EXISTS}: false}}")
         elif not is_bool(value):

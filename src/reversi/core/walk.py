@@ -60,14 +60,14 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
     comp = entry.compensation
     if comp is None:
         return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.NO_COMPENSATION)
-    unmet = unmet_condition(comp.when, ctx) if comp.when else None
-    if unmet is not None:
-        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.does_not_apply(unmet))
-    try:
+    try:  # before `when`: that the arguments cannot be built says more than a condition they would fail
         args = resolve(dict(comp.args), ctx)
     except MissingReference as missing:
         reason = Reason.arguments_unavailable(missing.ref, _why_missing(step, missing.ref))
         return Action(index, tool, ActionKind.UNRECOVERABLE, reason)
+    unmet = unmet_condition(comp.when, ctx) if comp.when else None
+    if unmet is not None:
+        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.does_not_apply(unmet))
     call = CompensationCall(
         run_id=snapshot.run.run_id,
         step=index,
