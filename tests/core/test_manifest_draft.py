@@ -82,8 +82,10 @@ def test_the_draft_guesses_reads_idempotent_tools_and_undos_and_marks_every_gues
     # REVIEW: no undo found among the server's tools: add a compensation, or say it is irreversible: true
     {}
   upsert_flag:
-    # REVIEW: the server marks it idempotent: a rollback skips it (if it changes data, give it a compensation)
-    idempotent: true
+    # REVIEW: the server marks it idempotent (a repeat changes nothing more); if its first call changes \
+nothing either, say idempotent: true and a rollback skips it
+    # REVIEW: no undo found among the server's tools: add a compensation, or say it is irreversible: true
+    {}
   send:
     # REVIEW: the server does not say whether it only reads: taken as a write
     # REVIEW: no undo found among the server's tools: add a compensation, or say it is irreversible: true

@@ -111,6 +111,15 @@ tools:
     ]
 
 
+def test_an_idempotent_entry_for_a_tool_the_server_calls_destructive_is_a_warning() -> None:
+    text = "version: 1\ntools:\n  delete_item: {idempotent: true}\n  create_item: {irreversible: true}\n" \
+           "  rename_item: {irreversible: true}\n  touch_item: {irreversible: true}\n  get_item: {effect: read}\n"
+    assert check(text) == [
+        "m.yaml:3: warning: delete_item is declared idempotent: true, so a rollback skips it, but the server says "
+        "it may destroy data (destructiveHint: true)",
+    ]
+
+
 def test_an_undeclared_key_of_an_open_schema_is_a_warning_and_a_closed_one_an_error() -> None:
     open_schema = {"tools": [{"name": "a", "inputSchema": {"type": "object", "properties": {"x": {}}}},
                              {"name": "b", "inputSchema": {"type": "object", "properties": {"y": {}}}}]}

@@ -1,11 +1,12 @@
 """A starting manifest for a server's tools, written as YAML with every guess marked `# REVIEW:`. Pure.
 
-What is guessed: `effect: read` from `readOnlyHint`, `idempotent: true` from `idempotentHint`, and
-an undo from a pair of names (`create_X` and `delete_X`, `add_X` and `remove_X`, `star_X` and
-`unstar_X`, ...) whose required arguments can all be filled from the call's own arguments or its
-result (same name, or the `name`/`id` of each item of a list). A pair whose arguments cannot all be
-filled is written commented out; a write tool with no guess is left with no undo, which
-`reversi manifest check` warns about.
+What is guessed: `effect: read` from `readOnlyHint`, and an undo from a pair of names (`create_X`
+and `delete_X`, `add_X` and `remove_X`, `star_X` and `unstar_X`, ...) whose required arguments can
+all be filled from the call's own arguments or its result (same name, or the `name`/`id` of each
+item of a list). A pair whose arguments cannot all be filled is written commented out; a write tool
+with no guess is left with no undo, which `reversi manifest check` warns about. `idempotentHint` is
+only noted: a repeat that changes nothing more says nothing of the first call, and Reversi's
+`idempotent: true` would skip the tool in rollbacks.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def _entry(tool: ListedTool, listing: Listing) -> list[str]:
         lines.append("# REVIEW: the server marks it destructive: what it destroys cannot be put back from its "
                      "arguments alone")
     if tool.idempotent_hint:
-        return [*lines, "# REVIEW: the server marks it idempotent: a rollback skips it (if it changes data, give it "
-                        "a compensation)", "idempotent: true"]
+        lines.append("# REVIEW: the server marks it idempotent (a repeat changes nothing more); if its first call "
+                     "changes nothing either, say idempotent: true and a rollback skips it")
     for undo in (listing.get(name) for name in undo_candidates(tool.name)):
         if undo is None or not undo.writes:
             continue

@@ -96,6 +96,10 @@ class _Checker:
             if entry.effect is Effect.READ and tool.read_only_hint is False:
                 self.say(entry, ("effect",), f"{tool.name} is declared effect: read, but the server says it is "
                                              "not read-only (readOnlyHint: false)", warning=True)
+            elif entry.idempotent and entry.effect is Effect.WRITE and tool.destructive_hint:
+                self.say(entry, ("idempotent",), f"{tool.name} is declared idempotent: true, so a rollback skips it, "
+                                                 "but the server says it may destroy data (destructiveHint: true)",
+                         warning=True)
         for key, call in tools_called(entry):
             self.call(entry, key, call, forward)
         templates: list[tuple[tuple[str, ...], Any]] = [
