@@ -122,6 +122,8 @@ def unit_environment(paths: dict[str, str], db_url: str) -> dict[str, str]:
     for line in (DEPLOY / "systemd" / "reversi.env").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             key, _, value = line.partition("=")
+            if len(value) >= 2 and value[0] == value[-1] == '"':  # systemd drops the quotes, as a shell does
+                value = value[1:-1]
             env[key] = local_paths(value, paths)
     env["REVERSI_DB"] = db_url
     return env
@@ -167,3 +169,14 @@ def test_the_dockerfile_installs_the_package_and_leaves_the_working_tree_out() -
     assert re.search(r"^USER reversi$", dockerfile, re.M)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".venv", "node_modules", ".git"} <= set(ignored)
+
+
+def test_the_environment_file_reads_the_same_in_a_shell_as_in_systemd() -> None:
+    """docs/deployment.md makes the first key with `set -a; . reversi.env`: the file must be a shell's too."""
+    path = DEPLOY / "systemd" / "reversi.env"
+    shown = subprocess.run(["sh", "-c", f'set -a; . "{path}"; exec env'], capture_output=True, text=True,
+                           check=True, env={}).stdout
+    in_shell = dict(line.split("=", 1) for line in shown.splitlines() if line.startswith(("REVERSI_", "PATH=")))
+    assert in_shell == {key: value for key, value in unit_environment({}, "").items() if key != "LANG"} | {
+        "REVERSI_DB": in_shell["REVERSI_DB"]}
+    assert in_shell["REVERSI_COMPENSATOR_CMD"] == "/opt/reversi/bin/reversi-connectors compensate"
