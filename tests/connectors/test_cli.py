@@ -46,7 +46,9 @@ def test_every_shipped_manifest_names_only_tools_its_connector_has() -> None:
         entries = yaml.safe_load(connector.manifest_text())["tools"]
         for name, entry in entries.items():
             matched = [tool for tool in connector.tools if fnmatch.fnmatchcase(tool.name, name)]
-            assert matched and {t.kind for t in matched} == {"read" if entry.get("effect") == "read" else "forward"}
+            undo_tool = str(entry.get("irreversible", "")).startswith("an undo tool")
+            kind = "read" if entry.get("effect") == "read" else "compensation" if undo_tool else "forward"
+            assert matched and {t.kind for t in matched} == {kind}, name
             for block in ("compensation", "verification"):
                 if block in entry:
                     tool = connector.tool(entry[block]["tool"])
@@ -61,6 +63,9 @@ def test_the_manifest_of_some_connectors_passes_the_real_check(tmp_path: Path) -
         path.write_text(done.out)
         checked = reversi_cli("manifest", "check", str(path))
         assert checked.code == 0 and "warning" not in checked.out, checked.out
+    # and against the connectors' own MCP server: every tool it offers, undo tools included, has an entry
+    fit = reversi_cli("manifest", "check", str(tmp_path / "all.yaml"), "--upstream", f"{CONNECTORS} serve")
+    assert fit.code == 0 and "warning" not in fit.out, fit.out
 
 
 @pytest.mark.parametrize(("args", "stdin", "error"), [

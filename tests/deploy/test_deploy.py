@@ -180,3 +180,11 @@ def test_the_environment_file_reads_the_same_in_a_shell_as_in_systemd() -> None:
     assert in_shell == {key: value for key, value in unit_environment({}, "").items() if key != "LANG"} | {
         "REVERSI_DB": in_shell["REVERSI_DB"]}
     assert in_shell["REVERSI_COMPENSATOR_CMD"] == "/opt/reversi/bin/reversi-connectors compensate"
+
+
+def test_the_deployments_manifest_is_the_fs_connectors_own() -> None:
+    """deploy/config/fs.yaml is `reversi-connectors manifest fs` as shipped: a copy that drifts would
+    leave the gateway's tools without the entries the connector has."""
+    shipped = subprocess.run([str(Path(sys.executable).parent / "reversi-connectors"), "manifest", "fs"],
+                             capture_output=True, text=True, check=True).stdout
+    assert (DEPLOY / "config" / "fs.yaml").read_text() == shipped
