@@ -145,7 +145,8 @@ def test_drills_on_server_memory_undo_through_the_engine_and_coverage_reports_th
                           "delete_observations", "delete_relations"]
     assert rows["create_entities"]["undo"] == "delete_entities (inverse)"
     assert rows["create_entities"]["drilled"] == {"drill_id": restored["drill_id"], "at": restored["at"],
-                                                  "verdict": "restored", "entry_changed_since": False}
+                                                  "verdict": "restored", "undo_ran": True,
+                                                  "entry_changed_since": False}
     assert rows["add_observations"]["drilled"]["verdict"] == "undo_failed"
     assert rows["create_relations"]["drilled"] is None and rows["delete_entities"]["undo"] == "irreversible"
 

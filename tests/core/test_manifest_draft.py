@@ -120,21 +120,32 @@ def test_differences_name_each_path_that_changed_and_a_drill_passes_only_when_un
     assert [v.passed for v in Verdict] == [True, True, False, False]
 
 
-def test_coverage_lists_each_write_tool_with_its_undo_and_newest_drill_of_that_server() -> None:
+def test_coverage_lists_each_write_tool_with_the_drill_that_says_most_of_its_undo() -> None:
+    """Of the drills of that server and version: one of the entry in force before one of another, one
+    whose undo ran before a dry run's, then the newest."""
     text = "version: 1\ntools:\n  create_things:\n    compensation: {tool: delete_things, residue: [a log line]}\n" \
            "  delete_things: {irreversible: true}\n  upsert_flag: {idempotent: true}\n"
     entries, _ = parse_manifest(text, "m.yaml")
     manifests, _ = merge([entries])
-    digest = entries[0].digest
-    drills = [Drill("d3", "create_things", "other-server", "1", Verdict.DIFFERS, "2026-12-03T12:00:00Z"),
+    ran = {"entry": {"digest": entries[0].digest}, "undo": {"events": [{"type": "compensating"}]}}
+    dry_run = {"entry": {"digest": entries[0].digest}, "undo": {"events": []}}
+    drills = [Drill("d5", "create_things", "things-server", "9.9", Verdict.RESTORED, "2026-12-03T14:00:00Z", ran),
+              Drill("d4", "create_things", "things-server", "2.0", Verdict.RESTORED, "2026-12-03T13:00:00Z", dry_run),
+              Drill("d3", "create_things", "other-server", "1", Verdict.DIFFERS, "2026-12-03T12:00:00Z"),
               Drill("d2", "create_things", "things-server", "2.0", Verdict.RESTORED, "2026-12-03T11:00:00Z",
-                    {"entry": {"digest": "old"}}),
-              Drill("d1", "create_things", "things-server", "2.0", Verdict.DIFFERS, "2026-12-03T10:00:00Z",
-                    {"entry": {"digest": digest}})]
-    rows = [row.to_text() for row in coverage_rows(manifests, LISTING, drills)]
-    assert rows == [
+                    {**ran, "entry": {"digest": "old"}}),
+              Drill("d1", "create_things", "things-server", "2.0", Verdict.DIFFERS, "2026-12-03T10:00:00Z", ran)]
+    first = coverage_rows(manifests, LISTING, drills)[0]
+    assert first.to_text() == \
+        "create_things  undo: delete_things (compensation)  drilled 2026-12-03T10:00:00Z: differs; residue: a log line"
+    assert coverage_rows(manifests, LISTING, drills[:4])[0].to_text().startswith(
+        "create_things  undo: delete_things (compensation)  drilled 2026-12-03T13:00:00Z: restored "
+        "(a call that needed no undo)")
+    assert coverage_rows(manifests, LISTING, drills[2:4])[0].to_text().startswith(
         "create_things  undo: delete_things (compensation)  drilled 2026-12-03T11:00:00Z: restored "
-        "(the entry changed since); residue: a log line",
+        "(the entry changed since)")
+    rows = [row.to_text() for row in coverage_rows(manifests, LISTING, drills)]
+    assert rows[1:] == [
         "delete_things  undo: irreversible  not drilled",
         "starRepo  undo: no entry  not drilled",
         "unstarRepo  undo: no entry  not drilled",

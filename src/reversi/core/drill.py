@@ -24,7 +24,7 @@ from reversi.core.manifest import Effect, ManifestSet, ToolEntry
 from reversi.core.tool_listing import Listing
 
 __all__ = ["CoverageRow", "Drill", "Verdict", "coverage_rows", "declared_undo", "differences", "new_drill_id",
-           "verdict_of"]
+           "undo_ran", "verdict_of"]
 
 _MAX_DIFFERENCES = 20
 
@@ -126,11 +126,14 @@ class CoverageRow:
     def to_dict(self) -> dict[str, Any]:
         drilled = None if self.drill is None else {"drill_id": self.drill.drill_id, "at": self.drill.at,
                                                     "verdict": self.drill.verdict.value,
+                                                    "undo_ran": undo_ran(self.drill),
                                                     "entry_changed_since": self.entry_changed}
         return {"tool": self.tool, "undo": self.undo, "drilled": drilled, "residue": list(self.residue)}
 
     def to_text(self) -> str:
         drilled = "not drilled" if self.drill is None else f"drilled {self.drill.at}: {self.drill.verdict.value}"
+        if self.drill is not None and not undo_ran(self.drill):
+            drilled += " (a call that needed no undo)"
         if self.entry_changed:
             drilled += " (the entry changed since)"
         residue = f"; residue: {'; '.join(self.residue)}" if self.residue else ""
@@ -138,20 +141,39 @@ class CoverageRow:
 
 
 def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Drill]) -> list[CoverageRow]:
-    """A row for each tool the server may write with, in its order, with the newest drill of each
-    (`drills` newest first) whose server is the listing's (any, when the listing does not say)."""
-    latest: dict[str, Drill] = {}
+    """A row for each tool the server may write with, in its order, with the drill that says most of its
+    undo: among the drills (`drills` newest first) of the listing's server and version (any, where the
+    listing or the drill does not say), one of the entry in force now before one of another entry, one
+    whose undo ran before one of a call that needed none (a dry run), and then the newest."""
+    mine: dict[str, list[Drill]] = {}
     for done in drills:
-        if not listing.server or done.server == listing.server:
-            latest.setdefault(done.tool, done)
+        if (not listing.server or done.server == listing.server) and (
+                not listing.version or not done.version or done.version == listing.version):
+            mine.setdefault(done.tool, []).append(done)
     rows = []
     for tool in listing.tools:
         if not tool.writes:
             continue
         entry = manifests.lookup(tool.name)
         residue = entry.compensation.residue if entry is not None and entry.compensation is not None else ()
-        drill = latest.get(tool.name)
-        then = drill.evidence.get("entry") if drill is not None else None
-        changed = isinstance(then, Mapping) and then.get("digest") != (entry.digest if entry else None)
+        digest = entry.digest if entry is not None else None
+        ranked = sorted(mine.get(tool.name, []), key=lambda d: (_drilled_entry(d) == digest, undo_ran(d)),
+                        reverse=True)  # stable: the newest first among equals
+        drill = ranked[0] if ranked else None
+        changed = drill is not None and _drilled_entry(drill) != digest
         rows.append(CoverageRow(tool.name, declared_undo(entry), drill, residue, changed))
     return rows
+
+
+def _drilled_entry(drill: Drill) -> str | None:
+    then = drill.evidence.get("entry")
+    digest = then.get("digest") if isinstance(then, Mapping) else None
+    return digest if isinstance(digest, str) else None
+
+
+def undo_ran(drill: Drill) -> bool:
+    """Whether the drill's rollback ran an undo (a dry run's needs none: it only shows the world unchanged)."""
+    undo = drill.evidence.get("undo")
+    events = undo.get("events") if isinstance(undo, Mapping) else None
+    return isinstance(events, list) and any(isinstance(e, Mapping) and e.get("type") == "compensating"
+                                            for e in events)
