@@ -262,6 +262,9 @@ def test_what_a_drill_cannot_do_is_one_line_and_exit_1(tmp_path: Path) -> None:
          "reversi: error: the forward call create_entities failed: "),
         (["manifest", "drill", "create_entities", "--upstream", MEMORY],
          "reversi: error: no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"),
+        (["manifest", "drill", "create_entities", "-m", manifest, "--upstream", MEMORY, *SCRATCH_MEMORY,
+          "--args", '{"entities": []}', "--read", "nosuch={}"],
+         "reversi: error: --read nosuch: the server offers no such tool"),
         (["manifest", "check", manifest, "--tools-list", manifest],
          f"reversi: error: {manifest} is not JSON: "),
     ]

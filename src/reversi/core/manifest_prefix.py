@@ -13,6 +13,7 @@ import re
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from reversi.core.upstream_names import UPSTREAM_NAME_RULE, is_upstream_name
 from reversi.errors import BadInput
 
 __all__ = ["prefixed"]
@@ -25,11 +26,11 @@ def prefixed(text: str, name: str) -> str:
     """`text` (a manifest) with each tool name `t` written as `NAME.t`.
 
     Raises:
-        BadInput: `name` is empty or holds a space, or `text` is not a manifest's YAML.
+        BadInput: `name` is not an upstream's name (as the gateway takes them), or `text` is not a
+            manifest's YAML.
     """
-    name = name.removesuffix(".")
-    if not name or any(char.isspace() for char in name):
-        raise BadInput(f"a prefix is an upstream's name, without spaces, not {name!r}")
+    if not is_upstream_name(name):
+        raise BadInput(f"a prefix is an upstream's name ({UPSTREAM_NAME_RULE}), not {name!r}")
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:

@@ -60,10 +60,16 @@ def is_bool(node: Node) -> TypeGuard[ScalarNode]:
     return isinstance(node, ScalarNode) and node.tag == BOOL and node.value.lower() in ("true", "false")
 
 
+_DESCRIBED = 80
+
+
 def describe(node: Node) -> str:
     """A node as messages name it: "a list", "a mapping", or the scalar quoted."""
     if isinstance(node, SequenceNode):
         return "a list"
     if isinstance(node, MappingNode):
         return "a mapping"
-    return quoted(scalar(node)) if isinstance(node, ScalarNode) else "?"
+    if not isinstance(node, ScalarNode):
+        return "?"
+    text = quoted(scalar(node))  # cut short: a file that is not a manifest at all is one long scalar
+    return text if len(text) <= _DESCRIBED else f"{text[:_DESCRIBED - 4]}...\" ({len(node.value)} characters)"

@@ -140,6 +140,13 @@ class _Scratch:
             (tool.name, tool.name, {}) for tool in self.listing.tools
             if tool.read_only_hint is True and not tool.input_schema.get("required")
         ]
+        for tool, _ in self.request.reads:
+            listed = self.listing.get(tool)
+            if listed is None:
+                raise ConfigError(f"--read {tool}: the server offers no such tool")
+            if listed.read_only_hint is False:
+                raise ConfigError(f"--read {tool}: the server says it is not read-only (readOnlyHint: false): "
+                                  "reading the world with it could change it")
         found += [(f"{tool} {compact(dict(args))}" if args else tool, tool, self.placed(dict(args)))
                   for tool, args in self.request.reads]
         if not found:

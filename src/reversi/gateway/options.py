@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from reversi.core.upstream_names import UPSTREAM_NAME_RULE, is_upstream_name
 from reversi.errors import ConfigError
 
 DEFAULT_CALL_TIMEOUT_S = 60.0
-_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -57,8 +56,8 @@ class GatewayOptions:
 
 
 def _checked_name(name: str, where: str) -> str:
-    if not _NAME_RE.fullmatch(name):
-        raise ConfigError(f"{where}: bad upstream name {name!r}: 1-64 of letters, digits, _ and -")
+    if not is_upstream_name(name):
+        raise ConfigError(f"{where}: bad upstream name {name!r}: {UPSTREAM_NAME_RULE}")
     return name
 
 
