@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import reversi
 from tests.reliability.checker import Violation, check
 from tests.reliability.recovery import restored
 from tests.reliability.witness_client import WitnessClient
-from tests.reliability.world import ACKS, MANIFEST, REPORTS, WITNESS_LOG, append_line, read_lines
 from tests.reliability.workload import Workload, workload
+from tests.reliability.world import ACKS, MANIFEST, REPORTS, WITNESS_LOG, append_line, read_lines
+
+import reversi
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
@@ -111,9 +112,13 @@ class Cell:
         w = workload(seed)
         assert w.target == self.target and self._driver is not None
         before = self.kills()
-        self._driver.run(w)
+        found = []
+        try:
+            self._driver.run(w)
+        except Exception as exc:  # the recovery could not finish: reported with the seed, like a violation
+            found.append(Violation("not-recovered", f"{type(exc).__name__}: {exc}", w.run_id))
         self.witness.settle(QUIET_MS)
-        found = check(self.store_url, self.directory) + restored(self.directory, w.run_id, f"s{seed}-")
+        found += check(self.store_url, self.directory) + restored(self.directory, w.run_id, f"s{seed}-")
         new = [v for v in found if str(v) not in self.reported]
         self.reported |= {str(v) for v in found}
         return SeedResult(seed, w.target, w.backend, self.kills() - before, new)
@@ -138,4 +143,5 @@ class Cell:
 def _driver(cell: Cell) -> Driver:
     from tests.reliability.drivers import DRIVERS
 
-    return DRIVERS[cell.target](cell)
+    driver: Driver = DRIVERS[cell.target](cell)
+    return driver

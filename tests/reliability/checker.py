@@ -20,9 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import reversi
 from tests.reliability.journal import RawEvent, RawStore
 from tests.reliability.world import ACKS, REPORTS, WITNESS_LOG, read_lines
+
+import reversi
 
 INVARIANTS = {
     "journal-before-call": "every call the downstream saw was journaled `intended` (committed) before it arrived",
@@ -84,7 +85,7 @@ def reference_fold(events: Iterable[RawEvent]) -> tuple[str | None, list[str]]:
             ok = status is not None
         if not ok:
             problems.append(f"seq {ev.seq}: {t} after {status or 'nothing'}")
-        status = new if ok else status
+        status = new  # as the events say, right or wrong: the wrong one is reported above
     return status, problems
 
 
@@ -191,7 +192,8 @@ def _calls(journal: _Journal, seen: list[dict[str, Any]]) -> list[Violation]:
             continue
         run_id, step = where["run_id"], where["step"]
         if not journal.has(run_id, where["seq"], "intended"):
-            found.append(Violation("lost", f"the intended event seq {where['seq']} the witness saw is gone", run_id, step))
+            found.append(Violation("lost", f"the intended event seq {where['seq']} the witness saw is gone",
+                                   run_id, step))
         elif _at_ns(where["at"]) > record["t"]:
             found.append(Violation("journal-before-call", "the intended event is dated after the call", run_id, step))
         if record.get("effect") and journal.status.get((run_id, step)) == "failed":
@@ -211,7 +213,8 @@ def _undos(journal: _Journal, seen: list[dict[str, Any]]) -> list[Violation]:
     undone: dict[str, list[str]] = defaultdict(list)
     for record in (r for r in seen if r.get("kind") == "compensate"):
         key, run_id, step = record.get("key"), record.get("run_id"), record.get("step")
-        what = f"{record['tool']} of {record.get('target')} (witness #{record['n']}, call {record['call_no']} of its key)"
+        what = (f"{record['tool']} of {record.get('target')} "
+                f"(witness #{record['n']}, call {record['call_no']} of its key)")
         if record["journaled"] < record["call_no"]:
             found.append(Violation("journal-before-undo", f"{what} arrived with {record['journaled']} compensating "
                                    "events committed", run_id, step))
@@ -253,10 +256,10 @@ def _acks(journal: _Journal, acks: list[dict[str, Any]]) -> list[Violation]:
     """Whatever a process under test said was journaled (`type` of step `step`, or of the call `op`) is there."""
     found = []
     for ack in acks:
-        run_id, step = ack.get("run_id"), ack.get("step")
+        run_id, step = str(ack.get("run_id")), ack.get("step")
         if step is None and ack.get("op") in journal.by_op:
             run_id, step = journal.by_op[ack["op"]]
-        events = journal.by_step.get((run_id, step), []) if step is not None else []
+        events = journal.by_step.get((run_id, int(step)), []) if step is not None else []
         if not any(e.type == ack["type"] for e in events):
             what = f"step {step}" if step is not None else f"the call {ack.get('op')}"
             found.append(Violation("lost", f"{ack.get('by', 'a process')} acknowledged {ack['type']} of {what}; "

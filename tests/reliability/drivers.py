@@ -7,16 +7,18 @@ steps by asking the witness (`run.reconcile`), then roll back until nothing is l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import reversi
 from tests.reliability.recovery import MAX_ROLLBACKS, NOTE, OPERATOR, settled, settlement
 from tests.reliability.witness_client import WitnessError
 from tests.reliability.workload import Kill, Workload
+
+import reversi
 
 if TYPE_CHECKING:
     from tests.reliability.campaign import Cell
@@ -65,10 +67,8 @@ def record(cell: Cell, w: Workload) -> reversi.Run:
                 raise TimeoutError(f"{tool} did not answer in time")
             return result
 
-        try:
+        with contextlib.suppress(TimeoutError, WitnessError):  # journaled uncertain, failed
             run.call(call.tool, call.args, effect, depends_on=call.depends_on)
-        except (TimeoutError, WitnessError):
-            pass
     return run
 
 

@@ -17,11 +17,11 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
-from reversi.errors import NotFound
 from tests.reliability.long_lived import WAIT_S, Died, LongLived
 from tests.reliability.recovery import NOTE, OPERATOR, settlement
 from tests.reliability.workload import Workload
+
+from reversi.errors import NotFound
 
 if TYPE_CHECKING:
     from tests.reliability.campaign import Cell

@@ -73,7 +73,8 @@ class RawStore:
 
     def steps(self) -> list[tuple[str, int, str]]:
         """Every step's (run_id, step, tool), from the `steps` table."""
-        return [(r[0], int(r[1]), r[2]) for r in self._rows("SELECT run_id, step, tool FROM steps ORDER BY run_id, step")]
+        rows = self._rows("SELECT run_id, step, tool FROM steps ORDER BY run_id, step")
+        return [(r[0], int(r[1]), r[2]) for r in rows]
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self._rows("SELECT run_id FROM runs ORDER BY run_id")]

@@ -27,7 +27,7 @@ class Listening:
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
-        said = []
+        said: list[str] = []
         while True:
             try:
                 line = self._lines.get(timeout=WAIT_S)

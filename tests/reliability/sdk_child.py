@@ -17,9 +17,10 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import reversi
 from tests.reliability.witness_client import WitnessClient, WitnessError
 from tests.reliability.world import append_line
+
+import reversi
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
-
 from tests.reliability.long_lived import WAIT_S, Died, LongLived
 from tests.reliability.recovery import NOTE, OPERATOR, settlement
 from tests.reliability.witness_client import WitnessError

@@ -79,6 +79,10 @@ class Witness:
             self._raw = RawStore(self.store_url)
         return self._raw
 
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+
     def _record(self, entry: dict[str, Any]) -> None:
         self.n += 1
         append_line(self.log, {"n": self.n, "t": time.time_ns(), **entry})
@@ -91,7 +95,7 @@ class Witness:
         entry: dict[str, Any] = {"kind": "forward", "tool": tool, "op": op, "args": args, "journaled": journaled}
         if tool in READS:
             entry.update(effect=False, result={"id": op, "found": True})
-        elif tool not in CREATES or args.get("fail") or not isinstance(op, str) or op in self.things:
+        elif tool in (*UNDOES, READ_BACK) or args.get("fail") or not isinstance(op, str) or op in self.things:
             entry.update(effect=False, error=f"the downstream refused {tool} {op}")
         else:
             self.things[op] = Thing(tool, undo_fails=int(args.get("undo_fails", 0)),
@@ -121,7 +125,8 @@ class Witness:
             entry.update(outcome="missing", error=f"{tool}: no object {target!r} to undo")
         elif self.undo_failures[key or ""] < thing.undo_fails:
             self.undo_failures[key or ""] += 1
-            entry.update(outcome="failed", error=f"{tool}: the downstream is busy (failure {self.undo_failures[key or '']})")
+            failures = self.undo_failures[key or ""]
+            entry.update(outcome="failed", error=f"{tool}: the downstream is busy (failure {failures})")
         else:
             entry["outcome"] = "applied" if thing.live else "again"
             thing.live, thing.stale_reads = False, thing.read_lag
@@ -270,7 +275,8 @@ class Service:
         from mcp import types
         from mcp.server import Server, ServerRequestContext
 
-        tools = [types.Tool(name=name, input_schema={"type": "object"}) for name in (*CREATES, *READS, *UNDOES, READ_BACK)]
+        names = (*CREATES, *READS, *UNDOES, READ_BACK)
+        tools = [types.Tool(name=name, input_schema={"type": "object"}) for name in names]
 
         async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
             return types.ListToolsResult(tools=tools)
@@ -281,7 +287,9 @@ class Service:
             self.activity.begin()
             try:
                 if params.name in UNDOES:
-                    answer = self.witness.compensate(params.name, args, meta.get(IDEMPOTENCY_META_KEY), None, "mcp")
+                    key = meta.get(IDEMPOTENCY_META_KEY)
+                    answer = self.witness.compensate(params.name, args, key if isinstance(key, str) else None,
+                                                     None, "mcp")
                 elif params.name == READ_BACK:
                     answer = self.witness.read(params.name, args)
                 else:

@@ -1,10 +1,11 @@
 """The downstream world the witness keeps, as Reversi sees it: its tools, their manifest, and the files
 of a witness directory (`witness.jsonl`, `acks.jsonl`, `reports.jsonl`), each an fsynced JSON-lines log.
 
-Every forward tool but `w_lookup` creates one object, named by the call's `op`; each undo tool takes
-the object back by id. What a call does beyond that is in its arguments, so the seed that wrote the
-workload decides it: `fail` (the downstream refuses, nothing happens), `undo_fails` (the first N
-undos of the object fail), `read_lag` (the first N read-backs after the undo still show it).
+Every forward tool but `w_lookup` (a read) creates one object, named by the call's `op`, unmanifested
+ones (`w_misc`) too; each undo tool takes the object back by id. What a call does beyond that is in its
+arguments, so the seed that wrote the workload decides it: `fail` (the downstream refuses, nothing
+happens), `undo_fails` (the first N undos of the object fail), `read_lag` (the first N read-backs after
+the undo still show it).
 """
 
 from __future__ import annotations
@@ -48,11 +49,22 @@ tools:
     effect: read
   w_get:
     effect: read
+  w_ask:
+    requires_approval: true
+    compensation:
+      tool: w_unask
+      args: {id: "$result.id"}
+  w_order:
+    idempotency:
+      key: ["$args.order"]
+    compensation:
+      tool: w_cancel
+      args: {id: "$result.id"}
 """
 
-CREATES = ("w_create", "w_charge", "w_attach", "w_guarded", "w_notify")
+CREATES = ("w_create", "w_charge", "w_attach", "w_guarded", "w_notify", "w_ask", "w_order")
 READS = ("w_lookup",)
-UNDOES = ("w_delete", "w_refund", "w_detach", "w_release")
+UNDOES = ("w_delete", "w_refund", "w_detach", "w_release", "w_unask", "w_cancel")
 READ_BACK = "w_get"
 IRREVERSIBLE = ("w_notify",)
 

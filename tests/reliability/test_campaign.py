@@ -1,0 +1,29 @@
+"""The fault campaign in CI: 200 seeds, 25 for each target (the SDK's recording, the CLI's rollback, the
+server, the gateway) on each back end, every one SIGKILLed at its seed's moment, recovered and checked.
+
+`make soak` runs thousands (see soak.py); a failure here names its seed and how to run it again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.reliability.campaign import Cell
+from tests.reliability.workload import TARGETS, cell
+
+CI_SEEDS = 200
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_seed_of_the_campaign_keeps_the_invariants_through_its_kills_and_recovery(
+    target: str, db_url: str, tmp_path: Path
+) -> None:
+    backend = "sqlite" if db_url.startswith("sqlite") else "postgres"
+    seeds = [s for s in range(CI_SEEDS) if cell(s) == (target, backend)]
+    with Cell(target, db_url, tmp_path / "cell") as running:
+        results = [running.run(seed) for seed in seeds]
+    broken = [f"seed {r.seed}: {v}  (reproduce: {r.reproduce()})" for r in results for v in r.violations]
+    assert broken == []
+    assert len(results) == 25
+    assert sum(r.kills for r in results) >= 20, "the kills the seeds arm mostly land"
