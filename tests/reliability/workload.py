@@ -114,7 +114,7 @@ def workload(seed: int) -> Workload:
     else:  # the server and the gateway record and roll back in one process
         events = len(calls) + undo
     kills = [Kill(*_kill(rng, events))]
-    if target != "sdk" and rng.random() < 0.25:
+    if target != "sdk" and rng.random() < 0.2:
         kills.append(Kill(*_kill(rng, undo), recovery=True))
     return Workload(seed, target, backend, tuple(calls), tuple(kills),
-                    resolve_first=rng.random() < 0.5, retries=rng.choice((1, 2, 3)))
+                    resolve_first=rng.random() < 0.5, retries=rng.choice((1, 2, 3, 3)))
