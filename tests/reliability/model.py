@@ -88,6 +88,9 @@ class Crashed(Exception):
 @dataclass
 class Model:
     actor: str
+    enforce: bool = False  # the run's mode: enforce refuses tools with no manifest entry
+    kill_file: bool = False  # the kill switch is on
+    refused: int = 0  # refused calls, each journaled as a `refused` event
     steps: list[Step] = field(default_factory=list)
     approvals: list[Approval] = field(default_factory=list)
     halts: list[Halt] = field(default_factory=list)
@@ -98,11 +101,19 @@ class Model:
     # -- recording -------------------------------------------------------------------------------
 
     def refusal(self, tool: str, args: dict[str, Any]) -> str | None:
-        """The error a new call gets (SPEC §2, §6: halts, enforce mode, duplicates, approvals), or None.
+        """The error a new call gets, or None (counted: each is journaled)."""
+        refused = self._refusal(tool, args)
+        self.refused += refused is not None
+        return refused
+
+    def _refusal(self, tool: str, args: dict[str, Any]) -> str | None:
+        """SPEC §2, §6, the gateway's order: the kill file, halts, enforce mode, duplicates, approvals.
         A new approval request is made here when the call needs one and has none open."""
-        if any(h.matches(tool, self.actor) for h in self.halts):
+        if self.kill_file or any(h.matches(tool, self.actor) for h in self.halts):
             return "Halted"
         entry = MANIFEST.get(tool)
+        if entry is None and self.enforce:
+            return "NoManifestEntry"
         if entry is not None and entry.key_arg is not None and entry.key_arg in args:
             for step in self.steps:
                 same = step.tool == tool and step.args.get(entry.key_arg) == args[entry.key_arg]

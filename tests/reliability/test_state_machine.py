@@ -1,7 +1,8 @@
 """Reversi against a plain reference model (model.py): a hypothesis state machine that records, fails,
-times out, crashes mid-call, settles, halts, resumes, approves, denies, rolls back (crashing mid-rollback
-too) and reopens the store, on both back ends, comparing every step's status, the approvals, the halts
-and each rollback's report with what the model says; and, at the end of each example, the checker.
+times out, crashes mid-call, settles, halts, resumes, pulls the kill switch, approves, denies, rolls back
+(crashing mid-rollback too) and reopens the store, in observe or enforce mode, on both back ends,
+comparing every step's status, the approvals, the halts, the refusals journaled and each rollback's
+report with what the model says; and, at the end of each example, the checker.
 
 The downstream is the campaign's witness, in-process. A "crash" is what a process that dies leaves:
 a call journaled `intended` and never reported, or a rollback that stops inside a compensation with
@@ -19,7 +20,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from tests.reliability.checker import check
 from tests.reliability.model import Crashed, Halt, Model, Report
 from tests.reliability.witness import Witness
@@ -57,11 +58,23 @@ class RunMachine(RuleBasedStateMachine):
         self.directory.mkdir(parents=True)
         self.manifest = self.directory / "world.yaml"
         self.manifest.write_text(MANIFEST)
+        self.kill_file = self.directory / "kill"
+        self.config = self.directory / "reversi.yaml"
+        self.config.write_text(f"kill_switch_file: {self.kill_file}\n")
         self.witness = Witness(self.directory, self.url)
-        self.ledger = reversi.open(self.url, manifests=[str(self.manifest)])
-        self.run = self.ledger.start_run(actor="sm", tenant=name)
+        self.ledger = self._open()
+        self.tenant = name
         self.model = Model(actor="sm")
         self.ops = (f"{name}-{n}" for n in itertools.count())
+
+    def _open(self) -> reversi.Ledger:
+        return reversi.open(self.url, manifests=[str(self.manifest)], config=str(self.config))
+
+    @initialize(enforce=st.booleans())
+    def start(self, enforce: bool) -> None:
+        """Open the run, in observe or enforce mode (fixed for its life)."""
+        self.run = self.ledger.start_run(actor="sm", tenant=self.tenant, mode="enforce" if enforce else "observe")
+        self.model.enforce = enforce
 
     # -- recording -------------------------------------------------------------------------------
 
@@ -130,6 +143,15 @@ class RunMachine(RuleBasedStateMachine):
         self.ledger.add_halt("the state machine halts", tool=scope[0], actor=scope[1], by="sm-op")
         self.model.halts.append(Halt(*scope))
 
+    @rule(on=st.booleans())
+    def kill_switch(self, on: bool) -> None:
+        """The kill file: while it exists every new call is refused."""
+        if on:
+            self.kill_file.write_text("the state machine pulled it")
+        else:
+            self.kill_file.unlink(missing_ok=True)
+        self.model.kill_file = on
+
     @rule()
     def resume(self) -> None:
         assert self.ledger.lift_halts(by="sm-op") == len(self.model.halts)
@@ -182,7 +204,7 @@ class RunMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         """Close the ledger, whatever was left half done, and open the store again."""
         self.ledger.close()
-        self.ledger = reversi.open(self.url, manifests=[str(self.manifest)])
+        self.ledger = self._open()
         self.run = self.ledger.get_run(self.run.id)
 
     # -- what must agree -------------------------------------------------------------------------
@@ -203,6 +225,7 @@ class RunMachine(RuleBasedStateMachine):
         assert [(a.kind.value, a.status.value, a.used) for a in self._approvals()] == [
             (a.kind, a.status, a.used) for a in self.model.approvals]
         assert len(self.ledger.halts()) == len(self.model.halts)
+        assert sum(e.type == "refused" for e in self.run.events()) == self.model.refused
 
     def teardown(self) -> None:
         self.ledger.lift_halts(by="sm-op")
