@@ -5,11 +5,15 @@
 Each call's function is the witness's forward call (a `timeout` call raises TimeoutError after the
 effect, as a client that gave up would). After `run.call` returns or raises, the outcome it journaled
 is acknowledged in acks.jsonl (fsynced): the checker holds the journal to it after the kill.
+
+With CAMPAIGN_SABOTAGE=call-first in its environment it plays a broken recorder that calls first and
+journals after, to show that the campaign catches one.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,7 +43,11 @@ def main() -> None:
                 return result
 
             try:
-                run.call(tool, args, effect, depends_on=call["depends_on"])
+                if os.environ.get("CAMPAIGN_SABOTAGE") == "call-first":
+                    result = effect(**args)
+                    run.begin(tool, args, call["depends_on"]).succeeded(result)
+                else:
+                    run.call(tool, args, effect, depends_on=call["depends_on"])
                 said = "succeeded"
             except TimeoutError:
                 said = "uncertain"

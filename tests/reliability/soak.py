@@ -104,8 +104,11 @@ def report(results: list[SeedResult], faults: Counter[str], seconds: float, left
     violations = sum(len(r.violations) for r in results)
     print(f"{len(results)} runs, {sum(r.kills for r in results)} kills, {violations} violations ({seconds:.0f} s)")
     print("faults injected: " + ", ".join(f"{n} {kind}" for kind, n in sorted(faults.items())))
-    per_cell = Counter(f"{r.target}/{r.backend}" for r in results)
-    print("runs by target: " + ", ".join(f"{name} {n}" for name, n in sorted(per_cell.items())))
+    runs = Counter(f"{r.target}/{r.backend}" for r in results)
+    kills: Counter[str] = Counter()
+    for r in results:
+        kills[f"{r.target}/{r.backend}"] += r.kills
+    print("by target: " + ", ".join(f"{name} {n} runs {kills[name]} kills" for name, n in sorted(runs.items())))
     if left_out:
         print(f"{left_out} PostgreSQL seeds left out: set {PG_ENV}=postgresql://... to run them")
     for r in sorted(results, key=lambda r: r.seed):

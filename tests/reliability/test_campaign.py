@@ -28,3 +28,14 @@ def test_every_seed_of_the_campaign_keeps_the_invariants_through_its_kills_and_r
     assert broken == []
     assert sorted(SLOWEST_FIRST) == sorted(TARGETS) and len(results) == 25
     assert sum(r.kills for r in results) >= 20, "the kills the seeds arm mostly land"
+
+
+def test_the_campaign_catches_a_recorder_that_calls_before_it_journals(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAMPAIGN_SABOTAGE", "call-first")
+    backend = "sqlite" if db_url.startswith("sqlite") else "postgres"
+    seeds = [s for s in range(CI_SEEDS) if cell(s) == ("sdk", backend)][:3]
+    with Cell("sdk", db_url, tmp_path / "cell") as running:
+        results = [running.run(seed) for seed in seeds]
+    assert {v.kind for r in results for v in r.violations} >= {"journal-before-call"}
