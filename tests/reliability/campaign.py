@@ -66,8 +66,9 @@ class Cell:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.manifest.write_text(MANIFEST)
         self._ledger = reversi.open(self.store_url, manifests=[str(self.manifest)])  # creates the store
-        self._witness = subprocess.Popen([sys.executable, str(HERE / "witness.py"), str(self.directory),
-                                          self.store_url], stdout=subprocess.PIPE, text=True)
+        with (self.directory / "witness.log").open("a") as log:  # a request cut off by a kill is logged there
+            self._witness = subprocess.Popen([sys.executable, str(HERE / "witness.py"), str(self.directory),
+                                              self.store_url], stdout=subprocess.PIPE, stderr=log, text=True)
         assert self._witness.stdout is not None
         line = self._witness.stdout.readline()
         if not line:
