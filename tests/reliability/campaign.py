@@ -105,6 +105,10 @@ class Cell:
         """Keep what a process under test acknowledged as journaled (event `type_` of the step), for the checker."""
         append_line(self.directory / ACKS, {"by": by, "run_id": run_id, "step": step, "type": type_})
 
+    def ack_call(self, run_id: str, op: str, type_: str, by: str) -> None:
+        """`ack` for a caller that knows its call (`op`), not the step number it got."""
+        append_line(self.directory / ACKS, {"by": by, "run_id": run_id, "op": op, "type": type_})
+
     def kills(self) -> int:
         return sum(1 for r in read_lines(self.directory / WITNESS_LOG) if r.get("kind") == "kill")
 

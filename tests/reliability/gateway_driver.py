@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from tests.reliability.long_lived import WAIT_S, Died, LongLived
 from tests.reliability.recovery import NOTE, OPERATOR, settlement
-from tests.reliability.workload import Workload
+from tests.reliability.workload import Workload, shares
 
 from reversi.errors import NotFound
 
@@ -60,12 +60,21 @@ class GatewayDriver(LongLived):
             raise self.died(exc) from exc
 
     def workload(self, w: Workload) -> None:
-        async def work() -> None:
-            async with self._client("/mcp", {"Reversi-Run-Id": w.run_id}) as agent:
-                for i, call in enumerate(w.calls):
-                    answer = await agent.call_tool(call.tool, call.args)
+        """The agents call at once (each its share, in order), then the operator rolls back."""
+
+        async def agent(mine: list[int]) -> None:
+            async with self._client("/mcp", {"Reversi-Run-Id": w.run_id}) as client:
+                for i in mine:
+                    call = w.calls[i]
+                    answer = await client.call_tool(call.tool, call.args)
                     # the gateway journals the outcome before it answers
-                    self.cell.ack(w.run_id, i, "failed" if answer.is_error else "succeeded", "the gateway's answer")
+                    self.cell.ack_call(w.run_id, call.args["op"], "failed" if answer.is_error else "succeeded",
+                                       "the gateway's answer")
+
+        async def work() -> None:
+            async with anyio.create_task_group() as agents:
+                for mine in shares(w):
+                    agents.start_soon(agent, mine)
             await self._rollback(w)
 
         self._through(work)

@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from tests.reliability.long_lived import WAIT_S, Died, LongLived
 from tests.reliability.recovery import NOTE, OPERATOR, settlement
 from tests.reliability.witness_client import WitnessError
-from tests.reliability.workload import Workload
+from tests.reliability.workload import Workload, shares
 
 if TYPE_CHECKING:
     from tests.reliability.campaign import Cell
@@ -38,17 +39,17 @@ class ServerDriver(LongLived):
         assert self.process is not None
         self.http = httpx.Client(base_url=self.process.url, timeout=WAIT_S)
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _call(self, method: str, path: str, http: httpx.Client | None = None, **kwargs: Any) -> httpx.Response:
         assert self.process is not None and self.http is not None
         if not self.process.alive():
             raise Died()
         try:
-            return self.http.request(method, path, **kwargs)
+            return (http or self.http).request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise self.died(exc) from exc
 
-    def _ok(self, method: str, path: str, expect: int, **kwargs: Any) -> Any:
-        answer = self._call(method, path, **kwargs)
+    def _ok(self, method: str, path: str, expect: int, http: httpx.Client | None = None, **kwargs: Any) -> Any:
+        answer = self._call(method, path, http, **kwargs)
         if answer.status_code != expect:
             raise AssertionError(f"{method} {path}: {answer.status_code} {answer.text}")
         return answer.json()
@@ -69,21 +70,34 @@ class ServerDriver(LongLived):
         return self._rollback(w)
 
     def _record(self, w: Workload) -> None:
+        """Open the run, then the agents record their calls at once, each on its own connection."""
+        self._ok("POST", "/v1/runs", 201, json={"scope": {"actor": "campaign"}}, headers={"Reversi-Run-Id": w.run_id})
+        with ThreadPoolExecutor(w.agents) as pool:
+            for done in [pool.submit(self._agent, w, mine) for mine in shares(w)]:
+                done.result()
+
+    def _agent(self, w: Workload, mine: list[int]) -> None:
+        """One agent's calls, in order, on a connection of its own; a `depends_on` on another agent's
+        call is left out (its step number is not known here)."""
         cell, run_id = self.cell, w.run_id
-        self._ok("POST", "/v1/runs", 201, json={"scope": {"actor": "campaign"}}, headers={"Reversi-Run-Id": run_id})
-        for call in w.calls:
-            body = {"tool": call.tool, "args": call.args, "depends_on": list(call.depends_on)}
-            step = self._ok("POST", f"/v1/runs/{run_id}/steps", 201, json=body)["step"]
-            cell.ack(run_id, step, "intended", "POST /steps")
-            outcome: dict[str, Any]
-            try:
-                result = cell.witness.forward(call.tool, call.args)
-                outcome = ({"status": "uncertain", "error": "timed out"} if call.timeout
-                           else {"status": "succeeded", "result": result})
-            except WitnessError as exc:
-                outcome = {"status": "failed", "error": str(exc)}
-            self._ok("POST", f"/v1/runs/{run_id}/steps/{step}/outcome", 200, json=outcome)
-            cell.ack(run_id, step, outcome["status"], "POST /outcome")
+        assert self.process is not None
+        steps: dict[int, int] = {}
+        with httpx.Client(base_url=self.process.url, timeout=WAIT_S) as http:
+            for i in mine:
+                call = w.calls[i]
+                body = {"tool": call.tool, "args": call.args,
+                        "depends_on": [steps[d] for d in call.depends_on if d in steps]}
+                step = steps[i] = self._ok("POST", f"/v1/runs/{run_id}/steps", 201, json=body, http=http)["step"]
+                cell.ack(run_id, step, "intended", "POST /steps")
+                outcome: dict[str, Any]
+                try:
+                    result = cell.witness.forward(call.tool, call.args)
+                    outcome = ({"status": "uncertain", "error": "timed out"} if call.timeout
+                               else {"status": "succeeded", "result": result})
+                except WitnessError as exc:
+                    outcome = {"status": "failed", "error": str(exc)}
+                self._ok("POST", f"/v1/runs/{run_id}/steps/{step}/outcome", 200, json=outcome, http=http)
+                cell.ack(run_id, step, outcome["status"], "POST /outcome")
 
     def _rollback(self, w: Workload) -> dict[str, Any]:
         body = {"confirm": True, "retries": w.retries, "approve_compensations": True, "actor": OPERATOR}

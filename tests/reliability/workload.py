@@ -44,6 +44,7 @@ class Workload:
     kills: tuple[Kill, ...]
     resolve_first: bool = False  # settle unresolved steps before the first rollback (cli)
     retries: int = 1
+    agents: int = 1  # server, gateway: callers recording at once (their journal writes share commits)
 
     @property
     def run_id(self) -> str:
@@ -117,4 +118,10 @@ def workload(seed: int) -> Workload:
     if target != "sdk" and rng.random() < 0.2:
         kills.append(Kill(*_kill(rng, undo), recovery=True))
     return Workload(seed, target, backend, tuple(calls), tuple(kills),
-                    resolve_first=rng.random() < 0.5, retries=rng.choice((1, 2, 3, 3)))
+                    resolve_first=rng.random() < 0.5, retries=rng.choice((1, 2, 3, 3)),
+                    agents=rng.choice((1, 2)) if target in ("server", "gateway") else 1)
+
+
+def shares(w: Workload) -> list[list[int]]:
+    """The calls each agent makes, in its order: call i goes to agent i mod `agents`."""
+    return [list(range(agent, len(w.calls), w.agents)) for agent in range(w.agents)]
