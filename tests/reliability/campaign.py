@@ -101,11 +101,11 @@ class Cell:
         """Keep a rollback report that was handed out, for the checker."""
         append_line(self.directory / REPORTS, {"source": source, "report": report})
 
-    def ack(self, run_id: str, step: int, type_: str, by: str) -> None:
+    def ack(self, run_id: str, step: int, type_: str | list[str], by: str) -> None:
         """Keep what a process under test acknowledged as journaled (event `type_` of the step), for the checker."""
         append_line(self.directory / ACKS, {"by": by, "run_id": run_id, "step": step, "type": type_})
 
-    def ack_call(self, run_id: str, op: str, type_: str, by: str) -> None:
+    def ack_call(self, run_id: str, op: str, type_: str | list[str], by: str) -> None:
         """`ack` for a caller that knows its call (`op`), not the step number it got."""
         append_line(self.directory / ACKS, {"by": by, "run_id": run_id, "op": op, "type": type_})
 

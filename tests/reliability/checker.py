@@ -253,15 +253,17 @@ def _reports(journal: _Journal, seen: list[dict[str, Any]], reports: list[dict[s
 
 
 def _acks(journal: _Journal, acks: list[dict[str, Any]]) -> list[Violation]:
-    """Whatever a process under test said was journaled (`type` of step `step`, or of the call `op`) is there."""
+    """Whatever a process under test said was journaled (an event of `type`, or of one of the types it lists,
+    of step `step`, or of the call `op`) is there."""
     found = []
     for ack in acks:
         run_id, step = str(ack.get("run_id")), ack.get("step")
         if step is None and ack.get("op") in journal.by_op:
             run_id, step = journal.by_op[ack["op"]]
         events = journal.by_step.get((run_id, int(step)), []) if step is not None else []
-        if not any(e.type == ack["type"] for e in events):
+        types = ack["type"] if isinstance(ack["type"], list) else [ack["type"]]
+        if not any(e.type in types for e in events):
             what = f"step {step}" if step is not None else f"the call {ack.get('op')}"
-            found.append(Violation("lost", f"{ack.get('by', 'a process')} acknowledged {ack['type']} of {what}; "
+            found.append(Violation("lost", f"{ack.get('by', 'a process')} acknowledged {' or '.join(types)} of {what}; "
                                    "the journal does not have it", run_id, step))
     return found

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tests.reliability.campaign import Cell
 
 T = TypeVar("T")
+CALL_TIMEOUT_S = 1.0  # the witness answers a `timeout` call after 1.5 s
 
 
 class GatewayDriver(LongLived):
@@ -37,7 +38,7 @@ class GatewayDriver(LongLived):
         from tests.reliability.campaign import BIN
 
         argv = [str(BIN / "reversi-gateway"), "--http", "127.0.0.1:0", "--upstream", f"w={cell.mcp_url}",
-                "--db", cell.store_url, "-m", str(cell.manifest)]
+                "--db", cell.store_url, "-m", str(cell.manifest), "--call-timeout", str(CALL_TIMEOUT_S)]
         super().__init__(cell, argv, {})
 
     @asynccontextmanager
@@ -67,9 +68,9 @@ class GatewayDriver(LongLived):
                 for i in mine:
                     call = w.calls[i]
                     answer = await client.call_tool(call.tool, call.args)
-                    # the gateway journals the outcome before it answers
-                    self.cell.ack_call(w.run_id, call.args["op"], "failed" if answer.is_error else "succeeded",
-                                       "the gateway's answer")
+                    # the gateway journals the outcome before it answers (an error: failed, or uncertain)
+                    said = ["failed", "uncertain"] if answer.is_error else "succeeded"
+                    self.cell.ack_call(w.run_id, call.args["op"], said, "the gateway's answer")
 
         async def work() -> None:
             async with anyio.create_task_group() as agents:
