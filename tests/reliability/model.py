@@ -172,7 +172,33 @@ class Model:
         approval.status = "approved" if approve else "denied"
         return None
 
-    # -- rollback --------------------------------------------------------------------------------
+    # -- plan and rollback -----------------------------------------------------------------------
+
+    def plan(self) -> list[tuple[int, str, tuple[int, ...]]]:
+        """The dry run: (step, kind, blocked_by) newest first, each compensation assumed to succeed; an
+        undo whose approval was denied still stands, and holds back what it depends on."""
+        found: list[tuple[int, str, tuple[int, ...]]] = []
+        standing: set[int] = set()
+        kinds = {"skipped": "skip", "unresolved": "unresolved", "unmanifested": "unmanifested",
+                 "unrecoverable": "unrecoverable"}
+        for step in reversed(self.steps):
+            kind = self._classify(step)
+            blocked: tuple[int, ...] = ()
+            if kind == "compensate":
+                blocked = tuple(sorted(d for d in self._dependents(step) if d in standing))
+                if blocked:
+                    kind = "defer"
+                elif self._denied(step):
+                    standing.add(step.index)
+            found.append((step.index, kinds.get(kind, kind), blocked))
+            if kind not in ("compensate", "skipped"):
+                standing.add(step.index)
+        return found
+
+    def _denied(self, step: Step) -> bool:
+        """Whether the step's undo needs an approval and its latest request was denied."""
+        asked = [a for a in self.approvals if a.kind == "compensation" and a.step == step.index]
+        return bool(asked) and MANIFEST[step.tool].undo_approval and asked[-1].status == "denied"
 
     def rollback(self, approve_pending: bool, attempts: int, crash_at: int | None, crash_after: bool) -> Report:
         """Newest first, dependencies and approvals applied (reference page, SPEC §4-§5). The `crash_at`-th

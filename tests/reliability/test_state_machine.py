@@ -1,8 +1,8 @@
 """Reversi against a plain reference model (model.py): a hypothesis state machine that records, fails,
 times out, crashes mid-call, settles, halts, resumes, pulls the kill switch, approves, denies, rolls back
 (crashing mid-rollback too) and reopens the store, in observe or enforce mode, on both back ends,
-comparing every step's status, the approvals, the halts, the refusals journaled and each rollback's
-report with what the model says; and, at the end of each example, the checker.
+comparing every step's status, the approvals, the halts, the refusals journaled, the plan and each
+rollback's report with what the model says; and, at the end of each example, the checker.
 
 The downstream is the campaign's witness, in-process. A "crash" is what a process that dies leaves:
 a call journaled `intended` and never reported, or a rollback that stops inside a compensation with
@@ -226,6 +226,8 @@ class RunMachine(RuleBasedStateMachine):
             (a.kind, a.status, a.used) for a in self.model.approvals]
         assert len(self.ledger.halts()) == len(self.model.halts)
         assert sum(e.type == "refused" for e in self.run.events()) == self.model.refused
+        plan = [(a.step, a.kind.value, tuple(a.blocked_by)) for a in self.run.plan().actions]
+        assert plan == self.model.plan()
 
     def teardown(self) -> None:
         self.ledger.lift_halts(by="sm-op")
