@@ -62,11 +62,12 @@ class Approval:
 
 @dataclass
 class Halt:
-    tool: str | None
-    actor: str | None
+    """A halt's scope: globs on the call's tool and the run's actor, tenant and environment."""
 
-    def matches(self, tool: str, actor: str) -> bool:
-        return all(glob is None or fnmatchcase(value, glob) for glob, value in ((self.tool, tool), (self.actor, actor)))
+    scope: dict[str, str]
+
+    def matches(self, call: dict[str, str]) -> bool:
+        return all(fnmatchcase(call[name], glob) for name, glob in self.scope.items())
 
 
 @dataclass
@@ -88,6 +89,7 @@ class Crashed(Exception):
 @dataclass
 class Model:
     actor: str
+    tenant: str = ""
     enforce: bool = False  # the run's mode: enforce refuses tools with no manifest entry
     kill_file: bool = False  # the kill switch is on
     refused: int = 0  # refused calls, each journaled as a `refused` event
@@ -109,7 +111,8 @@ class Model:
     def _refusal(self, tool: str, args: dict[str, Any]) -> str | None:
         """SPEC §2, §6, the gateway's order: the kill file, halts, enforce mode, duplicates, approvals.
         A new approval request is made here when the call needs one and has none open."""
-        if self.kill_file or any(h.matches(tool, self.actor) for h in self.halts):
+        scope = {"tool": tool, "actor": self.actor, "tenant": self.tenant, "environment": ""}
+        if self.kill_file or any(h.matches(scope) for h in self.halts):
             return "Halted"
         entry = MANIFEST.get(tool)
         if entry is None and self.enforce:

@@ -30,7 +30,8 @@ import reversi
 from reversi.errors import ReversiError
 
 TOOLS = ("w_create", "w_charge", "w_attach", "w_guarded", "w_notify", "w_lookup", "w_ask", "w_order", "w_misc")
-SCOPES = ((None, None), ("w_*", None), ("w_order", None), (None, "sm"), (None, "other"), ("w_c*", "sm"))
+SCOPES: tuple[dict[str, str], ...] = ({}, {"tool": "w_*"}, {"tool": "w_order"}, {"actor": "sm"}, {"actor": "other"},
+          {"tool": "w_c*", "actor": "sm"}, {"tenant": "*"}, {"tenant": "elsewhere"}, {"environment": "prod"})
 
 
 class Crash(BaseException):
@@ -64,7 +65,7 @@ class RunMachine(RuleBasedStateMachine):
         self.witness = Witness(self.directory, self.url)
         self.ledger = self._open()
         self.tenant = name
-        self.model = Model(actor="sm")
+        self.model = Model(actor="sm", tenant=name)
         self.ops = (f"{name}-{n}" for n in itertools.count())
 
     def _open(self) -> reversi.Ledger:
@@ -139,9 +140,10 @@ class RunMachine(RuleBasedStateMachine):
                                                     **found)) == expected
 
     @rule(scope=st.sampled_from(SCOPES))
-    def halt(self, scope: tuple[str | None, str | None]) -> None:
-        self.ledger.add_halt("the state machine halts", tool=scope[0], actor=scope[1], by="sm-op")
-        self.model.halts.append(Halt(*scope))
+    def halt(self, scope: dict[str, str]) -> None:
+        """A halt, scoped or not; only the calls it matches are refused."""
+        self.ledger.add_halt("the state machine halts", by="sm-op", **scope)
+        self.model.halts.append(Halt(dict(scope)))
 
     @rule(on=st.booleans())
     def kill_switch(self, on: bool) -> None:
