@@ -95,7 +95,7 @@ class Cell:
 
     def command(self, kind: str) -> str:
         """The compensator (`compensate`) or reader (`read`) command line, which asks the witness."""
-        return shlex.join([sys.executable, str(HERE / "witness_client.py"), kind, self.socket])
+        return shlex.join([sys.executable, "-S", str(HERE / "witness_client.py"), kind, self.socket])
 
     def report(self, source: str, report: dict[str, Any]) -> None:
         """Keep a rollback report that was handed out, for the checker."""

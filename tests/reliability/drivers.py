@@ -76,6 +76,22 @@ def tools_of(run: reversi.Run) -> dict[int, str]:
     return {s.index: s.tool for s in run.steps()}
 
 
+def finish(cell: Cell, run: reversi.Run) -> None:
+    """The operator's rounds in this process: settle what is unknown, roll back, until nothing is left.
+
+    Raises:
+        AssertionError: still not settled after MAX_ROLLBACKS rounds.
+    """
+    for _ in range(MAX_ROLLBACKS):
+        reconcile(cell, run)
+        report = run.rollback(compensate=cell.witness.compensate, verifier=cell.witness.read, retry=FAST_RETRY,
+                              approve_compensations=True, actor=OPERATOR).to_dict()
+        cell.report("sdk rollback", report)
+        if settled(report, tools_of(run)):
+            return
+    raise AssertionError(f"{run.id}: not settled after {MAX_ROLLBACKS} rollbacks")
+
+
 class SdkDriver:
     """Kill the recording process; the operator reconciles and rolls back in-process."""
 
@@ -96,24 +112,15 @@ class SdkDriver:
             run = cell.ledger.get_run(w.run_id)
         except reversi.errors.NotFound:
             return  # killed before the run was opened: nothing happened
-        self.recover(run)
-
-    def recover(self, run: reversi.Run) -> None:
-        cell = self.cell
-        for _ in range(MAX_ROLLBACKS):
-            reconcile(cell, run)
-            report = run.rollback(compensate=cell.witness.compensate, verifier=cell.witness.read, retry=FAST_RETRY,
-                                  approve_compensations=True, actor=OPERATOR).to_dict()
-            cell.report("sdk rollback", report)
-            if settled(report, tools_of(run)):
-                return
+        finish(cell, run)
 
     def close(self) -> None:
         pass
 
 
 class CliDriver:
-    """Record in-process, then kill `reversi rollback` (once, or again in its first re-run), and re-run it."""
+    """Record in-process, then kill `reversi rollback` (once, or again in its first re-run), and re-run it;
+    what its retries left failing is finished in-process."""
 
     def __init__(self, cell: Cell) -> None:
         self.cell = cell
@@ -142,11 +149,10 @@ class CliDriver:
             reconcile(self.cell, run)
         for kill in w.kills:
             self.rollback(w, kill)
-        for _ in range(MAX_ROLLBACKS):
-            reconcile(self.cell, run)
-            report = self.rollback(w, None)
-            if report is not None and settled(report, tools_of(run)):
-                return
+        reconcile(self.cell, run)
+        report = self.rollback(w, None)  # the re-run after the kill
+        if report is None or not settled(report, tools_of(run)):
+            finish(self.cell, run)  # more rounds (failures the retries did not absorb): no need of a CLI each
 
     def close(self) -> None:
         pass

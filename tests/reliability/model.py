@@ -76,7 +76,7 @@ class Report:
     skipped: list[int] = field(default_factory=list)
     unresolved: list[int] = field(default_factory=list)
     unmanifested: list[int] = field(default_factory=list)
-    failed: list[int] = field(default_factory=list)
+    failed: list[tuple[int, int]] = field(default_factory=list)  # (step, attempts made)
     unrecoverable: list[int] = field(default_factory=list)
     deferred: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     awaiting: list[tuple[int, str]] = field(default_factory=list)
@@ -240,7 +240,7 @@ class Model:
                     step.status = "compensated"
                     report.compensated.append(step.index)
                 else:
-                    report.failed.append(step.index)
+                    report.failed.append((step.index, attempts))
                     standing.add(step.index)
                 continue
             getattr(report, kind).append(step.index)

@@ -242,7 +242,7 @@ def _shape(report: dict[str, Any]) -> Report:
     """The engine's report in the model's terms."""
     return Report(
         compensated=report["compensated"], skipped=report["skipped"], unresolved=report["unresolved"],
-        unmanifested=report["unmanifested"], failed=[f["step"] for f in report["failed"]],
+        unmanifested=report["unmanifested"], failed=[(f["step"], f["attempts"]) for f in report["failed"]],
         unrecoverable=[u["step"] for u in report["unrecoverable"]],
         deferred=[(d["step"], tuple(d["blocked_by"])) for d in report["deferred"]],
         awaiting=[(a["step"], a["status"]) for a in report["awaiting_approval"]],
