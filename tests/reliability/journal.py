@@ -62,9 +62,9 @@ class RawStore:
         return self._events()
 
     def intended_for(self, op: str) -> RawEvent | None:
-        """The committed `intended` event of the call whose arguments carry `"op": op`, if any."""
+        """The latest committed `intended` event of a call whose arguments carry `"op": op`, if any."""
         found = self._events("WHERE type = 'intended' AND data LIKE ?", (f"%{op}%",))
-        return next((e for e in found if (e.data.get("args") or {}).get("op") == op), None)
+        return next((e for e in reversed(found) if (e.data.get("args") or {}).get("op") == op), None)
 
     def compensating_for(self, key: str) -> list[RawEvent]:
         """The committed `compensating` events that carry idempotency key `key`."""
