@@ -94,7 +94,7 @@ class Cell:
         return self._ledger
 
     def command(self, kind: str) -> str:
-        """The compensator (`compensate`) or reader (`read`) command line, which asks the witness."""
+        """The compensator (`compensate`), reader (`read`) or verify (`verify`) command, which asks the witness."""
         return shlex.join([sys.executable, "-S", str(HERE / "witness_client.py"), kind, self.socket])
 
     def report(self, source: str, report: dict[str, Any]) -> None:

@@ -130,7 +130,8 @@ class CliDriver:
         argv = [str(BIN / "reversi"), "--db", cell.store_url, "rollback", w.run_id, "-m", str(cell.manifest),
                 "--compensator-cmd", cell.command("compensate"), "--reader-cmd", cell.command("read"),
                 "--retries", str(w.retries), "--retry-base-ms", "1", "--retry-max-ms", "4",
-                "--approve-compensations", "--actor", OPERATOR, "--json"]
+                "--approve-compensations", "--actor", OPERATOR, "--json",
+                *(["--verify-cmd", cell.command("verify")] if w.verify else [])]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         killed, code = killed_at(cell, proc, kill, "reversi rollback")
         assert proc.stdout is not None and proc.stderr is not None

@@ -154,6 +154,17 @@ class Witness:
             raise Refusal(f"no read tool {tool}")
         return answer
 
+    def verify(self, call: dict[str, Any]) -> Any:
+        """A `--verify-cmd`: whether the call's undo shows (the truth, no lag); a Refusal when it does not."""
+        args = call.get("args")
+        target = args.get("id") if isinstance(args, dict) else None
+        thing = self.things.get(target) if isinstance(target, str) else None
+        undone = thing is not None and not thing.live
+        self._record({"kind": "verify", "key": call.get("idempotency_key"), "target": target, "undone": undone})
+        if not undone:
+            raise Refusal(f"{target} is not undone")
+        return {"undone": target}
+
     def killed(self, trigger: Trigger) -> None:
         self._record({"kind": "kill", "pid": trigger.pid, "label": trigger.label, "after": trigger.after,
                       "delay_ms": trigger.delay_ms})
@@ -236,6 +247,8 @@ class Service:
             return w.compensate(call["tool"], call["args"], call.get("idempotency_key"), call, "command")
         if op == "read":
             return w.read(request["tool"], request["arguments"])
+        if op == "verify":
+            return w.verify(request["call"])
         if op == "arm":
             if w.trigger is not None:
                 w.trigger.cancel()

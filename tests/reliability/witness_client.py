@@ -3,6 +3,7 @@ because it is also the compensator and reader commands Reversi runs, once per ca
 
     python witness_client.py compensate SOCKET     # a --compensator-cmd: the call JSON on stdin
     python witness_client.py read SOCKET           # a --reader-cmd: {"tool", "arguments"} on stdin
+    python witness_client.py verify SOCKET         # a --verify-cmd: the call JSON on stdin
 
 A refusal by the witness (a downstream error) is exit 1 with one line on stderr, as Reversi expects.
 """
@@ -72,6 +73,8 @@ def main(argv: list[str]) -> int:
     try:
         if command == "compensate":
             result = client.compensate(request)
+        elif command == "verify":
+            result = client.ask({"op": "verify", "call": request})
         else:
             result = client.read(request["tool"], request["arguments"])
     except WitnessError as exc:

@@ -45,6 +45,7 @@ class Workload:
     resolve_first: bool = False  # settle unresolved steps before the first rollback (cli)
     retries: int = 1
     agents: int = 1  # server, gateway: callers recording at once (their journal writes share commits)
+    verify: bool = False  # cli: --verify-cmd checks each undo too
 
     @property
     def run_id(self) -> str:
@@ -120,7 +121,8 @@ def workload(seed: int) -> Workload:
         kills.append(Kill(*_kill(rng, undo), recovery=True))
     return Workload(seed, target, backend, tuple(calls), tuple(kills),
                     resolve_first=rng.random() < 0.5, retries=rng.choice((1, 2, 3, 3)),
-                    agents=rng.choice((1, 2)) if target in ("server", "gateway") else 1)
+                    agents=rng.choice((1, 2)) if target in ("server", "gateway") else 1,
+                    verify=target == "cli" and rng.random() < 0.3)
 
 
 def shares(w: Workload) -> list[list[int]]:
