@@ -1,8 +1,8 @@
 """Reversi against a plain reference model (model.py): a hypothesis state machine that records, fails,
 times out, crashes mid-call, settles, halts, resumes, pulls the kill switch, approves, denies, rolls back
-(crashing mid-rollback too) and reopens the store, in observe or enforce mode, on both back ends,
-comparing every step's status, the approvals, the halts, the refusals journaled, the plan and each
-rollback's report with what the model says; and, at the end of each example, the checker.
+(crashing mid-rollback too, or abandoning one as it starts) and reopens the store, in observe or enforce
+mode, on both back ends, comparing every step's status, the approvals, the halts, the refusals journaled,
+the plan and each rollback's report with what the model says; and, at the end of each example, the checker.
 
 The downstream is the campaign's witness, in-process. A "crash" is what a process that dies leaves:
 a call journaled `intended` and never reported, or a rollback that stops inside a compensation with
@@ -12,6 +12,8 @@ the store again. `--hypothesis-profile=soak` runs many more examples.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
 import uuid
@@ -187,7 +189,7 @@ class RunMachine(RuleBasedStateMachine):
             n = next(calls)
             if n == crash_at and not after:
                 raise Crash()
-            result = self.witness.compensate(call["tool"], call["args"], call["idempotency_key"], call, "sdk")
+            result = self.witness_undo(call)
             if n == crash_at:
                 raise Crash()
             return result
@@ -201,6 +203,23 @@ class RunMachine(RuleBasedStateMachine):
             return
         assert expected is not None, f"the model crashed where the rollback did not: {report}"
         assert _shape(report) == expected
+
+    @rule()
+    def abandon_rollback(self) -> None:
+        """A rollback cancelled as it starts (while it takes the run's lock, off the event loop): it does
+        nothing, and leaves the run free for the next one."""
+
+        async def cancelled() -> None:
+            started = asyncio.ensure_future(self.run.arollback(compensate=self.witness_undo))
+            await asyncio.sleep(0)
+            started.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await started
+
+        asyncio.run(cancelled())
+
+    def witness_undo(self, call: dict[str, Any]) -> Any:
+        return self.witness.compensate(call["tool"], call["args"], call["idempotency_key"], call, "sdk")
 
     @rule()
     def reopen(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
@@ -31,6 +32,7 @@ from reversi.engine import tracing
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
 from reversi.errors import BadInput, Conflict, NotFound
+from reversi.store.base import RunLock, Store
 
 if TYPE_CHECKING:
     from reversi.engine.ledger import Ledger
@@ -71,6 +73,29 @@ def awaited(value: Any) -> Any:
         return await value
 
     return run_coroutine(wait())
+
+
+async def _take_lock(store: Store, run_id: str) -> RunLock:
+    """The run's rollback lock, taken in a thread. The thread cannot be stopped: cancelled while it works,
+    this gives the lock back once the thread has it (before the cancellation goes on), so that a
+    rollback that never started holds no run.
+
+    Raises:
+        RollbackInProgress: as `Store.lock_run`.
+    """
+    taking = asyncio.ensure_future(asyncio.to_thread(store.lock_run, run_id))
+    try:
+        return await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        taking.add_done_callback(_give_back)
+        with contextlib.suppress(BaseException):  # its own failure, or a second cancellation: ours goes on
+            await asyncio.shield(taking)
+        raise
+
+
+def _give_back(taking: asyncio.Future[RunLock]) -> None:
+    if not taking.cancelled() and taking.exception() is None:
+        taking.result().release()
 
 
 def _uncertain(exc: BaseException) -> bool:
@@ -273,7 +298,7 @@ class Run:
                 progress=options.get("progress"),
             ),
         )
-        lock = await asyncio.to_thread(self._ledger.store.lock_run, self.id)
+        lock = await _take_lock(self._ledger.store, self.id)
         try:
             return await executor.execute(self.id)
         finally:
