@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from reversi.engine import tracing
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
 from reversi.errors import BadInput, Conflict, NotFound
-from reversi.store.base import RunLock, Store
+from reversi.store.base import RunLock
 
 if TYPE_CHECKING:
     from reversi.engine.ledger import Ledger
@@ -75,15 +76,15 @@ def awaited(value: Any) -> Any:
     return run_coroutine(wait())
 
 
-async def _take_lock(store: Store, run_id: str) -> RunLock:
-    """The run's rollback lock, taken in a thread. The thread cannot be stopped: cancelled while it works,
-    this gives the lock back once the thread has it (before the cancellation goes on), so that a
-    rollback that never started holds no run.
+async def _take_lock(take: Callable[[], RunLock]) -> RunLock:
+    """A run's rollback lock, taken by `take()` in a thread. The thread cannot be stopped: cancelled while
+    it works, this gives the lock back once the thread has it (before the cancellation goes on), so that
+    a rollback that never started holds no run.
 
     Raises:
         RollbackInProgress: as `Store.lock_run`.
     """
-    taking = asyncio.ensure_future(asyncio.to_thread(store.lock_run, run_id))
+    taking = asyncio.ensure_future(asyncio.to_thread(take))
     try:
         return await asyncio.shield(taking)
     except asyncio.CancelledError:
@@ -298,7 +299,7 @@ class Run:
                 progress=options.get("progress"),
             ),
         )
-        lock = await _take_lock(self._ledger.store, self.id)
+        lock = await _take_lock(functools.partial(self._ledger.store.lock_run, self.id))
         try:
             return await executor.execute(self.id)
         finally:
