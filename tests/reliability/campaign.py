@@ -28,7 +28,7 @@ import reversi
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
 WAIT_S = 60.0
-QUIET_MS = 30  # after a kill: what the dead process had on the wire reaches the witness first
+QUIET_MS = 10  # after a run: an orphaned compensator a kill left starting up reaches the witness first
 
 
 @dataclass

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.reliability.recovery import MAX_ROLLBACKS, NOTE, OPERATOR, settled, settlement
+from tests.reliability.recovery import KILL_QUIET_MS, MAX_ROLLBACKS, NOTE, OPERATOR, settled, settlement
 from tests.reliability.witness_client import WitnessError
 from tests.reliability.workload import Kill, Workload
 
@@ -40,7 +40,7 @@ def killed_at(cell: Cell, proc: subprocess.Popen[Any], kill: Kill | None, label:
         if proc.poll() is None:
             proc.kill()
             proc.wait(WAIT_S)
-    cell.witness.settle(50 if killed else 0)
+    cell.witness.settle(KILL_QUIET_MS if killed else 0)
     return killed, code
 
 

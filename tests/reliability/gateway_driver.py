@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tests.reliability.campaign import Cell
 
 T = TypeVar("T")
-CALL_TIMEOUT_S = 1.0  # the witness answers a `timeout` call after 1.5 s
+CALL_TIMEOUT_S = 0.6  # the witness answers a `timeout` call after 1 s
 
 
 class GatewayDriver(LongLived):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tests.reliability.processes import Listening
-from tests.reliability.recovery import MAX_ROLLBACKS, settled
+from tests.reliability.recovery import KILL_QUIET_MS, MAX_ROLLBACKS, settled
 from tests.reliability.workload import Kill, Workload
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class LongLived:
         finally:
             if kill is not None and self.cell.witness.disarm():
                 process.proc.wait(WAIT_S)
-                self.cell.witness.settle(50)
+                self.cell.witness.settle(KILL_QUIET_MS)
 
     def run(self, w: Workload) -> None:
         self.armed(w.kills[0], lambda: self.workload(w))

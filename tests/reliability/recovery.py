@@ -12,6 +12,7 @@ from tests.reliability.world import CREATES, IRREVERSIBLE, WITNESS_LOG, read_lin
 NOTE = "checked downstream (the campaign's witness)"
 OPERATOR = "campaign-operator"
 MAX_ROLLBACKS = 5
+KILL_QUIET_MS = 30  # after a kill: what the dead process had on the wire reaches the witness first
 
 
 def settlement(directory: Path, op: object) -> tuple[str, Any]:

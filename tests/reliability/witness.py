@@ -35,7 +35,7 @@ from tests.reliability.journal import RawEvent, RawStore
 from tests.reliability.world import CREATES, READ_BACK, READS, UNDOES, WITNESS_LOG, append_line
 
 IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
-SLOW_S = 1.5  # a `timeout` call over MCP is answered this late: after the gateway's call timeout
+SLOW_S = 1.0  # a `timeout` call over MCP is answered this late: after the gateway's call timeout
 
 
 class Refusal(Exception):

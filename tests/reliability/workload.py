@@ -65,7 +65,7 @@ _UNDO_FAILS = {"sdk": (0, 0, 1, 2), "cli": (0, 0, 1, 2), "server": (0, 0, 0, 1),
 def _calls(rng: random.Random, seed: int, target: str) -> list[Call]:
     calls: list[Call] = []
     created: list[int] = []
-    for i in range(rng.randint(2, 5)):
+    for i in range(rng.randint(2, 4)):
         tool = rng.choices(("w_create", "w_charge", "w_attach", "w_guarded", "w_notify", "w_lookup"),
                            (5, 4, 3, 2, 1, 1))[0]
         if tool == "w_attach" and not created:
