@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONFORMANCE ?= ../shared/conformance
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench soak clean
 
 # The npm reference MCP servers and the TypeScript SDK client the gateway's interop tests drive,
 # pinned by package-lock.json (installed again whenever the lock file is newer). Without node the
@@ -51,6 +51,17 @@ test: lint $(NODE_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The long fault campaign, then the state machine with many examples (docs/reliability.md). SEED=N runs
+# that one seed again, as a failure says to. PostgreSQL seeds need REVERSI_TEST_PG_URL.
+SEEDS ?= 2000
+soak: $(STAMP)
+ifdef SEED
+	$(BIN)/python -m tests.reliability.soak --seed $(SEED)
+else
+	$(BIN)/python -m tests.reliability.soak --seeds $(SEEDS)
+	$(BIN)/python -m pytest tests/reliability/test_state_machine.py -q -n 2 --hypothesis-profile=soak
+endif
 
 clean:
 	rm -rf $(VENV) .reversi build *.egg-info

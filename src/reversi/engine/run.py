@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,6 +36,7 @@ from reversi.engine.remote import CompensationWork, begin_compensation, complete
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
 from reversi.engine.step_handle import StepHandle, reporting
 from reversi.errors import BadInput, CaptureFailed, Conflict, NotFound
+from reversi.store.leases import Lease
 
 if TYPE_CHECKING:
     from reversi.engine.ledger import Ledger
@@ -74,6 +77,29 @@ def awaited(value: Any) -> Any:
         return await value
 
     return run_coroutine(wait())
+
+
+async def _take_lock(take: Callable[[], Lease]) -> Lease:
+    """A run's rollback lock, taken by `take()` in a thread. The thread cannot be stopped: cancelled while
+    it works, this gives the lock back once the thread has it (before the cancellation goes on), so that
+    a rollback that never started holds no run.
+
+    Raises:
+        RollbackInProgress: as `Store.lock_run`.
+    """
+    taking = asyncio.ensure_future(asyncio.to_thread(take))
+    try:
+        return await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        taking.add_done_callback(_give_back)
+        with contextlib.suppress(BaseException):  # its own failure, or a second cancellation: ours goes on
+            await asyncio.shield(taking)
+        raise
+
+
+def _give_back(taking: asyncio.Future[Lease]) -> None:
+    if not taking.cancelled() and taking.exception() is None:
+        taking.result().release()
 
 
 @dataclass(frozen=True)
@@ -267,7 +293,8 @@ class Run:
                 progress=options.get("progress"),
             ),
         )
-        lock = await asyncio.to_thread(self._ledger.store.lock_run, self.id, self._ledger.settings.rollback_lease_s)
+        lock = await _take_lock(
+            functools.partial(self._ledger.store.lock_run, self.id, self._ledger.settings.rollback_lease_s))
         executor.lease = lock
         try:
             return await executor.execute(self.id)
