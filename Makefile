@@ -52,15 +52,21 @@ test: lint $(NODE_STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-# The long fault campaign, then the state machine with many examples (docs/reliability.md). SEED=N runs
-# that one seed again, as a failure says to. PostgreSQL seeds need REVERSI_TEST_PG_URL.
+# The long fault campaign, then the state machine with many examples, the hostile-input fuzzers with
+# FUZZ examples each and the store-fault tests, with a tally of what was tried (docs/reliability.md).
+# SEED=N runs that one seed again, as a failure says to. PostgreSQL seeds need REVERSI_TEST_PG_URL.
 SEEDS ?= 2000
-soak: $(STAMP)
+FUZZ ?= 300
+TALLY := .reversi/soak-tally.jsonl
+soak: $(STAMP) $(NODE_STAMP)
 ifdef SEED
 	$(BIN)/python -m tests.reliability.soak --seed $(SEED)
 else
 	$(BIN)/python -m tests.reliability.soak --seeds $(SEEDS)
 	$(BIN)/python -m pytest tests/reliability/test_state_machine.py -q -n 2 --hypothesis-profile=soak
+	mkdir -p .reversi && rm -f $(TALLY)
+	REVERSI_FUZZ_EXAMPLES=$(FUZZ) REVERSI_FUZZ_TALLY=$(CURDIR)/$(TALLY) $(BIN)/python -m pytest tests/hostile tests/faults -q -n 2
+	$(BIN)/python -m tests.hostile.fuzz $(TALLY)
 endif
 
 clean:
