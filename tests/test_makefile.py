@@ -50,11 +50,14 @@ def test_make_test_runs_the_conformance_suite_when_it_is_there(tmp_path: Path) -
         "python -m pytest tests -q -n 2", f"python -m pytest {suite} -q -n 2"]
 
 
-def test_make_soak_runs_the_campaign_then_the_state_machine_with_the_soak_profile(tmp_path: Path) -> None:
+def test_make_soak_runs_the_campaign_the_state_machine_then_the_fuzzers_and_faults_with_a_tally(
+        tmp_path: Path) -> None:
     p, calls = make(tmp_path, "soak", "SEEDS=30")
     assert p.returncode == 0, p.stderr
     assert calls == ["python -m tests.reliability.soak --seeds 30",
-                     "python -m pytest tests/reliability/test_state_machine.py -q -n 2 --hypothesis-profile=soak"]
+                     "python -m pytest tests/reliability/test_state_machine.py -q -n 2 --hypothesis-profile=soak",
+                     "python -m pytest tests/hostile tests/faults -q -n 2",
+                     "python -m tests.hostile.fuzz .reversi/soak-tally.jsonl"]
 
 
 def test_make_soak_with_a_seed_runs_that_seed_alone(tmp_path: Path) -> None:
