@@ -41,3 +41,21 @@ def test_a_write_left_idle_in_its_transaction_is_ended_and_stops_holding_up_the_
     assert step.index == 0
     assert len(outcome) == 1 and isinstance(outcome[0], StoreUnavailable), outcome
     assert "left idle" in outcome[0].message
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_read_holds_no_transaction_open_so_a_slow_reader_is_not_ended_for_idling(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres, "IDLE_IN_TRANSACTION_MS", 300)
+    with reversi.open(db_url) as ledger:
+        run = ledger.start_run()
+        run.begin("jobs.start", {"n": 1}).succeeded({"id": 1})
+        with ledger.store.read() as q:
+            first = q.get_run(run.id)
+            threading.Event().wait(0.8)  # a reader that takes its time between statements
+            steps = q.step_records(run.id)
+        with ledger.store.write() as q:  # and a read inside a write is part of the write, as before
+            q.lock_run(run.id)
+            assert q.get_run(run.id) is not None
+    assert first is not None and [s.tool for s in steps] == ["jobs.start"]

@@ -55,9 +55,10 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 class _Guard:
     """Authenticates each request, checks the run header, and hands the principal on in the scope."""
 
-    def __init__(self, ledger: Ledger, role: Role) -> None:
+    def __init__(self, ledger: Ledger, role: Role, runs: RunBinder | None = None) -> None:
         self.ledger = ledger
         self.role = role
+        self.runs = runs
         self.app: ASGIApp | None = None
 
     def _admit(self, headers: Headers, client: Any) -> Principal:
@@ -75,7 +76,11 @@ class _Guard:
         require_role(principal, self.role)
         run_id = headers.get("reversi-run-id")
         if self.role is Role.AGENT and run_id is not None:  # the operator endpoint records in no run
-            self.ledger.for_principal(principal).run_to_continue(run_id)
+            known = self.runs.known(run_id) if self.runs is not None else None
+            if known is not None:  # whose run it is never changes: no need to read it again
+                check_run(principal, known, Access.RECORD)
+            else:
+                self.ledger.for_principal(principal).run_to_continue(run_id)
         return principal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -109,6 +114,10 @@ class RunBinder:
         self._runs: dict[str, RunRecord] = {}
         self._sessions: dict[str, str] = {}
         self._lock = anyio.Lock()
+
+    def known(self, run_id: str) -> RunRecord | None:
+        """The run `run_id` as this gateway opened or continued it, if it has."""
+        return self._runs.get(run_id)
 
     async def run_for(self, ctx: ServerRequestContext[Any, Any]) -> RunRecord:
         principal = _principal_of(ctx)
@@ -158,7 +167,8 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
     assert options.http is not None
     host = options.http[0]
     metrics = GatewayMetrics(pool)
-    proxy = Proxy(pool, ledger, RunBinder(ledger, options.mode).run_for, options.call_timeout, metrics)
+    runs = RunBinder(ledger, options.mode)
+    proxy = Proxy(pool, ledger, runs.run_for, options.call_timeout, metrics)
     operator = Operator(ledger, pool, _principal_for, options.call_timeout)
     managers = [
         StreamableHTTPSessionManager(
@@ -169,7 +179,7 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
         )
         for server in (proxy.server(), operator.server())
     ]
-    guards = [_Guard(ledger, role) for _, role in GUARDED]
+    guards = [_Guard(ledger, role, runs if role is Role.AGENT else None) for _, role in GUARDED]
     for guard, manager in zip(guards, managers, strict=True):
         guard.app = StreamableHTTPASGIApp(manager)
 
