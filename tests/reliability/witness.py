@@ -202,6 +202,12 @@ class Trigger:
         self.fired = True
         witness.killed(self)
 
+    async def due(self) -> None:
+        """Wait for a kill already scheduled: it lands at its moment even when the work ended first
+        (a faster process must not make the seeds' kills miss)."""
+        if self._timer is not None and not self._timer.cancelled() and not self.fired:
+            await asyncio.sleep(max(0.0, self._timer.when() - asyncio.get_running_loop().time()) + 0.001)
+
     def cancel(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -271,6 +277,8 @@ class Service:
                 await self.activity.settle(request["quiet_ms"])
                 reply: dict[str, Any] = {"result": None}
             else:
+                if request["op"] == "disarm" and self.witness.trigger is not None:
+                    await self.witness.trigger.due()
                 self.activity.begin()
                 try:
                     reply = {"result": self.call(request)}

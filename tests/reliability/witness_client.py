@@ -58,7 +58,7 @@ class WitnessClient:
         self.ask({"op": "arm", "pid": pid, "after": after, "delay_ms": delay_ms, "label": label})
 
     def disarm(self) -> bool:
-        """Cancel the trigger; True if it had fired."""
+        """Cancel the trigger, once a kill it has scheduled has landed; True if it had fired."""
         return bool(self.ask({"op": "disarm"}))
 
     def settle(self, quiet_ms: float) -> None:
