@@ -136,6 +136,15 @@ def test_drills_on_server_memory_undo_through_the_engine_and_coverage_reports_th
         'read_graph.entities[0].observations: ["wrote the first program"] -> ["wrote the first program","had a cat"]']
     assert "Invalid arguments for tool delete_observations" in failed["undo"]["report"]["failed"][0]["error"]
 
+    # A call that changes nothing puts no undo to the test: not `restored`, and coverage keeps the drill that did.
+    code, untested = drill(tmp_path, manifest, "create_entities", {"entities": []}, *ada_before)
+    assert code == 2 and untested["verdict"] == "untested"
+    assert untested["changed_by_call"] == [] and untested["differences"] == []
+    assert restored["changed_by_call"] == ['read_graph.entities: [{"name":"Ada","entityType":"person","observations":'
+                                           '["wrote the first program"]}] -> [{"name":"Ada","entityType":"person",'
+                                           '"observations":["wrote the first program"]},{"name":"Bob",'
+                                           '"entityType":"person","observations":[]}]']
+
     covered = reversi_cli("--db", f"sqlite:///{tmp_path}/evidence.db", "manifest", "coverage", "-m", manifest,
                           "--upstream", MEMORY, "--env", f"MEMORY_FILE_PATH={tmp_path}/m.jsonl", "--json",
                           cwd=tmp_path)

@@ -117,12 +117,15 @@ def test_differences_name_each_path_that_changed_and_a_drill_passes_only_when_un
     assert verdict_of(True, True, ("the charge shows on the statement",)) is Verdict.RESIDUE
     assert verdict_of(True, True, ()) is Verdict.DIFFERS
     assert verdict_of(False, False, ()) is Verdict.UNDO_FAILED
-    assert [v.passed for v in Verdict] == [True, True, False, False]
+    assert verdict_of(True, False, (), tested=False) is Verdict.UNTESTED  # the call changed nothing to undo
+    assert verdict_of(True, True, (), tested=False) is Verdict.DIFFERS  # yet the undo changed something
+    assert [v.passed for v in Verdict] == [True, True, False, False, False]
 
 
 def test_coverage_lists_each_write_tool_with_the_drill_that_says_most_of_its_undo() -> None:
     """Of the drills of that server and version: one of the entry in force before one of another, one
-    whose undo ran before a dry run's, then the newest."""
+    that put the undo to the test before an untested one, one whose undo ran before a dry run's, then
+    the newest."""
     text = "version: 1\ntools:\n  create_things:\n    compensation: {tool: delete_things, residue: [a log line]}\n" \
            "  delete_things: {irreversible: true}\n  upsert_flag: {idempotent: true}\n"
     entries, _ = parse_manifest(text, "m.yaml")
@@ -134,6 +137,7 @@ def test_coverage_lists_each_write_tool_with_the_drill_that_says_most_of_its_und
               Drill("d3", "create_things", "other-server", "1", Verdict.DIFFERS, "2026-12-03T12:00:00Z"),
               Drill("d2", "create_things", "things-server", "2.0", Verdict.RESTORED, "2026-12-03T11:00:00Z",
                     {**ran, "entry": {"digest": "old"}}),
+              Drill("d1b", "create_things", "things-server", "2.0", Verdict.UNTESTED, "2026-12-03T10:30:00Z", ran),
               Drill("d1", "create_things", "things-server", "2.0", Verdict.DIFFERS, "2026-12-03T10:00:00Z", ran)]
     first = coverage_rows(manifests, LISTING, drills)[0]
     assert first.to_text() == \

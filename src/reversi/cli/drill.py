@@ -81,6 +81,9 @@ def _render(d: dict[str, Any]) -> None:
             click.echo(f"  declared residue: {sentence}")
     else:
         click.echo(f"  world ({reads}): as before")
+    if d["verdict"] == "untested":
+        click.echo("  but the call changed nothing these reads show, so the undo was not put to the test: give "
+                   "--args that change the world, or --read what they change")
     if d["scratch"]:
         click.echo(f"  scratch folder kept: {d['scratch']} (the server's data in data/, the drill's run "
                    f"{d['run_id']} in drill.db)")

@@ -8,6 +8,8 @@ the world (the server's read tools) before the call and after the undo. Its verd
 * `residue`: the undo was done, the world differs, and the entry declares residue (what differs is
   listed for a person to hold against those sentences);
 * `differs`: the undo was done, the world differs, and the entry declares no residue;
+* `untested`: the world reads back as before, but the call had changed nothing the reads can see, so
+  the undo was not put to the test;
 * `undo_failed`: the rollback did not undo the call (it failed, or could not be planned).
 """
 
@@ -33,6 +35,7 @@ class Verdict(StrEnum):
     RESTORED = "restored"
     RESIDUE = "residue"
     DIFFERS = "differs"
+    UNTESTED = "untested"
     UNDO_FAILED = "undo_failed"
 
     @property
@@ -92,12 +95,14 @@ def _short(value: Any) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def verdict_of(undone: bool, differs: bool, residue: Sequence[str]) -> Verdict:
+def verdict_of(undone: bool, differs: bool, residue: Sequence[str], *, tested: bool = True) -> Verdict:
+    """`undone`: the rollback undid the call (or skipped it: a dry run); `differs`: the world after the
+    undo is not the world before; `tested`: the call changed the world (or, skipped, needed no undo)."""
     if not undone:
         return Verdict.UNDO_FAILED
-    if not differs:
-        return Verdict.RESTORED
-    return Verdict.RESIDUE if residue else Verdict.DIFFERS
+    if differs:
+        return Verdict.RESIDUE if residue else Verdict.DIFFERS
+    return Verdict.RESTORED if tested else Verdict.UNTESTED
 
 
 def declared_undo(entry: ToolEntry | None) -> str:
@@ -144,7 +149,8 @@ def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Dri
     """A row for each tool the server may write with, in its order, with the drill that says most of its
     undo: among the drills (`drills` newest first) of the listing's server and version (any, where the
     listing or the drill does not say), one of the entry in force now before one of another entry, one
-    whose undo ran before one of a call that needed none (a dry run), and then the newest."""
+    that put its undo to the test before one that did not, one whose undo ran before one of a call that
+    needed none (a dry run), and then the newest."""
     mine: dict[str, list[Drill]] = {}
     for done in drills:
         if (not listing.server or done.server == listing.server) and (
@@ -157,7 +163,8 @@ def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Dri
         entry = manifests.lookup(tool.name)
         residue = entry.compensation.residue if entry is not None and entry.compensation is not None else ()
         digest = entry.digest if entry is not None else None
-        ranked = sorted(mine.get(tool.name, []), key=lambda d: (_drilled_entry(d) == digest, undo_ran(d)),
+        ranked = sorted(mine.get(tool.name, []),
+                        key=lambda d: (_drilled_entry(d) == digest, d.verdict is not Verdict.UNTESTED, undo_ran(d)),
                         reverse=True)  # stable: the newest first among equals
         drill = ranked[0] if ranked else None
         changed = drill is not None and _drilled_entry(drill) != digest

@@ -187,6 +187,7 @@ async def _drill(s: _Scratch) -> Drill:
         raise DrillFailed(f"the forward call {s.request.tool} failed: {error_text(raw)}")
     forward = result_value(raw)
     await s.ledger.aoutcome(run.record, step, StepStatus.SUCCEEDED, result=forward)
+    changed = differences(before, await s.world(reads))  # nothing changed: the undo will prove nothing
     # The scratch store's approvals are the drill's to grant: the person who drills is the one asking.
     report = await run.arollback(compensate=s.calls.compensate, verifier=s.calls.read_back, retry=ROLLBACK_RETRY,
                                  approve_compensations=True, actor=_ACTOR)
@@ -202,7 +203,8 @@ async def _drill(s: _Scratch) -> Drill:
         info.name if info else "",
         info.version if info else "",
         # a call the plan skips (a dry run under read_when) needs no undo: the world must simply be as before
-        verdict_of(step in report.compensated or step in report.skipped, bool(found), residue),
+        verdict_of(step in report.compensated or step in report.skipped, bool(found), residue,
+                   tested=bool(changed) or step in report.skipped),
         utc_now(),
         {
             "args": args,
@@ -215,6 +217,7 @@ async def _drill(s: _Scratch) -> Drill:
             "undo": {"report": report.to_dict(), "lines": list(report.lines), "events": undo},
             "read_back": read_back,
             "before": before,
+            "changed_by_call": changed,
             "after": after,
             "differences": found,
             "residue": list(residue),
