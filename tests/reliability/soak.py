@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -82,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     with_postgres = bool(os.environ.get(PG_ENV))
     work = chunks(seeds, with_postgres)
     left_out = len(seeds) - sum(len(c) for c in work)
+    if not work:
+        what = f"seed {opts.seed} runs" if opts.seed is not None else "every seed asked for runs"
+        print(f"{what} on PostgreSQL: set {PG_ENV}=postgresql://... to run it", file=sys.stderr)
+        return 1
     root = opts.keep or tempfile.mkdtemp(prefix="reversi-soak-")
     Path(root).mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -97,13 +102,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{found[0].target}/{found[0].backend} seeds {found[0].seed}..{found[-1].seed}: "
                   f"{len(found)} runs, {sum(r.kills for r in found)} kills, {broken} broken", flush=True)
     report(results, faults, time.monotonic() - started, left_out)
-    return 1 if any(r.violations for r in results) else 0
+    broke = any(r.violations for r in results)
+    if broke and not opts.keep:
+        print(f"the stores, witness logs and process logs are kept in {root}")
+    elif not opts.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return 1 if broke else 0
 
 
 def report(results: list[SeedResult], faults: Counter[str], seconds: float, left_out: int) -> None:
     violations = sum(len(r.violations) for r in results)
     print(f"{len(results)} runs, {sum(r.kills for r in results)} kills, {violations} violations ({seconds:.0f} s)")
-    print("faults injected: " + ", ".join(f"{n} {kind}" for kind, n in sorted(faults.items())))
+    if faults:
+        print("faults injected: " + ", ".join(f"{n} {kind}" for kind, n in sorted(faults.items())))
     runs = Counter(f"{r.target}/{r.backend}" for r in results)
     kills: Counter[str] = Counter()
     for r in results:

@@ -56,3 +56,15 @@ def test_the_campaign_catches_a_recorder_that_calls_before_it_journals(
     with Cell("sdk", db_url, tmp_path / "cell") as running:
         results = [running.run(seed) for seed in seeds]
     assert {v.kind for r in results for v in r.violations} >= {"journal-before-call"}
+
+
+def test_one_postgresql_seed_asked_for_without_a_postgresql_url_is_an_error_not_an_empty_success(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.reliability import soak
+
+    monkeypatch.delenv(soak.PG_ENV, raising=False)
+    seed = next(s for s in range(CI_SEEDS) if cell(s)[1] == "postgres")
+    assert soak.main(["--seed", str(seed)]) == 1
+    assert capsys.readouterr().err == (f"seed {seed} runs on PostgreSQL: set {soak.PG_ENV}=postgresql://... "
+                                       "to run it\n")
