@@ -95,6 +95,19 @@ def test_the_live_check_finds_each_kind_of_mistake_against_server_memory(tmp_pat
     assert done.stdout.splitlines() == [line.format(m=manifest) for line in MISTAKES_FOUND]
 
 
+def test_a_server_that_prints_a_banner_on_stdout_is_checked_with_one_line_about_it_and_no_traceback(
+    tmp_path: Path
+) -> None:
+    shipped = str(reversi.manifests.path("memory"))
+    banner = shlex.join(["sh", "-c", f"echo 'memory server ready'; exec {MEMORY}"])
+
+    done = reversi_cli("manifest", "check", shipped, "--upstream", banner, *SCRATCH_MEMORY, cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok: 1 manifest file checked against memory-server")
+    assert done.stderr == "an upstream wrote a line to stdout that is not JSON-RPC, skipped: 'memory server ready'\n"
+
+
 def test_a_draft_of_server_memory_passes_the_live_check(tmp_path: Path) -> None:
     env = ["--env", f"MEMORY_FILE_PATH={tmp_path}/memory.jsonl"]
     drafted = reversi_cli("manifest", "draft", "--upstream", MEMORY, *env, cwd=tmp_path)

@@ -45,6 +45,24 @@ _SDK_LOST = frozenset({"Connection closed", "server answered a request with 202 
 _SDK_STREAM = "SSE stream "  # "... ended without a response", "... failed: ...", "... reconnection ... exhausted"
 
 
+class _NotJsonRpcLine(logging.Filter):
+    """The SDK logs each stdout line of a server that is not JSON-RPC (a banner, say) with its whole
+    traceback; one line says it, without burying what follows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, ValidationError):
+            errors = exc.errors()
+            line = errors[0].get("input") if errors else None
+            shown = repr(line[:80] + "..." if isinstance(line, str) and len(line) > 80 else line)
+            record.msg, record.args = f"an upstream wrote a line to stdout that is not JSON-RPC, skipped: {shown}", ()
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_NotJsonRpcLine())
+
+
 class UpstreamUnavailable(Exception):
     """The upstream is not connected: the request was never sent."""
 
