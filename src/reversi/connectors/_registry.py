@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Iterable
 
 from reversi.connectors._base import Connector, Tool, ToolKind
-from reversi.errors import UnknownTool
+from reversi.errors import BadArgument, UnknownTool
 
 __all__ = ["NAMES", "connector", "connectors", "find_tool"]
 
@@ -20,10 +20,10 @@ def connector(name: str) -> Connector:
     """The connector called `name`.
 
     Raises:
-        UnknownTool: there is none (`unknown tool: NAME`).
+        BadArgument: there is none (`bad argument connector: unknown connector NAME (known: ...)`).
     """
     if name not in NAMES:
-        raise UnknownTool(name)
+        raise BadArgument("connector", f"unknown connector {name!r} (known: {', '.join(NAMES)})")
     module = importlib.import_module(f"reversi.connectors.{name}")
     found: Connector = module.load() if hasattr(module, "load") else module.CONNECTOR  # http: from its tools file
     return found
