@@ -107,3 +107,16 @@ def test_the_github_manifests_undos_get_the_arguments_the_servers_tools_take(tmp
     assert actions[3]["kind"] == "unrecoverable" and "does not fit this call" in actions[3]["reason"]
     assert actions[4]["args"] == {**repo, "issue_number": 42, "title": "old"}
     assert actions[5]["kind"] == "unrecoverable" and "reviewers" in actions[5]["reason"]
+
+
+def test_coverage_with_no_manifests_in_force_says_so_as_the_plan_does(tmp_path: Path) -> None:
+    listing = str(MANIFESTS / "listings" / "slack.json")
+    bare = reversi_cli("manifest", "coverage", "--tools-list", listing, cwd=tmp_path)
+    with_slack = reversi_cli("manifest", "coverage", "-m", str(MANIFESTS / "slack.yaml"), "--tools-list", listing,
+                             cwd=tmp_path)
+
+    assert (bare.returncode, with_slack.returncode) == (0, 0), bare.stderr + with_slack.stderr
+    assert bare.stdout.splitlines()[-2:] == [
+        "8 write tools, 0 drilled",
+        "note: no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"]
+    assert "note:" not in with_slack.stdout

@@ -135,7 +135,8 @@ def coverage(ctx: click.Context, upstream: str | None, tools_list: str | None, e
     if listing is None:
         raise click.UsageError("give the server: --upstream CMD|URL or --tools-list FILE")
     with state(ctx).ledger(manifests) as ledger:
-        rows = coverage_rows(ledger.manifests, listing, ledger.drills(server=listing.server or None))
+        in_force = ledger.manifests
+        rows = coverage_rows(in_force, listing, ledger.drills(server=listing.server or None))
     if as_json:
         echo_json({"server": {"name": listing.server, "version": listing.version},
                    "tools": [row.to_dict() for row in rows]})
@@ -144,4 +145,8 @@ def coverage(ctx: click.Context, upstream: str | None, tools_list: str | None, e
         click.echo(row.to_text())
     drilled = sum(1 for row in rows if row.drill is not None)
     click.echo(f"{len(rows)} write tool{'s' if len(rows) != 1 else ''}, {drilled} drilled")
+    if not in_force.entries:
+        from reversi.cli.rollback import NO_MANIFESTS
+
+        click.echo(f"note: {NO_MANIFESTS}")  # as the plan says it: each tool's undo reads "no entry"
     return 0
