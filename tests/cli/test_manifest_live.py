@@ -275,9 +275,9 @@ def test_drills_of_the_shipped_manifests_capture_before_the_call_and_find_a_dry_
 def test_what_a_drill_cannot_do_is_one_line_and_exit_1(tmp_path: Path) -> None:
     manifest = written(tmp_path, "memory.yaml", MEMORY_MANIFEST)
     cases = [
-        (["manifest", "drill", "open_nodes", "-m", manifest, "--upstream", MEMORY],
+        (["manifest", "drill", "open_nodes", "-m", manifest, "--upstream", MEMORY, *SCRATCH_MEMORY],
          "reversi: error: open_nodes needs no undo (its entry says read): nothing to drill"),
-        (["manifest", "drill", "delete_entities", "-m", manifest, "--upstream", MEMORY],
+        (["manifest", "drill", "delete_entities", "-m", manifest, "--upstream", MEMORY, *SCRATCH_MEMORY],
          f"reversi: error: delete_entities is irreversible by its entry ({manifest}:16): nothing to drill"),
         (["manifest", "drill", "create_entities", "-m", manifest, "--upstream", MEMORY, *SCRATCH_MEMORY,
           "--args", '{"entities": "Ada"}'],
@@ -294,6 +294,12 @@ def test_what_a_drill_cannot_do_is_one_line_and_exit_1(tmp_path: Path) -> None:
         done = reversi_cli(*args, cwd=tmp_path)
         assert (done.returncode, done.stdout) == (1, ""), done
         assert done.stderr.startswith(said) and len(done.stderr.splitlines()) == 1, done.stderr
+
+    unscratched = reversi_cli("manifest", "drill", "open_nodes", "-m", manifest, "--upstream", MEMORY, cwd=tmp_path)
+    assert unscratched.returncode == 1 and unscratched.stderr.splitlines() == [
+        "reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data anywhere but "
+        "its working folder is drilled on its real data",
+        "reversi: error: open_nodes needs no undo (its entry says read): nothing to drill"]
 
 
 def test_the_check_and_the_draft_reach_a_server_over_streamable_http(tmp_path: Path) -> None:

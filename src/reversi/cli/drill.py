@@ -58,6 +58,9 @@ def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tup
         raise click.UsageError(NO_MANIFESTS)
     request = DrillRequest(tool, args, upstream, settings.manifests, environment(env), _calls(reads, "--read"),
                            _calls(setup, "--setup"), keep, call_timeout, cli.config)
+    if "{scratch}" not in upstream and not any("{scratch}" in value for value in request.env.values()):
+        click.echo("reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data "
+                   "anywhere but its working folder is drilled on its real data", err=True)
     with cli.ledger(manifests) as ledger:
         done = run_live(lambda: run_drill(request, ledger))
     if as_json:

@@ -151,7 +151,7 @@ class _Scratch:
                   for tool, args in self.request.reads]
         if not found:
             raise ConfigError("nothing to read the world with: the server has no read-only tool that needs no "
-                              "arguments; name read tools (and their arguments) to compare the world with")
+                              "arguments; name the read tools to compare the world with (--read TOOL=JSON)")
         return found
 
     async def world(self, reads: Sequence[tuple[str, str, Any]]) -> dict[str, Any]:
