@@ -56,11 +56,13 @@ def warn_of_missing_compensations(pool: UpstreamPool, manifests: ManifestSet) ->
             )
 
 
-def warn_of_misfits(pool: UpstreamPool, manifests: Sequence[str]) -> None:
-    """Say on stderr, one line per problem, how the manifest files in force do not fit the started
-    upstreams' tools (the checks of `reversi manifest check --upstream`). The gateway starts anyway."""
+def warn_of_misfits(pool: UpstreamPool, manifests: Sequence[str], in_force: ManifestSet) -> None:
+    """Say on stderr, one line per problem, how the manifest files in force (`in_force`, read from
+    `manifests`) do not fit the started upstreams' tools (the checks of `reversi manifest check
+    --upstream`), and once if they name tools without the upstream's prefix. The gateway starts anyway."""
     if not manifests:
         return
+    _warn_of_unprefixed(pool, in_force)
     tools = [tool for tool in pool.listed_tools() if _started(pool, str(tool.get("name")))]
     listing = parse_listing({"tools": tools}, "the upstreams' tools")
 
@@ -69,6 +71,21 @@ def warn_of_misfits(pool: UpstreamPool, manifests: Sequence[str]) -> None:
 
     for problem in check_manifest_fit(manifests, listing, judged, fit_only=True):
         log.warning("the manifest does not fit the upstream's tools: %s", problem)
+
+
+def _warn_of_unprefixed(pool: UpstreamPool, manifests: ManifestSet) -> None:
+    if not pool.prefixed:
+        return
+    served = {tool.name: upstream for upstream in pool.upstreams for tool in upstream.tools}
+    bare = [(entry.pattern, served[entry.pattern]) for entry in manifests.entries
+            if pool.route(entry.pattern) is None and entry.pattern in served]
+    if bare:
+        name, upstream = bare[0]
+        log.warning(
+            "the manifests name %d tool(s) without their upstream's prefix (%s is served as %s): with several "
+            "upstreams each tool is UPSTREAM.TOOL; `reversi manifest show NAME --prefix UPSTREAM` prints a shipped "
+            "manifest so", len(bare), name, pool.public_name(upstream, name),
+        )
 
 
 def _started(pool: UpstreamPool, name: str) -> bool:

@@ -234,7 +234,7 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
         if keyless:
             print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
         warn_of_missing_compensations(pool, ledger.manifests)
-        warn_of_misfits(pool, options.manifests)
+        warn_of_misfits(pool, options.manifests, ledger.manifests)
         app = create_app(options, ledger, pool)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         tg.start_soon(_announce, server)

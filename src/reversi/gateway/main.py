@@ -125,7 +125,7 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
         relay = None if operator else Relay(one_agent=True, wait_s=options.call_timeout)
         pool = UpstreamPool(options.upstreams, relay)
         await pool.start(tg)
-        warn_of_misfits(pool, options.manifests)
+        warn_of_misfits(pool, options.manifests, ledger.manifests)
         if operator:
             warn_of_missing_compensations(pool, ledger.manifests)
             principal = Principal(principal_from_env(), Role.ADMIN)
