@@ -103,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{len(found)} runs, {sum(r.kills for r in found)} kills, {broken} broken", flush=True)
     report(results, faults, time.monotonic() - started, left_out)
     broke = any(r.violations for r in results)
-    if broke and not opts.keep:
-        print(f"the stores, witness logs and process logs are kept in {root}")
-    elif not opts.keep:
-        shutil.rmtree(root, ignore_errors=True)
+    if opts.keep is None:  # a folder of our own: kept only to look into what broke
+        if broke:
+            print(f"the stores, witness logs and process logs are kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     return 1 if broke else 0
 
 

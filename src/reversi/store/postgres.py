@@ -78,6 +78,10 @@ def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
         raise StoreUnavailable(f"cannot use the store URL {_redact(url)}: it is not a valid PostgreSQL URL") from None
 
 
+def _unavailable(url: str, exc: psycopg.OperationalError) -> StoreUnavailable:
+    return StoreUnavailable(f"the store at {_redact(url)} failed: {exc}")
+
+
 def _redact(url: str) -> str:
     """The URL without a password."""
     if "@" not in url:
@@ -111,7 +115,7 @@ class _AdvisoryLocks:
             try:
                 row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             except psycopg.OperationalError as exc:
-                raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
+                raise _unavailable(self.url, exc) from exc
             if row and row[0]:
                 self._held.add(key)
                 return True
@@ -166,8 +170,7 @@ class _Session:
         """`transaction` for a caller that holds `mutex` already (a generator to `yield from`). `begin`
         opens it: it may carry more statements, without parameters, in the same round trip. Inside a
         transaction of this thread's (a read within a write) it is a savepoint of that one."""
-        if self.conn.closed or self.conn.broken:
-            self.conn = connect(self.url)  # the server restarted, or the network dropped us
+        self._reopen_if_dropped()
         try:
             if self.conn.info.transaction_status != TransactionStatus.IDLE:
                 with self.conn.transaction():
@@ -191,22 +194,25 @@ class _Session:
             raise StoreUnavailable(f"the store at {_redact(self.url)} ended a transaction of this process left "
                                    f"idle over {IDLE_IN_TRANSACTION_MS // 1000} s: nothing of it was kept") from exc
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
+            raise _unavailable(self.url, exc) from exc
 
     def read_held(self) -> Iterator[Queries]:
         """A read for a caller that holds `mutex`: each statement on its own, with no BEGIN or COMMIT
         around them, two round trips fewer. At READ COMMITTED (PostgreSQL's default) a transaction gives
         its statements no common snapshot either, and a read takes no locks to hold. Inside a write of
         this thread's it is part of that write."""
-        if self.conn.closed or self.conn.broken:
-            self.conn = connect(self.url)
+        self._reopen_if_dropped()
         if self.conn.info.transaction_status != TransactionStatus.IDLE:
             yield from self.transaction_held()
             return
         try:
             yield Queries(self.conn.cursor(), self.dialect)
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"the store at {_redact(self.url)} failed: {exc}") from exc
+            raise _unavailable(self.url, exc) from exc
+
+    def _reopen_if_dropped(self) -> None:
+        if self.conn.closed or self.conn.broken:
+            self.conn = connect(self.url)  # the server restarted, or the network dropped us
 
     def close(self) -> None:
         with self.mutex:
