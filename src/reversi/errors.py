@@ -22,6 +22,7 @@
     │   ├── UnknownTool          no connector offers the tool (`unknown tool: NAME`)
     │   ├── BadArgument          an argument is missing, of the wrong type, or unacceptable
     │   ├── ChangedSince         the world changed since the forward call: the undo would clobber it
+    │   ├── UntrustedResult      the forward result an undo was given is not one this connector sealed
     │   └── DownstreamError      the external system answered with an error (status and its message)
     │       └── ToolAnsweredError  a tool answered with an error of its own (MCP `isError`), e.g. a read of what is gone
     └── Refused                  a new call stopped before it ran (journaled as `refused`)
@@ -285,6 +286,17 @@ class ChangedSince(ConnectorError):
     def __init__(self, step: int | None, what: str) -> None:
         since = f"step {step}" if step is not None else "the forward call"
         super().__init__(f"changed since {since}: {what}")
+
+
+class UntrustedResult(ConnectorError):
+    """The forward result an undo was handed carries no valid seal of this connector: it was forged,
+    changed, or made under another key. Nothing was changed."""
+
+    code = "untrusted_result"
+    http_status = 400
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"untrusted result: {problem}")
 
 
 class DownstreamError(ConnectorError):

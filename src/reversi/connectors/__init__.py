@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from reversi.connectors._base import Connector, Param, Setting, Tool, ToolKind
 from reversi.connectors._registry import NAMES, connector, connectors, find_tool
-from reversi.errors import BadArgument, ChangedSince, ConnectorError, DownstreamError, UnknownTool
+from reversi.errors import BadArgument, ChangedSince, ConnectorError, DownstreamError, UnknownTool, UntrustedResult
 
 __all__ = [
     "NAMES",
@@ -26,6 +26,7 @@ __all__ = [
     "Tool",
     "ToolKind",
     "UnknownTool",
+    "UntrustedResult",
     "connector",
     "connectors",
     "find_tool",

@@ -1,0 +1,154 @@
+"""Seals: a connector's forward result, signed so that its undo can tell it from a forged one.
+
+An undo runs with the operator's authority (a rollback job, `reversi-connectors compensate`), but
+the result it works from reached the journal through the agent (over HTTP an agent reports any
+result it likes). So every forward tool seals its result: an HMAC-SHA256, under a key the agent does
+not hold, over the tool's name, the arguments its undo needs and the result itself. A compensation
+opens the seal and acts only on what it covers; an unsealed, altered or foreign result is refused
+with `UntrustedResult`, and nothing is changed.
+
+The key is `REVERSI_CONNECTOR_KEY` (at least 32 characters), else the file `seal.key` in the
+connector folder (`REVERSI_CONNECTOR_DIR`), made with 32 random bytes on first use and readable by
+its owner only. Every process that makes or undoes the same steps needs the same key: the connector
+server the agent calls through the gateway, and the compensator of the rollbacks.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import inspect
+import os
+import secrets
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec
+
+from reversi.connectors import _snapshots
+from reversi.connectors._base import Setting
+from reversi.core.json_values import canonical
+from reversi.errors import ConfigError, UntrustedResult
+
+__all__ = ["FIELD", "KEY", "Sealed", "key_id", "seal", "sealed", "unseal"]
+
+KEY = Setting("REVERSI_CONNECTOR_KEY", "the secret that seals forward results (32+ characters)",
+              "seal.key in REVERSI_CONNECTOR_DIR, made on first use")
+FIELD = "reversi_seal"
+_VERSION = 1
+_MIN_KEY = 32
+
+P = ParamSpec("P")
+
+
+def _key_file() -> Path:
+    return _snapshots.connector_dir() / "seal.key"
+
+
+def _key() -> bytes:
+    """The sealing key: the setting, else the key file (made on first use, mode 0600)."""
+    configured = os.environ.get(KEY.name)
+    if configured is not None:
+        if len(configured) < _MIN_KEY:
+            raise ConfigError(f"{KEY.name} must be at least {_MIN_KEY} characters long")
+        return configured.encode()
+    path = _key_file()
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:  # another process made it first: use theirs
+        return _read_key(path)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(32))
+        out.flush()
+        os.fsync(out.fileno())
+    return _read_key(path)
+
+
+def _read_key(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd) as source:
+        text = source.read().strip()
+    if len(text) < _MIN_KEY:  # a key file another process is still writing reads as too short: wait for it
+        raise ConfigError(f"{path} holds no sealing key (fewer than {_MIN_KEY} characters)")
+    return text.encode()
+
+
+def key_id(key: bytes | None = None) -> str:
+    """A short name for the key in force (not the key): which key sealed a result, in messages."""
+    return hashlib.sha256(b"reversi-seal-key-id:" + (key if key is not None else _key())).hexdigest()[:12]
+
+
+def _mac(key: bytes, tool: str, args: Mapping[str, Any], result: Mapping[str, Any]) -> str:
+    body = canonical({"v": _VERSION, "tool": tool, "args": dict(args), "result": dict(result)})
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+def seal(tool: str, result: Mapping[str, Any], args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`result` with its seal under `FIELD`: the tool, the arguments kept for the undo, the key's id, the MAC."""
+    key = _key()
+    kept = dict(args or {})
+    bare = {k: v for k, v in result.items() if k != FIELD}
+    return {**bare, FIELD: {"v": _VERSION, "tool": tool, "args": kept, "key": key_id(key),
+                            "mac": _mac(key, tool, kept, bare)}}
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """An opened seal: what the forward call was, the arguments it kept, and its result (seal removed)."""
+
+    tool: str
+    args: dict[str, Any]
+    result: dict[str, Any]
+
+
+def unseal(value: Any, tools: Collection[str]) -> Sealed:
+    """The forward result `value`, once its seal proves this connector made it with one of `tools`.
+
+    Raises:
+        UntrustedResult: no seal, a seal of another tool or key, or a result changed since it was sealed.
+    """
+    names = " or ".join(sorted(tools))
+    seal_ = value.get(FIELD) if isinstance(value, Mapping) else None
+    if not isinstance(seal_, Mapping):
+        raise UntrustedResult(f"the result carries no seal: it is not a result of {names} made by this connector")
+    tool, args, mac = seal_.get("tool"), seal_.get("args"), seal_.get("mac")
+    if not isinstance(tool, str) or not isinstance(args, Mapping) or not isinstance(mac, str):
+        raise UntrustedResult("the result's seal is malformed")
+    if tool not in tools:
+        raise UntrustedResult(f"the result is sealed as one of {tool}, not of {names}")
+    key = _key()
+    if seal_.get("key") != key_id(key):
+        raise UntrustedResult(f"the result was sealed with another key ({seal_.get('key')}), not this connector's"
+                              f" ({key_id(key)}): give the compensator the key the forward call had")
+    assert isinstance(value, Mapping)
+    bare = {k: v for k, v in value.items() if k != FIELD}
+    if not hmac.compare_digest(_mac(key, tool, args, bare), mac):
+        raise UntrustedResult(f"the result of {tool} was changed after it was sealed")
+    return Sealed(tool, dict(args), bare)
+
+
+Forward = Callable[P, dict[str, Any]]
+
+
+def sealed(tool: str, keep: Collection[str] = ()) -> Callable[[Forward[P]], Forward[P]]:
+    """Decorate a forward tool's function so that its result comes back sealed, keeping the
+    arguments named in `keep` (those given) inside the seal for the undo."""
+
+    def decorate(fn: Forward[P]) -> Forward[P]:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+            bound = signature.bind(*args, **kwargs)
+            kept = {name: bound.arguments[name] for name in keep if bound.arguments.get(name) is not None}
+            return seal(tool, fn(*args, **kwargs), kept)
+
+        return wrapper
+
+    return decorate
