@@ -118,7 +118,7 @@ def _snapshot(path: Path, relative: str, name: str) -> State:
     before = _state(path, data)
     if before["exists"] and (before["type"] != "file" or data is None):
         raise BadArgument(name, f"{relative!r} is a {before['type']}, not a file")
-    before["snapshot"] = str(_snapshots.store(data)[1]) if data is not None else None
+    before["snapshot"] = _snapshots.store(data) if data is not None else None
     return before
 
 
@@ -267,7 +267,7 @@ def restore(root: str, path: str, before: State, after: State, step: int | None 
         if not _same(now, after):
             raise ChangedSince(step, _difference(path, now, after))
         if before.get("exists"):
-            data = _snapshots.load(str(before.get("snapshot")), str(before.get("sha256")))
+            data = _snapshots.load(str(before.get("sha256")))
             _write(target, data, int(str(before.get("mode")), 8))
         else:
             target.unlink()

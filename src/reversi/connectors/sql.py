@@ -50,9 +50,9 @@ def _read(database: Database, table: Table, key: Mapping[str, Any], argument: st
 def _keep(database: Database, table: Table, images: list[Image]) -> dict[str, Any]:
     """Keep the images as a snapshot; the forward result naming it."""
     document = {"db": database.url, "table": table.name, "key": list(table.key), "rows": images}
-    sha, path = _snapshots.store(json.dumps(document, sort_keys=True).encode())
+    sha = _snapshots.store(json.dumps(document, sort_keys=True).encode())
     return {"db": database.url, "table": table.name, "keys": [image["key"] for image in images],
-            "images": str(path), "images_sha256": sha, "before_sha256": rows_sha256([i["before"] for i in images])}
+            "images": sha, "images_sha256": sha, "before_sha256": rows_sha256([i["before"] for i in images])}
 
 
 def _columns(table: Table, row: Any, argument: str) -> list[str]:
@@ -153,7 +153,7 @@ def _describe(key: Mapping[str, Any]) -> str:
 
 
 def _images(path: str, sha256: str, table: Table) -> list[Image]:
-    document = json.loads(_snapshots.load(path, sha256))
+    document = json.loads(_snapshots.load(sha256))
     if document.get("table") != table.name or document.get("key") != list(table.key):
         raise BadArgument("images", f"the snapshot is of {document.get('table')}, not {table.name}")
     images: list[Image] = document["rows"]
