@@ -4,7 +4,8 @@ The executor walks the run with the same `RollbackWalk` the planner uses, and te
 happened: a step whose undo failed, or waits for an approval, still stands, so what it depends on
 is deferred. A step is journaled `compensating` before every attempt and `compensated` or
 `compensation_failed` after, so a crash at any point leaves a ledger from which a re-run continues
-with the same idempotency key; a step already `compensated` is never compensated again. Every read
+with the same idempotency key; a step already `compensated` is never compensated again, nor one a
+remote worker reports done while the rollback runs (checked as each attempt begins). Every read
 and write of the store is awaited off the caller's event loop.
 """
 
@@ -21,8 +22,17 @@ from reversi.core.backoff import Retry
 from reversi.core.expect import first_mismatch
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet
-from reversi.core.models import Approval, ApprovalStatus, EventType, NewEvent, RunSnapshot, StepState
-from reversi.core.plan import Action, ActionKind, CompensationCall
+from reversi.core.models import (
+    Approval,
+    ApprovalStatus,
+    EventType,
+    NewEvent,
+    RunSnapshot,
+    StepState,
+    StepStatus,
+    derive_status,
+)
+from reversi.core.plan import Action, ActionKind, CompensationCall, Reason
 from reversi.core.references import MissingReference, resolve
 from reversi.core.report import AwaitingApproval, Deferred, Failure, RollbackReport, Unrecoverable
 from reversi.core.walk import RollbackWalk, reference_context
@@ -150,15 +160,23 @@ class RollbackExecutor:
                 report.lines.append(f"{label}  awaiting approval  {approval.approval_id} ({approval.status.value})")
                 return False
             approval_id = approval.approval_id
-        result, attempts, error = await self._attempts(call, approval_id)
+        tried = await self._attempts(call, approval_id)
+        if tried is None:
+            report.skipped.append(step.index)
+            report.lines.append(f"{label}  skipped  {Reason.ALREADY_COMPENSATED}")
+            return True
+        result, attempts, error = tried
         if error is not None:
             report.failed.append(Failure(step.index, error, attempts))
             report.lines.append(f"{label}  failed  {error} ({_attempts(attempts)})")
             return False
         return await self._read_back(snapshot, step, call, result, attempts, report, label)
 
-    async def _attempts(self, call: CompensationCall, approval_id: str | None) -> tuple[Any, int, str | None]:
-        """Run the compensation (and the verify check) up to `retry.attempts` times with one key."""
+    async def _attempts(
+        self, call: CompensationCall, approval_id: str | None
+    ) -> tuple[Any, int, str | None] | None:
+        """Run the compensation (and the verify check) up to `retry.attempts` times with one key; None
+        when the step turned out compensated already (see `_begin_attempt`) and nothing was run."""
         compensate, retry = self.options.compensate, self.options.retry
         assert compensate is not None
         error = ""
@@ -175,7 +193,8 @@ class RollbackExecutor:
                 data["approval_id"] = approval_id
             with tracing.compensation_span(call.run_id, call.step, call.tool, attempt) as span:
                 data.update(tracing.journal_fields())  # the rollback's trace, beside the step's own in `intended`
-                await self._journal(call, [self._event(EventType.COMPENSATING, call.step, data)])
+                if not await self._begin_attempt(call, data):
+                    return None
                 payload = {**call.call_json(), "attempt": attempt}
                 if self.lease is not None:
                     await asyncio.to_thread(self.lease.ensure)  # stopped past the lease just now: call nothing
@@ -192,6 +211,21 @@ class RollbackExecutor:
                 tracing.compensation_ended(span, None)
             return result, attempt, None
         return None, retry.attempts, error
+
+    async def _begin_attempt(self, call: CompensationCall, data: dict[str, Any]) -> bool:
+        """Journal `compensating` for one attempt; False, journaling nothing, if the step is
+        `compensated` by now. The run was read when the rollback began, and a remote worker whose
+        claim ran out may still report its undo done until this write takes the step over; checking
+        in the same write, under the run's lock, means the report and this attempt never both go in."""
+        begun = self._event(EventType.COMPENSATING, call.step, data)
+
+        def begin(q: Queries) -> bool:
+            if derive_status(q.step_events(call.run_id, call.step)) is StepStatus.COMPENSATED:
+                return False
+            q.append(call.run_id, [begun])
+            return True
+
+        return await self._write(call.run_id, begin)
 
     async def _read_back(
         self,
