@@ -134,16 +134,19 @@ async def test_abandoned_sessions_expire_and_the_gateway_forgets_them(db_url: st
     gw = Gateway(db_url, shop, tmp_path / "gateway.log", "--session-idle-timeout", "3")
     try:
         ids: dict[str, list[str]] = {endpoint: [] for endpoint in ENDPOINTS}
-        async with AsyncExitStack() as stack:
-            for endpoint in ENDPOINTS:
-                for n in range(3):
-                    # Hung up on without a DELETE: the client keeps its session open for as long as it runs.
-                    client, said = await stack.enter_async_context(
-                        sdk_session(gw.base + endpoint, gw.keys.of(endpoint)[0], terminate=False))
-                    assert not (await call(client, endpoint, f"left-{n}")).is_error
-                    ids[endpoint].append(said[0])
-            assert gauge(gw.base) == {"/mcp": 3, "/operator/mcp": 3}
-        await until(lambda: gauge(gw.base) == {"/mcp": 0, "/operator/mcp": 0}, "the abandoned sessions to expire")
+        # A connected client keeps its session: its standing GET stream is a request in flight.
+        async with sdk_session(gw.base + "/mcp", gw.keys.of("/mcp")[1]) as (connected, _):
+            async with AsyncExitStack() as stack:
+                for endpoint in ENDPOINTS:
+                    for n in range(3):  # hung up on without a DELETE
+                        client, said = await stack.enter_async_context(
+                            sdk_session(gw.base + endpoint, gw.keys.of(endpoint)[0], terminate=False))
+                        assert not (await call(client, endpoint, f"left-{n}")).is_error
+                        ids[endpoint].append(said[0])
+                assert gauge(gw.base) == {"/mcp": 4, "/operator/mcp": 3}
+            await until(lambda: gauge(gw.base) == {"/mcp": 1, "/operator/mcp": 0}, "the abandoned sessions to end")
+            assert not (await call(connected, "/mcp", "bob")).is_error
+        await until(lambda: gauge(gw.base) == {"/mcp": 0, "/operator/mcp": 0}, "the DELETE to end the last")
         async with httpx.AsyncClient(timeout=WAIT_S) as raw:
             for endpoint, sessions in ids.items():
                 for session in sessions:

@@ -135,8 +135,10 @@ class RunBinder:
         return set(self._sessions)
 
     def forget(self, session: str) -> None:
-        """The session ended: its run is no longer its calls'."""
-        self._sessions.pop(session, None)
+        """The session ended: its run is no longer its calls', nor kept unless another session's."""
+        run_id = self._sessions.pop(session, None)
+        if run_id is not None and run_id not in self._sessions.values():
+            self._runs.pop(run_id, None)
 
     async def run_for(self, ctx: ServerRequestContext[Any, Any]) -> RunRecord:
         principal = _principal_of(ctx)
