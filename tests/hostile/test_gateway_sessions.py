@@ -3,7 +3,7 @@ operators, each with its handshake sessions on `/mcp` and `/operator/mcp`, send 
 event streams, DELETEs; handshake, stateless and revision-less) naming their own session, another
 key's, or a forged or altered id. Only a key's own session answers it; any other id answers exactly
 as an unknown one (404), every session still serves its owner afterwards, every call is journaled in
-a run of the key that made it, and the gateway prints no traceback."""
+a run of the key that made it, and the gateway prints no traceback. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -30,8 +30,10 @@ ENDPOINTS = ["/mcp", "/operator/mcp"]
 class SessionGateway:
     """The gateway with keys, and the sessions each key holds on each endpoint (opened when first needed)."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.shop, self.db, flags = gateway_flags(tmp_path)
+    def __init__(self, tmp_path: Path, db: str) -> None:
+        self.shop, _, flags = gateway_flags(tmp_path)
+        self.db = db
+        flags[flags.index("--db") + 1] = db
         keys = make_keys(self.db)
         self.keys = dict(zip(NAMES, [*keys.of("/mcp"), *keys.of("/operator/mcp")], strict=True))
         self.log = tmp_path / "gateway.log"
@@ -76,8 +78,8 @@ class SessionGateway:
 
 
 @pytest.fixture
-def sessions_gateway(tmp_path: Path) -> Iterator[SessionGateway]:
-    gateway = SessionGateway(tmp_path)
+def sessions_gateway(tmp_path: Path, db_url: str) -> Iterator[SessionGateway]:
+    gateway = SessionGateway(tmp_path, db_url)
     try:
         yield gateway
     finally:
