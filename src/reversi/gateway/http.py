@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
 import uvicorn
 from mcp.server import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -37,11 +38,12 @@ from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
 from reversi.gateway.proxy import Proxy
 from reversi.gateway.relay import Relay
+from reversi.gateway.revisions import is_modern
+from reversi.gateway.sessions import Sessions, owner, whole_body
 from reversi.gateway.upstream import UpstreamPool
 
 log = logging.getLogger("reversi.gateway")
 
-MAX_BODY = 1024 * 1024
 PRINCIPAL_KEY = "reversi.principal"
 # The endpoints that need a key, and the role each needs: the agents' proxy, then the operator tools.
 GUARDED: tuple[tuple[str, Role], ...] = (("/mcp", Role.AGENT), ("/operator/mcp", Role.OPERATOR))
@@ -87,14 +89,18 @@ class _Guard:
         assert self.app is not None, "the gateway is still starting"
         headers = Headers(scope=scope)
         try:
-            scope[PRINCIPAL_KEY] = await anyio.to_thread.run_sync(self._admit, headers, scope.get("client"))
-        except ReversiError as exc:
+            principal = await anyio.to_thread.run_sync(self._admit, headers, scope.get("client"))
+        except ReversiError as exc:  # answered before any of the body is read
             answer = _error(exc.http_status, exc.code, exc.message)
             if isinstance(exc, Unauthorized):
                 answer.headers["WWW-Authenticate"] = "Bearer"
             await answer(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        scope[PRINCIPAL_KEY] = principal
+        scope["user"] = owner(principal)  # the SDK serves a session to its opener only
+        replay = await whole_body(receive)
+        if replay is not None:
+            await self.app(scope, replay, send)
 
 
 def _principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
@@ -108,35 +114,57 @@ def _principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
 class RunBinder:
     """Which run an HTTP request's calls go to, opening or continuing it on first use."""
 
+    # Runs kept in memory (most recently used): enough for the runs in use, bounded however many a
+    # stateless agent opens; one dropped is read from the store again when it comes back.
+    KEPT_RUNS = 1024
+
     def __init__(self, ledger: Ledger, mode: str) -> None:
         self.ledger = ledger
         self.mode = mode
-        self._runs: dict[str, RunRecord] = {}
-        self._sessions: dict[str, str] = {}
+        self.is_open: Callable[[str], bool] = lambda session: False
+        self._runs: OrderedDict[str, RunRecord] = OrderedDict()
+        self._sessions: dict[str, str] = {}  # a handshake session's id -> its run's id
         self._lock = anyio.Lock()
 
     def known(self, run_id: str) -> RunRecord | None:
         """The run `run_id` as this gateway opened or continued it, if it has."""
         return self._runs.get(run_id)
 
+    def sessions(self) -> set[str]:
+        """The sessions whose run this binder keeps."""
+        return set(self._sessions)
+
+    def forget(self, session: str) -> None:
+        """The session ended: its run is no longer its calls', nor kept unless another session's."""
+        run_id = self._sessions.pop(session, None)
+        if run_id is not None and run_id not in self._sessions.values():
+            self._runs.pop(run_id, None)
+
     async def run_for(self, ctx: ServerRequestContext[Any, Any]) -> RunRecord:
         principal = _principal_of(ctx)
         request = ctx.request
         assert isinstance(request, Request)
         run_id = request.headers.get("reversi-run-id")
-        session = request.headers.get("mcp-session-id")
+        # A stateless (2026) request belongs to no session, whatever header it sends.
+        session = None if is_modern(ctx.protocol_version) else request.headers.get("mcp-session-id")
         async with self._lock:
             if run_id is None and session is not None:
-                run_id = self._sessions.get(f"{principal.name}\n{session}")
+                run_id = self._sessions.get(session)
             record = self._runs.get(run_id) if run_id else None
             if record is None:
                 record = await anyio.to_thread.run_sync(lambda: self._open(principal, run_id, request))
-                self._runs[record.run_id] = record
             else:
                 check_run(principal, record, Access.RECORD)
-            if session is not None:
-                self._sessions[f"{principal.name}\n{session}"] = record.run_id
+            self._keep(record)
+            if session is not None and self.is_open(session):  # not if it ended while the run opened
+                self._sessions[session] = record.run_id
         return record
+
+    def _keep(self, record: RunRecord) -> None:
+        self._runs[record.run_id] = record
+        self._runs.move_to_end(record.run_id)
+        while len(self._runs) > self.KEPT_RUNS:
+            self._runs.popitem(last=False)
 
     def _open(self, principal: Principal, run_id: str | None, request: Request) -> RunRecord:
         run, _ = self.ledger.for_principal(principal).open_run(
@@ -170,15 +198,16 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> S
     runs = RunBinder(ledger, options.mode)
     proxy = Proxy(pool, ledger, runs.run_for, options.call_timeout, metrics)
     operator = Operator(ledger, pool, _principal_for, options.call_timeout)
+    idle, security = options.session_idle_timeout, _security(host)
     managers = [
-        StreamableHTTPSessionManager(
-            app=server,
-            json_response=True,
-            security_settings=_security(host),
-            max_request_body_size=MAX_BODY,
-        )
-        for server in (proxy.server(), operator.server())
+        Sessions(proxy.server(), idle_timeout=idle, security=security, on_end=runs.forget),
+        Sessions(operator.server(), idle_timeout=idle, security=security),
     ]
+    runs.is_open = managers[0].is_open
+    metrics.count_sessions({
+        "/mcp": lambda: len(managers[0].open_ids() | runs.sessions()),
+        "/operator/mcp": lambda: len(managers[1].open_ids()),
+    })
     guards = [_Guard(ledger, role, runs if role is Role.AGENT else None) for _, role in GUARDED]
     for guard, manager in zip(guards, managers, strict=True):
         guard.app = StreamableHTTPASGIApp(manager)

@@ -1,7 +1,7 @@
 """`reversi-gateway`: parse the flags, open the ledger, serve MCP on stdio or HTTP.
 
     reversi-gateway --upstream NAME=COMMAND... | --config FILE [--manifest FILE...] [--mode observe|enforce]
-                    [--run-id RUN] [--db URL] [--http HOST:PORT] [--call-timeout S]
+                    [--run-id RUN] [--db URL] [--http HOST:PORT] [--call-timeout S] [--session-idle-timeout S]
     reversi-gateway operator [the same flags]
 """
 
@@ -24,6 +24,7 @@ from reversi.engine.ledger import Ledger
 from reversi.errors import ConfigError, ReversiError
 from reversi.gateway.options import (
     DEFAULT_CALL_TIMEOUT_S,
+    DEFAULT_SESSION_IDLE_TIMEOUT_S,
     GatewayOptions,
     parse_http,
     parse_upstream_flag,
@@ -67,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--http", metavar="HOST:PORT", help="Serve streamable HTTP at /mcp and /operator/mcp.")
     parser.add_argument("--call-timeout", type=float, default=DEFAULT_CALL_TIMEOUT_S, metavar="S",
                         help=f"Seconds to wait for an upstream's answer (default {DEFAULT_CALL_TIMEOUT_S:g}).")
+    parser.add_argument("--session-idle-timeout", type=float, default=DEFAULT_SESSION_IDLE_TIMEOUT_S, metavar="S",
+                        help="--http: seconds an MCP session may go unused before it ends "
+                        f"(default {DEFAULT_SESSION_IDLE_TIMEOUT_S:g}).")
     parser.add_argument("--actor", default="", help="stdio: the run's actor (its scope, what halts match).")
     parser.add_argument("--tenant", default="", help="stdio: the run's tenant.")
     parser.add_argument("--environment", default="", help="stdio: the run's environment.")
@@ -87,8 +91,9 @@ def parse_options(argv: Sequence[str]) -> GatewayOptions:
         base = str(Path(args.config).parent) if args.config else "."
         upstreams = upstreams_from_config(settings.upstreams, base)
     unique_names(upstreams)
-    if not 0 < args.call_timeout < 86_400:  # NaN too
-        raise ConfigError("--call-timeout must be a positive number of seconds, under a day")
+    for flag, value in (("--call-timeout", args.call_timeout), ("--session-idle-timeout", args.session_idle_timeout)):
+        if not 0 < value < 86_400:  # NaN too
+            raise ConfigError(f"{flag} must be a positive number of seconds, under a day")
     return GatewayOptions(
         upstreams=upstreams,
         db=settings.db,
@@ -101,6 +106,7 @@ def parse_options(argv: Sequence[str]) -> GatewayOptions:
         environment=args.environment,
         http=parse_http(args.http) if args.http else None,
         call_timeout=args.call_timeout,
+        session_idle_timeout=args.session_idle_timeout,
         config=args.config,
     )
 

@@ -5,7 +5,7 @@ Served at `/metrics` when the gateway runs over HTTP; counted on stdio too (nobo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -50,6 +50,10 @@ class GatewayMetrics:
     def answered(self, upstream: str, seconds: float) -> None:
         self._latency.labels(upstream).observe(seconds)
 
+    def count_sessions(self, counts: Mapping[str, Callable[[], int]]) -> None:
+        """Serve `reversi_gateway_sessions{endpoint}`: each endpoint's count, read when scraped."""
+        self.registry.register(_Sessions(counts))
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -71,3 +75,18 @@ class _Upstreams(Collector):
             tools.add_metric([upstream.name], float(len(upstream.tools)))
             restarts.add_metric([upstream.name], float(upstream.restarts))
         yield from (up, tools, restarts)
+
+
+class _Sessions(Collector):
+    """The MCP sessions the gateway holds anything for, by endpoint."""
+
+    def __init__(self, counts: Mapping[str, Callable[[], int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        sessions = GaugeMetricFamily(
+            "reversi_gateway_sessions", "Open MCP sessions (handshake clients), by endpoint.", labels=["endpoint"]
+        )
+        for endpoint, count in self._counts.items():
+            sessions.add_metric([endpoint], float(count()))
+        yield sessions

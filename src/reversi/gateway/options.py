@@ -13,6 +13,7 @@ from reversi.core.upstream_names import UPSTREAM_NAME_RULE, is_upstream_name
 from reversi.errors import ConfigError
 
 DEFAULT_CALL_TIMEOUT_S = 60.0
+DEFAULT_SESSION_IDLE_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class GatewayOptions:
     environment: str = ""
     http: tuple[str, int] | None = None
     call_timeout: float = DEFAULT_CALL_TIMEOUT_S
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT_S
     config: str | None = None
 
 
