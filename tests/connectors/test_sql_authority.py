@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import shlex
 import socket
@@ -25,6 +26,7 @@ from tests.gateway.test_http import _bearer, connect
 from tests.server.conftest import ServerProcess, spawn_server  # noqa: F401  (the fixture)
 
 import reversi
+from reversi.connectors import BadArgument, sql
 from reversi.core.models import utc_now
 from reversi.engine.keys import create_key
 
@@ -36,8 +38,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _shop(tmp_path: Path) -> str:
-    path = tmp_path / "shop.db"
+def _shop(folder: Path) -> str:
+    folder.mkdir(exist_ok=True)
+    path = folder / "shop.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
         conn.execute("INSERT INTO items VALUES (1, 'apple')")
@@ -129,3 +132,57 @@ async def test_a_url_in_db_connects_nowhere_so_a_closed_and_an_open_port_answer_
         with pytest.raises(BlockingIOError):  # nothing ever connected to the open port
             listener.accept()
     assert said == {"bad argument db: give the name of a configured database, not a URL (configured: default)"}
+
+
+def test_the_databases_are_named_by_the_operator_with_one_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    shop, crm = _shop(tmp_path), _shop(tmp_path / "crm")
+    monkeypatch.setenv("REVERSI_SQL_DATABASES", f"shop={shop}\n  crm={crm}")
+    assert sql.select(table="items", key={"id": 1})["db"] == "shop"  # the first is the default
+    assert sql.select(db="crm", table="items", key={"id": 1})["db"] == "crm"
+    with pytest.raises(BadArgument, match=re.escape(
+            "bad argument db: no database named 'CRM' is configured (configured: shop, crm)")):
+        sql.select(db="CRM", table="items", key={"id": 1})
+    monkeypatch.setenv("REVERSI_SQL_DATABASES", f"shop={shop} default={crm}")
+    assert sql.select(table="items", key={"id": 1})["db"] == "default"  # the one named default
+    monkeypatch.setenv("REVERSI_SQL_DATABASES", f"shop={shop}")
+    monkeypatch.setenv("REVERSI_SQL_URL", crm)
+    assert sql.select(table="items", key={"id": 1})["db"] == "default"  # REVERSI_SQL_URL is that one
+    with pytest.raises(BadArgument, match=re.escape("not a URL (configured: default, shop)")):
+        sql.select(db=crm, table="items", key={"id": 1})
+
+
+@pytest.mark.parametrize(("databases", "url", "said"), [
+    ("shop", None, "REVERSI_SQL_DATABASES: entry 1 is not NAME=URL"),
+    ("a=sqlite:///a.db crm:postgresql://u:hunter2@127.0.0.1/x", None, "REVERSI_SQL_DATABASES: entry 2 is not NAME=URL"),
+    ("a=sqlite:///a.db a=sqlite:///b.db", None, "REVERSI_SQL_DATABASES: the name a is given twice"),
+    ("a=mysql://u:hunter2@127.0.0.1/x", None, "REVERSI_SQL_DATABASES: a: the URL must start with sqlite:/// or "),
+    ("../x=sqlite:///a.db", None, "REVERSI_SQL_DATABASES: entry 1 is not NAME=URL"),
+    (None, "127.0.0.1:5432", "REVERSI_SQL_URL: the URL must start with sqlite:/// or postgresql://"),
+    ("default=sqlite:///a.db", "sqlite:///b.db", "REVERSI_SQL_URL and REVERSI_SQL_DATABASES both name the database"),
+])
+def test_a_malformed_configuration_is_one_line_naming_the_variable_and_no_password(
+    databases: str | None, url: str | None, said: str
+) -> None:
+    env = {k: v for k, v in {"REVERSI_SQL_DATABASES": databases, "REVERSI_SQL_URL": url}.items() if v is not None}
+    request = {"tool": "sql.select", "arguments": {"table": "items", "key": {"id": 1}}}
+    done = connectors_cli("read", stdin=json.dumps(request), env=env)
+    assert done.code == 1 and done.err.startswith(said) and done.err.count("\n") == 1, done.err
+    assert "hunter2" not in done.err and not Path("a.db").exists()
+
+
+def test_the_store_this_process_was_given_is_refused_by_its_url_before_it_has_a_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shop = _shop(tmp_path)
+    (tmp_path / "link.db").symlink_to(tmp_path / "shop.db")
+    monkeypatch.setenv("REVERSI_DB", "sqlite:///link.db")  # the same file, spelled otherwise
+    monkeypatch.setenv("REVERSI_SQL_DATABASES", f"ledger={shop}")
+    before = sqlite3.connect(tmp_path / "shop.db").execute("SELECT * FROM items").fetchall()
+    done = connectors_cli("read", stdin=json.dumps({"tool": "sql.select", "arguments": {"table": "items",
+                                                                                         "key": {"id": 1}}}))
+    assert (done.code, done.err) == (
+        1, "bad argument db: ledger is Reversi's own store: the sql connector never acts on it\n")
+    with pytest.raises(BadArgument, match="ledger is Reversi's own store"):
+        sql.insert(table="items", rows=[{"name": "kiwi"}])
+    assert sqlite3.connect(tmp_path / "shop.db").execute("SELECT * FROM items").fetchall() == before
