@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import copy
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from tests.connectors.test_sql import SCHEMA, SEED, Target, _postgres_shop
+from tests.connectors.test_sql import SCHEMA, Target, target  # noqa: F401  (the fixture: the shop, as `shop`)
 from tests.hostile.fuzz import fuzz_settings, tried
 
 from reversi.connectors import ConnectorError, sql
@@ -28,19 +27,6 @@ SEAL = "reversi_seal"
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                     max_leaves=12)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
-    """The shop (the only configured database, `shop`), and the connector folder under `tmp_path`."""
-    monkeypatch.setenv("REVERSI_CONNECTOR_DIR", str(tmp_path / "connectors"))
-    if request.param == "sqlite":
-        found = Target("sqlite", f"sqlite:///{tmp_path}/shop.db")
-        found.execute(*SCHEMA["sqlite"], *SEED)
-        yield found.configure(monkeypatch)
-        return
-    with _postgres_shop() as found:
-        yield found.configure(monkeypatch)
 
 
 def _files(root: Path) -> dict[str, tuple[int, int]]:
@@ -63,7 +49,7 @@ def _db_values(tmp_path: Path, open_port: int, closed_port: int) -> st.SearchStr
     return urls | paths | keywords | near | st.text(max_size=40) | JSON
 
 
-def test_no_db_value_opens_anything_the_operator_did_not_configure(target: Target, tmp_path: Path) -> None:
+def test_no_db_value_opens_anything_the_operator_did_not_configure(target: Target, tmp_path: Path) -> None:  # noqa: F811
     (tmp_path / "elsewhere").mkdir()
     Target("sqlite", f"sqlite:///{tmp_path}/elsewhere/other.db").execute(*SCHEMA["sqlite"])
     select = sql.CONNECTOR.tool("sql.select")
@@ -127,7 +113,7 @@ def _mutated(draw: st.DrawFn, genuine: dict[str, dict[str, Any]]) -> Any:
 
 
 @pytest.mark.parametrize("compensation", ["sql.delete_rows", "sql.restore_rows"])
-def test_no_forged_result_makes_a_compensation_change_a_row(target: Target, compensation: str) -> None:
+def test_no_forged_result_makes_a_compensation_change_a_row(target: Target, compensation: str) -> None:  # noqa: F811
     genuine = _genuine()
     accepted = [genuine["insert"]] if compensation == "sql.delete_rows" else [genuine["update"], genuine["delete"]]
     tool = sql.CONNECTOR.tool(compensation)
