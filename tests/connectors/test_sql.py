@@ -41,10 +41,16 @@ SEED = [
 
 
 class Target:
-    """The database the agent acts on, read back as plain rows."""
+    """The database the agent acts on (configured as `shop`), read back as plain rows."""
+
+    name = "shop"
 
     def __init__(self, kind: str, url: str) -> None:
         self.kind, self.url = kind, url
+
+    def configure(self, monkeypatch: pytest.MonkeyPatch) -> Target:
+        monkeypatch.setenv("REVERSI_SQL_DATABASES", f"{self.name}={self.url}")
+        return self
 
     def execute(self, *statements: str) -> None:
         if self.kind == "sqlite":
@@ -84,14 +90,14 @@ def _postgres_shop(password: str = "") -> Iterator[Target]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+def target(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
     if request.param == "sqlite":
         found = Target("sqlite", f"sqlite:///{tmp_path}/shop.db")
         found.execute(*SCHEMA["sqlite"], *SEED)
-        yield found
+        yield found.configure(monkeypatch)
         return
     with _postgres_shop() as found:
-        yield found
+        yield found.configure(monkeypatch)
 
 
 def _agent_run(ledger: reversi.Ledger, db: str) -> str:
@@ -113,7 +119,7 @@ def test_a_rollback_through_the_cli_puts_every_row_back(
 ) -> None:
     before = target.rows()
     with reversi.open(db_url, manifests=[str(MANIFEST)]) as ledger:
-        run_id = _agent_run(ledger, target.url)
+        run_id = _agent_run(ledger, target.name)
     assert target.rows() != before
 
     done = rollback(run_id, MANIFEST)
@@ -128,9 +134,8 @@ def test_a_row_changed_since_the_step_is_left_alone_and_the_step_stays_standing(
 ) -> None:
     with reversi.open(db_url, manifests=[str(MANIFEST)]) as ledger:
         run = ledger.start_run()
-        run.call("sql.update", {"db": target.url, "table": "items", "key": {"id": 3}, "values": {"qty": 10}},
-                 sql.update)
-        run.call("sql.insert", {"db": target.url, "table": "items", "rows": [{"id": 7, "name": "lime"}]}, sql.insert)
+        run.call("sql.update", {"db": "shop", "table": "items", "key": {"id": 3}, "values": {"qty": 10}}, sql.update)
+        run.call("sql.insert", {"db": "shop", "table": "items", "rows": [{"id": 7, "name": "lime"}]}, sql.insert)
     target.execute("UPDATE items SET qty = 11 WHERE id = 3", "UPDATE items SET name = 'key lime' WHERE id = 7")
     changed = target.rows()
 
@@ -150,7 +155,7 @@ def test_each_compensation_repeated_with_its_key_changes_nothing_and_answers_the
 ) -> None:
     before = target.rows()
     with reversi.open(db_url, manifests=[str(MANIFEST)]) as ledger:
-        run_id = _agent_run(ledger, target.url)
+        run_id = _agent_run(ledger, target.name)
     for call in compensation_calls(plan(run_id, MANIFEST).json()):
         first = connectors_cli("compensate", stdin=json.dumps(call))
         assert first.code == 0, first.err
@@ -161,7 +166,7 @@ def test_each_compensation_repeated_with_its_key_changes_nothing_and_answers_the
     assert target.rows() == before
 
 
-def test_a_password_is_never_journaled_and_the_undo_finds_it_in_the_environment(
+def test_a_password_stays_in_the_configuration_and_results_name_the_database(
     db_url: str, rollback: Callable[..., Done], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with _postgres_shop(password="s3cret") as target:
@@ -170,7 +175,7 @@ def test_a_password_is_never_journaled_and_the_undo_finds_it_in_the_environment(
         with reversi.open(db_url, manifests=[str(MANIFEST)]) as ledger:
             run = ledger.start_run()
             result = run.call("sql.delete", {"table": "items", "key": {"id": 1}}, sql.delete)
-        assert "s3cret" not in json.dumps(result) and result["db"].startswith("postgresql://postgres@")
+        assert "s3cret" not in json.dumps(result) and result["db"] == "default"
 
         assert rollback(run.id, MANIFEST).code == 0
         assert target.rows() == before
@@ -180,48 +185,52 @@ def test_a_password_is_never_journaled_and_the_undo_finds_it_in_the_environment(
 
 def test_names_from_arguments_must_be_in_the_live_schema(target: Target) -> None:
     with pytest.raises(BadArgument, match=re.escape("bad argument table: no table 'items; DROP TABLE items'")):
-        sql.select(db=target.url, table="items; DROP TABLE items", key={"id": 1})
+        sql.select(db=target.name, table="items; DROP TABLE items", key={"id": 1})
     with pytest.raises(BadArgument, match=re.escape("""bad argument values: items has no column 'qty" = 0; --'""")):
-        sql.update(db=target.url, table="items", key={"id": 1}, values={'qty" = 0; --': 1})
+        sql.update(db=target.name, table="items", key={"id": 1}, values={'qty" = 0; --': 1})
     with pytest.raises(BadArgument, match="bad argument key: expected the primary key of items: id"):
-        sql.delete(db=target.url, table="items", key={"name": "apple"})
+        sql.delete(db=target.name, table="items", key={"name": "apple"})
     with pytest.raises(BadArgument, match="log has no primary key"):
-        sql.insert(db=target.url, table="log", rows=[{"line": "x"}])
+        sql.insert(db=target.name, table="log", rows=[{"line": "x"}])
     with pytest.raises(BadArgument, match="bad argument values: give columns to set, not the primary key"):
-        sql.update(db=target.url, table="items", key={"id": 1}, values={"id": 5})
+        sql.update(db=target.name, table="items", key={"id": 1}, values={"id": 5})
     assert len(target.rows()["items"]) == 3
 
 
-def test_a_table_name_is_matched_exactly_and_quoted() -> None:
+def test_a_table_name_is_matched_exactly_and_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
     with _postgres_shop() as target:  # the column with a quote in its name is in the PostgreSQL schema
-        done = sql.update(db=target.url, table="tags", key={"item_id": 1, "tag": "fruit"},
+        target.configure(monkeypatch)
+        done = sql.update(db=target.name, table="tags", key={"item_id": 1, "tag": "fruit"},
                           values={'Odd "name"': "y"})
-        assert sql.select(db=target.url, table="tags", keys=done["keys"])["row"]['Odd "name"'] == "y"
+        assert sql.select(db=target.name, table="tags", keys=done["keys"])["row"]['Odd "name"'] == "y"
         with pytest.raises(BadArgument, match="no table 'ITEMS'"):
-            sql.select(db=target.url, table="ITEMS", key={"id": 1})
+            sql.select(db=target.name, table="ITEMS", key={"id": 1})
 
 
 def test_a_failed_statement_changes_nothing_and_says_what_the_database_said(target: Target) -> None:
     rows = [{"id": 50, "name": "ok"}, {"id": 51, "name": None}]
     with pytest.raises(reversi.errors.ReversiError, match=r"NOT NULL|not-null"):
-        sql.insert(db=target.url, table="items", rows=rows)
-    assert sql.select(db=target.url, table="items", key={"id": 50})["count"] == 0
+        sql.insert(db=target.name, table="items", rows=rows)
+    assert sql.select(db=target.name, table="items", key={"id": 50})["count"] == 0
 
 
 def test_restore_puts_back_all_rows_or_none(target: Target) -> None:
-    deleted = sql.delete(db=target.url, table="items", key={"id": 1})
+    deleted = sql.delete(db=target.name, table="items", key={"id": 1})
     target.execute("INSERT INTO items (id, name) VALUES (1, 'impostor')")
     with pytest.raises(ChangedSince, match=r"^changed since step 4: the row of items with id=1 exists again$"):
-        sql.restore_rows("items", deleted["images"], deleted["images_sha256"], db=deleted["db"], step=4)
-    assert sql.select(db=target.url, table="items", key={"id": 1})["row"]["name"] == "impostor"
+        sql.restore_rows(deleted, step=4)
+    assert sql.select(db=target.name, table="items", key={"id": 1})["row"]["name"] == "impostor"
 
 
-def test_a_missing_sqlite_file_is_not_created(tmp_path: Path) -> None:
-    with pytest.raises(BadArgument, match="no SQLite database at"):
-        sql.select(db=f"sqlite:///{tmp_path}/nothing.db", table="items", key={"id": 1})
-    assert not (tmp_path / "nothing.db").exists()
+def test_a_missing_sqlite_file_is_not_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     done = connectors_cli("read", stdin=json.dumps({"tool": "sql.select", "arguments": {"table": "t", "key": {}}}))
-    assert (done.code, done.err) == (1, "bad argument db: required (or set REVERSI_SQL_URL)\n")
+    assert (done.code, done.err) == (
+        1, "bad argument db: no database is configured (set REVERSI_SQL_DATABASES or REVERSI_SQL_URL)\n")
+    monkeypatch.setenv("REVERSI_SQL_DATABASES", f"gone=sqlite:///{tmp_path}/nothing.db")
+    missing = f"bad argument db: gone: no SQLite database at {tmp_path}/nothing.db"
+    with pytest.raises(BadArgument, match=re.escape(missing)):
+        sql.select(db="gone", table="items", key={"id": 1})
+    assert not (tmp_path / "nothing.db").exists()
 
 
 def test_the_shipped_manifests_pass_the_real_check(tmp_path: Path) -> None:

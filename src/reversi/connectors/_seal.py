@@ -118,7 +118,9 @@ def unseal(value: Any, tools: Collection[str]) -> Sealed:
     if not isinstance(seal_, Mapping):
         raise UntrustedResult(f"the result carries no seal: it is not a result of {names} made by this connector")
     tool, args, mac = seal_.get("tool"), seal_.get("args"), seal_.get("mac")
-    if not isinstance(tool, str) or not isinstance(args, Mapping) or not isinstance(mac, str):
+    version = seal_.get("v")
+    if not isinstance(tool, str) or not isinstance(args, Mapping) or not isinstance(mac, str) \
+            or type(version) is not int or version != _VERSION:  # not True, which equals 1
         raise UntrustedResult("the result's seal is malformed")
     if tool not in tools:
         raise UntrustedResult(f"the result is sealed as one of {tool}, not of {names}")

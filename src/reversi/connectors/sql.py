@@ -1,10 +1,12 @@
 """The `sql` connector: rows named by primary key in SQLite or PostgreSQL, each change undoable.
 
-A forward call reads each row it touches under a lock (`BEGIN IMMEDIATE`, `SELECT ... FOR
-UPDATE`) before and after the change, in one transaction, and keeps both images as one
-content-addressed snapshot; its result names the database (without its password), the table,
-the rows' keys and the snapshot, plus the digest of the rows as they were, for a read-back to
-expect. An undo puts each row back only while it still equals what the step left.
+An agent names one of the databases the operator configured (`_sql_db`). A forward call reads each
+row it touches under a lock (`BEGIN IMMEDIATE`, `SELECT ... FOR UPDATE`) before and after the change,
+in one transaction, and keeps both images as one content-addressed snapshot; its result, sealed
+(`_seal`), names the database by its configured name, the table, the rows' keys and the snapshot's
+digest, plus the digest of the rows as they were, for a read-back to expect. An undo takes that whole
+result, acts only on what its seal covers, and puts each row back only while it still equals what
+the step left.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 
 from reversi.connectors import _snapshots
 from reversi.connectors._base import STEP, Connector, Param, Tool, ToolKind
-from reversi.connectors._sql_db import SQL_URL, Database, Row, Table, open_database
+from reversi.connectors._seal import KEY, Sealed, sealed, unseal
+from reversi.connectors._sql_db import SQL_DATABASES, SQL_URL, Database, Row, Table, open_database
 from reversi.core.json_values import canonical
 from reversi.errors import BadArgument, ChangedSince, ConnectorError
 
@@ -49,10 +52,10 @@ def _read(database: Database, table: Table, key: Mapping[str, Any], argument: st
 
 def _keep(database: Database, table: Table, images: list[Image]) -> dict[str, Any]:
     """Keep the images as a snapshot; the forward result naming it."""
-    document = {"db": database.url, "table": table.name, "key": list(table.key), "rows": images}
+    document = {"db": database.name, "table": table.name, "key": list(table.key), "rows": images}
     sha = _snapshots.store(json.dumps(document, sort_keys=True).encode())
-    return {"db": database.url, "table": table.name, "keys": [image["key"] for image in images],
-            "images": sha, "images_sha256": sha, "before_sha256": rows_sha256([i["before"] for i in images])}
+    return {"db": database.name, "table": table.name, "keys": [image["key"] for image in images],
+            "images": sha, "before_sha256": rows_sha256([i["before"] for i in images])}
 
 
 def _columns(table: Table, row: Any, argument: str) -> list[str]:
@@ -65,6 +68,7 @@ def _columns(table: Table, row: Any, argument: str) -> list[str]:
 # --- forward tools -----------------------------------------------------------------------------
 
 
+@sealed("sql.insert")
 def insert(table: str, rows: list[Any], db: str | None = None) -> dict[str, Any]:
     """Insert rows; the result names each row's primary key (generated ones included).
 
@@ -88,6 +92,7 @@ def insert(table: str, rows: list[Any], db: str | None = None) -> dict[str, Any]
             return _keep(database, found, images)
 
 
+@sealed("sql.update")
 def update(table: str, key: dict[str, Any], values: dict[str, Any], db: str | None = None) -> dict[str, Any]:
     """Set some columns of the row with this primary key (the key itself cannot change).
 
@@ -109,6 +114,7 @@ def update(table: str, key: dict[str, Any], values: dict[str, Any], db: str | No
             return _keep(database, found, [image])
 
 
+@sealed("sql.delete")
 def delete(table: str, key: dict[str, Any], db: str | None = None) -> dict[str, Any]:
     """Delete the row with this primary key, keeping its before-image.
 
@@ -142,7 +148,7 @@ def _failures(database: Database) -> Iterator[None]:
     except Exception as exc:
         if not type(exc).__module__.startswith(("sqlite3", "psycopg")):
             raise
-        raise ConnectorError(f"{database.url}: {' '.join(str(exc).split())}") from exc
+        raise ConnectorError(f"{database.name}: {' '.join(str(exc).split())}") from exc
 
 
 def _describe(key: Mapping[str, Any]) -> str:
@@ -152,10 +158,11 @@ def _describe(key: Mapping[str, Any]) -> str:
 # --- compensations -----------------------------------------------------------------------------
 
 
-def _images(path: str, sha256: str, table: Table) -> list[Image]:
-    document = json.loads(_snapshots.load(sha256))
-    if document.get("table") != table.name or document.get("key") != list(table.key):
-        raise BadArgument("images", f"the snapshot is of {document.get('table')}, not {table.name}")
+def _images(made: dict[str, Any], database: Database, table: Table) -> list[Image]:
+    """The images the sealed result `made` names, from the snapshot kept under its digest."""
+    document = json.loads(_snapshots.load(made.get("images", "")))
+    if [document.get(k) for k in ("db", "table", "key")] != [database.name, table.name, list(table.key)]:
+        raise ConnectorError(f"snapshot {made['images']} is not of {table.name} in {database.name}")
     images: list[Image] = document["rows"]
     return images
 
@@ -191,42 +198,45 @@ def _difference(table: Table, key: Mapping[str, Any], now: Row | None, left: Row
     return f"{row}: {column} is {json.dumps(now.get(column))}, the step left {json.dumps(left.get(column))}"
 
 
-def restore_rows(table: str, images: str, images_sha256: str, db: str | None = None,
-                 step: int | None = None) -> dict[str, Any]:
+def restore_rows(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
     """Put each row back to its before-image, only while it still equals what the step left.
 
-    All rows or none: one that changed since leaves every row as it is. A repeat finds the rows
+    `result` is the whole result of the `sql.update` or `sql.delete` being undone, as it returned
+    it. All rows or none: one that changed since leaves every row as it is. A repeat finds the rows
     already back and answers the same.
 
     Raises:
+        UntrustedResult: `result` is not one this connector sealed for those tools.
         ChangedSince: a row differs from the step's after-image.
         ConnectorError: the snapshot is missing or damaged, or the database refused.
     """
-    return _restore(table, images, images_sha256, db, step, inserted_only=False)
+    return _restore(unseal(result, _CHANGES), step)
 
 
-def delete_rows(table: str, images: str, images_sha256: str, db: str | None = None,
-                step: int | None = None) -> dict[str, Any]:
-    """Delete the rows an insert made, only while each still equals what the insert left.
+def delete_rows(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+    """Delete the rows an `sql.insert` made (its whole `result`), only while each still equals what it left.
 
     Raises:
-        BadArgument: the snapshot is not an insert's.
+        UntrustedResult: `result` is not one this connector sealed for `sql.insert`.
         ChangedSince: a row differs from what the insert left.
     """
-    return _restore(table, images, images_sha256, db, step, inserted_only=True)
+    return _restore(unseal(result, _INSERTS), step)
 
 
-def _restore(table: str, images: str, images_sha256: str, db: str | None, step: int | None,
-             *, inserted_only: bool) -> dict[str, Any]:
+_INSERTS, _CHANGES = ("sql.insert",), ("sql.update", "sql.delete")
+
+
+def _restore(made: Sealed, step: int | None) -> dict[str, Any]:
+    db, table = made.result.get("db"), made.result.get("table")
+    if not isinstance(db, str) or not isinstance(table, str):
+        raise ConnectorError(f"the sealed result of {made.tool} names no database and table")
     with _opened(db) as database:
         found = database.table(table)
-        kept = _images(images, images_sha256, found)
-        if inserted_only and any(image["before"] is not None for image in kept):
-            raise BadArgument("images", "these rows existed before the step: undo it with sql.restore_rows")
+        kept = _images(made.result, database, found)
         with _failures(database), database.transaction():
             for image in kept:
                 _put_back(database, found, image, step)
-        return {"db": database.url, "table": found.name, "keys": [i["key"] for i in kept], "rows": len(kept)}
+        return {"db": database.name, "table": found.name, "keys": [i["key"] for i in kept], "rows": len(kept)}
 
 
 # --- read ----------------------------------------------------------------------------------------
@@ -245,21 +255,20 @@ def select(table: str, key: dict[str, Any] | None = None, keys: list[Any] | None
         found = database.table(table)
         wanted = [key] if key is not None else list(keys or [])
         rows = [r for k in wanted if (r := _read(database, found, k, lock=False)) is not None]
-        return {"db": database.url, "table": found.name, "rows": rows, "count": len(rows),
+        return {"db": database.name, "table": found.name, "rows": rows, "count": len(rows),
                 "row": rows[0] if rows else None, "sha256": rows_sha256(list(rows))}
 
 
-_DB = Param("db", "string", f"the database URL (sqlite:///PATH or postgresql://...); default {SQL_URL.name}",
-            required=False)
+_DB = Param("db", "string", "the name of a database the operator configured (never a URL);"
+            " without it, the default one", required=False)
 _TABLE = Param("table", "string", "the table's name, exactly as the schema has it")
 _KEY = Param("key", "object", "the primary key's columns and values")
-_IMAGES = (Param("images", "string", "the snapshot of the rows (the forward result's `images`)"),
-           Param("images_sha256", "string", "its digest (`images_sha256`)"))
+_RESULT = Param("result", "object", "the forward call's whole result, as it returned it (sealed)")
 
 CONNECTOR = Connector(
     name="sql",
     description="rows by primary key in SQLite or PostgreSQL",
-    settings=(SQL_URL, _snapshots.SETTING),
+    settings=(SQL_DATABASES, SQL_URL, _snapshots.SETTING, KEY),
     tools=(
         Tool("sql.insert", ToolKind.FORWARD, insert, "Insert rows; answers their primary keys.",
              (_DB, _TABLE, Param("rows", "array", "the rows, each an object of column values"))),
@@ -268,9 +277,9 @@ CONNECTOR = Connector(
         Tool("sql.delete", ToolKind.FORWARD, delete, "Delete the row with a primary key.", (_DB, _TABLE, _KEY),
              destructive=True),
         Tool("sql.delete_rows", ToolKind.COMPENSATION, delete_rows, "Delete the rows an insert made, if unchanged.",
-             (_DB, _TABLE, *_IMAGES, STEP), destructive=True, idempotent=True),
+             (_RESULT, STEP), destructive=True, idempotent=True),
         Tool("sql.restore_rows", ToolKind.COMPENSATION, restore_rows, "Put rows back to their before-images.",
-             (_DB, _TABLE, *_IMAGES, STEP), destructive=True, idempotent=True),
+             (_RESULT, STEP), destructive=True, idempotent=True),
         Tool("sql.select", ToolKind.READ, select, "The rows with some primary keys.",
              (_DB, _TABLE, Param("key", "object", "one primary key", required=False),
               Param("keys", "array", "several primary keys", required=False))),
