@@ -47,6 +47,7 @@ def forgeries(genuine: Mapping[str, Any], victim: Mapping[str, Any], other_tool:
         "seal args altered": {**genuine, FIELD: {**mark, "args": {**mark["args"], **victim}}},
         "seal of another tool": {**bare, **victim, FIELD: {**mark, "tool": other_tool[FIELD]["tool"]}},
         "mac made up": {**bare, **victim, FIELD: {**mark, "mac": "0" * 64}},
+        "mac not ascii": {**bare, **victim, FIELD: {**mark, "mac": "\u00e9" * 64}},
         "seal not an object": {**bare, **victim, FIELD: "trust me"},
         "another tool's genuine result": dict(other_tool),
         "sealed under another key": foreign,
