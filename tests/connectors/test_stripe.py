@@ -194,3 +194,28 @@ def test_a_servers_rollback_job_refunds_the_agents_sealed_charge_and_not_the_for
                                                     " changed after it was sealed")
     assert fake.charges[victim["id"]]["refunded"] is False and fake.charges[own["id"]]["refunded"] is True
     assert [r["charge"] for r in fake.refunds.values()] == [own["id"]]
+
+
+def test_a_charge_an_operator_found_by_hand_is_refunded_once_she_seals_it(fake: FakeStripe) -> None:
+    """A timed-out charge settled by hand: the result read from Stripe is not sealed, so the refund
+    refuses it until `reversi-connectors seal` (which needs the connector's key) vouches for it."""
+    charge = stripe.create_charge(amount=1900, currency="usd")
+    found = stripe.get_charge(charge["id"])
+    call = {"tool": "stripe.refund", "args": {"result": found, "step": 4}}
+    assert connectors_cli("compensate", stdin=json.dumps(call)).err == (
+        "untrusted result: the result carries no seal: it is not a result of stripe.create_charge made by this"
+        " connector\n")
+    vouched = connectors_cli("seal", stdin=json.dumps({"tool": "stripe.create_charge", "result": found,
+                                                       "arguments": {"amount": 1900, "currency": "usd"}}))
+    assert vouched.code == 0, vouched.err
+    done = connectors_cli("compensate", stdin=json.dumps({**call, "args": {"result": vouched.json(), "step": 4}}))
+    assert done.code == 0 and fake.charges[charge["id"]]["refunded"] is True, done.err
+    for request, error in [
+        ({"tool": "stripe.refund", "result": found}, "unknown tool: stripe.refund (it is a compensation tool, not a"
+                                                     " forward tool)"),
+        ({"tool": "stripe.create_charge", "arguments": {"amount": 1, "currency": "usd"}, "result": "ch_1"},
+         "bad argument result: expected the forward call's result as a JSON object"),
+        ({"tool": "stripe.create_charge", "result": found}, "bad argument amount: required"),
+    ]:
+        refused = connectors_cli("seal", stdin=json.dumps(request))
+        assert (refused.code, refused.out, refused.err) == (1, "", error + "\n")
