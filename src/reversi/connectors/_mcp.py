@@ -134,14 +134,20 @@ class BearerOnly:
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] != "lifespan":
             given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
             if not hmac.compare_digest(given, self._expected):
-                refused = JSONResponse({"error": f"unauthorized: send Authorization: Bearer with {TOKEN.name}"}, 401,
-                                       headers={"WWW-Authenticate": 'Bearer realm="reversi-connectors"'})
-                await refused(scope, receive, send)
+                await self._refuse(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":  # closed before it is accepted: the client sees 403
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        refused = JSONResponse({"error": f"unauthorized: send Authorization: Bearer with {TOKEN.name}"}, 401,
+                               headers={"WWW-Authenticate": 'Bearer realm="reversi-connectors"'})
+        await refused(scope, receive, send)
 
 
 def serve_http(connectors: Sequence[Connector], host: str, port: int, token: str) -> None:
