@@ -7,17 +7,25 @@ import json
 import os
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
-import anyio
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters, types
-from tests.connectors.conftest import CONNECTORS, connectors_cli, reversi_cli
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from tests.connectors.conftest import CONNECTORS, connectors_cli, reversi_cli, run_command
+from tests.connectors.fake_server import URL, served_with
 
 from reversi.connectors import connectors
+from reversi.demo.fakes.stripe import KEY, FakeStripe
+
+GATEWAY = str(Path(sys.executable).parent / "reversi-gateway")
 
 IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
 
@@ -141,31 +149,114 @@ def _free_port() -> int:
         return port
 
 
+TOKEN = "a-bearer-token-of-more-than-32-characters"
+
+
+def _listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    pytest.fail(f"reversi-connectors serve --http did not listen on {port} (exit {proc.poll()})")
+
+
 @pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    with (tmp_path / "serve.stderr").open("w") as stderr:
-        proc = subprocess.Popen([CONNECTORS, "serve", "fs", "--http", f"127.0.0.1:{port}"], stderr=stderr)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
+def http_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
+    """`serve NAMES --http` on a free loopback port, with REVERSI_CONNECTORS_TOKEN set; yields its /mcp URL."""
+    monkeypatch.setenv("REVERSI_CONNECTORS_TOKEN", TOKEN)
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*names: str) -> str:
+        port = _free_port()
+        with (tmp_path / f"serve-{len(started)}.stderr").open("w") as stderr:
+            started.append(subprocess.Popen([CONNECTORS, "serve", *names, "--http", f"127.0.0.1:{port}"],
+                                            stderr=stderr))
+        _listening(port, started[-1])
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for proc in started:
         proc.terminate()
         proc.wait(30)
 
 
+@asynccontextmanager
+async def _bearing(url: str, token: str) -> AsyncIterator[Client]:
+    async with (create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+                Client(streamable_http_client(url, http_client=http), cache=None) as client):
+        yield client
+
+
 @pytest.mark.anyio
-async def test_serve_over_http_answers_at_mcp(http_server: str, tmp_path: Path) -> None:
-    host, port = http_server.split("//")[1].split("/")[0].split(":")
-    with anyio.fail_after(30):
-        while True:
-            try:
-                await (await anyio.connect_tcp(host, int(port))).aclose()
-                break
-            except OSError:
-                await anyio.sleep(0.05)
-    async with Client(http_server, cache=None) as client:
+async def test_serve_over_http_answers_at_mcp_to_the_bearer_of_its_token(
+    http_server: Callable[..., str], tmp_path: Path
+) -> None:
+    url = http_server("fs")
+    async with _bearing(url, TOKEN) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
         assert "fs.write_file" in names
         answer = await client.call_tool("fs.stat", {"path": "nothing.txt"})
         assert answer.structured_content == {"root": str(tmp_path), "path": "nothing.txt", "exists": False,
                                              "type": None, "sha256": None, "size": None, "mode": None}
+
+
+def test_serve_over_http_answers_401_and_runs_no_tool_without_its_token(
+    http_server: Callable[..., str], tmp_path: Path
+) -> None:
+    url = http_server("fs")
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "fs.write_file", "arguments": {"path": "pwned.txt", "content": "x"}}}
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {TOKEN}x"},
+                 {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN}, {"Authorization": f"bearer{TOKEN}"}):
+        answer = httpx.post(url, json=call, headers={**accept, **auth}, timeout=30)
+        assert answer.status_code == 401, (auth, answer.text)
+        assert answer.headers["www-authenticate"].startswith("Bearer")
+        assert httpx.get(url, headers=auth, timeout=30).status_code == 401
+    assert not (tmp_path / "pwned.txt").exists()
+
+
+@pytest.mark.parametrize(("token", "error"), [
+    (None, "REVERSI_CONNECTORS_TOKEN is not set: serve --http answers only requests that carry it as a bearer"
+           " token (make one with: openssl rand -hex 32)"),
+    ("short", "REVERSI_CONNECTORS_TOKEN must be at least 32 characters long"),
+])
+def test_serve_over_http_does_not_start_without_a_token(token: str | None, error: str) -> None:
+    env = {"REVERSI_CONNECTORS_TOKEN": token} if token else {}
+    done = connectors_cli("serve", "fs", "--http", f"127.0.0.1:{_free_port()}", env=env)
+    assert (done.code, done.out, done.err) == (1, "", error + "\n")
+
+
+def _gateway(config: Path, db: str, manifest: Path, *args: str) -> Client:
+    """`reversi-gateway [operator] --config CONFIG ...`: `args` come first (`operator`, or `--run-id RUN`)."""
+    params = StdioServerParameters(command=GATEWAY, args=[*args, "--config", str(config), "--db", db, "-m",
+                                                          str(manifest)], env=dict(os.environ), cwd=os.getcwd())
+    return Client(params, cache=None)
+
+
+@pytest.mark.anyio
+async def test_the_gateway_sends_the_token_its_config_names_and_rolls_back_through_serve_http(
+    http_server: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
+        url = http_server("stripe")
+        config, manifest, db = tmp_path / "gateway.yaml", tmp_path / "stripe.yaml", f"sqlite:///{tmp_path}/r.db"
+        config.write_text(f"upstreams:\n  c: {{url: '{url}', token_env: REVERSI_CONNECTORS_TOKEN}}\n")
+        manifest.write_text(connectors_cli("manifest", "stripe").out)
+        async with _gateway(config, db, manifest, "--run-id", "run_pay") as agent:
+            charge = await agent.call_tool("stripe.create_charge", {"amount": 500, "currency": "eur"})
+            assert not charge.is_error and charge.structured_content is not None, charge.content
+        async with _gateway(config, db, manifest, "operator") as operator:
+            done = await operator.call_tool("reversi.execute_rollback", {"run_id": "run_pay", "confirm": True})
+    assert done.structured_content is not None and done.structured_content["compensated"] == [0], done.content
+    assert fake.charges[charge.structured_content["id"]]["refunded"] is True
+
+
+def test_the_gateway_refuses_a_token_variable_that_is_not_set(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.yaml"
+    config.write_text("upstreams:\n  c: {url: 'http://127.0.0.1:9/mcp', token_env: NOT_SET_ANYWHERE}\n")
+    done = run_command([GATEWAY, "--config", str(config), "--db", f"sqlite:///{tmp_path}/r.db"])
+    assert done.code == 1 and done.err.strip().splitlines()[-1] == "reversi-gateway: error: " + (
+        "upstreams.c.token_env: NOT_SET_ANYWHERE is not set (it holds the bearer token for the upstream)"), done.err

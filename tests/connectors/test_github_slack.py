@@ -10,6 +10,7 @@ import pytest
 from tests.connectors.conftest import Done, compensation_calls, connectors_cli
 from tests.connectors.fake_github import TOKEN, USER, FakeGitHub
 from tests.connectors.fake_server import URL, served_with
+from tests.connectors.forged import assert_refused, forgeries
 
 import reversi
 from reversi.connectors import DownstreamError, github, slack
@@ -104,10 +105,11 @@ def test_github_errors_name_the_status_and_githubs_message(hub: FakeGitHub, monk
         github.create_repo(name="taken")
     with pytest.raises(DownstreamError, match=r"HTTP 404: Not Found$"):
         github.get_issue(repo=f"{USER}/nothing", number=1)
-    hub.fail_next(f"GET /repos/{USER}/taken", 503, {"message": "Service Unavailable"})
+    mine = github.create_repo(name="mine")
+    hub.fail_next(f"GET /repos/{USER}/mine", 503, {"message": "Service Unavailable"})
     with pytest.raises(DownstreamError, match=r"HTTP 503: Service Unavailable$"):
-        github.delete_repo(full_name=f"{USER}/taken")
-    assert f"{USER}/taken" in hub.repos
+        github.delete_repo(mine)
+    assert f"{USER}/mine" in hub.repos
     monkeypatch.setenv("GITHUB_TOKEN", "wrong")
     with pytest.raises(DownstreamError, match=r"HTTP 401: Bad credentials$"):
         github.get_repo(full_name=f"{USER}/taken")
@@ -171,3 +173,32 @@ def test_slack_errors_over_http_200_and_rate_limits_are_failures_naming_them(
     with pytest.raises(DownstreamError, match="invalid_auth"):
         slack.get_message(channel=CHANNEL, ts="1.0")
     assert chat.messages[CHANNEL] == {}
+
+
+def test_forged_results_make_no_github_compensation_delete_or_close_anything(hub: FakeGitHub) -> None:
+    hub.make_repo("victim")
+    victim_issue = github.create_issue(repo=f"{USER}/victim", title="someone's issue")
+    victim_file = hub.write_file(f"{USER}/victim", "precious.txt", "someone's work")
+    repo = github.create_repo(name="scratch")
+    issue = github.create_issue(repo=repo["full_name"], title="mine")
+    made = github.create_file(repo=repo["full_name"], path="a.txt", content="mine", message="Add")
+    cases = [
+        ("github.delete_repo", repo, {"full_name": f"{USER}/victim"}, issue),
+        ("github.close_issue", issue, {"repo": f"{USER}/victim", "number": victim_issue["number"]}, repo),
+        ("github.delete_file", made, {"repo": f"{USER}/victim", "path": "precious.txt",
+                                      "content": {"sha": victim_file["sha"]}}, issue),
+    ]
+    for compensation, genuine, victim, other in cases:
+        for forged in forgeries(genuine, victim, other).values():
+            assert_refused(compensation, forged, hub)
+    assert f"{USER}/victim" in hub.repos and hub.files[f"{USER}/victim"]["precious.txt"] == victim_file
+    assert hub.issues[f"{USER}/victim"][victim_issue["number"]]["state"] == "open" and not hub.effects
+
+
+def test_forged_results_make_slack_delete_no_message(chat: FakeSlack) -> None:
+    someone = chat.post_now(CHANNEL, "someone else's message")
+    posted, other = slack.post_message(channel=CHANNEL, text="mine"), slack.post_message(channel=CHANNEL, text="2")
+    for forged in forgeries(posted, {"ts": someone["ts"]}, {**other, "reversi_seal": {
+            **other["reversi_seal"], "tool": "github.create_repo"}}).values():
+        assert_refused("slack.delete_message", forged, chat)
+    assert someone["ts"] in chat.messages[CHANNEL] and not chat.effects

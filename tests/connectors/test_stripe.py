@@ -6,13 +6,17 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from tests.connectors.conftest import Done, compensation_calls, connectors_cli
+from tests.connectors.conftest import CONNECTORS, Done, compensation_calls, connectors_cli
 from tests.connectors.fake_server import URL, served_with
+from tests.connectors.forged import assert_refused, forgeries
+from tests.server.conftest import ServerProcess, wait_for
 
 import reversi
 from reversi.connectors import ChangedSince, DownstreamError, stripe
 from reversi.demo.fakes.stripe import KEY, FakeStripe
+from reversi.engine.keys import create_key
 
 MANIFEST = stripe.CONNECTOR.manifest_path()
 
@@ -107,18 +111,18 @@ def test_a_rate_limit_and_a_server_error_are_failures_the_retries_take_over(
 
 
 def test_the_same_key_with_other_parameters_is_stripes_idempotency_error(fake: FakeStripe) -> None:
-    charge = stripe.create_charge(amount=800, currency="usd")
-    stripe.refund(charge["id"], amount=100, idempotency_key="k1")
+    charge, other = stripe.create_charge(amount=800, currency="usd"), stripe.create_charge(amount=200, currency="usd")
+    stripe.refund(charge, idempotency_key="k1")
     with pytest.raises(DownstreamError, match=r"HTTP 400: Keys for idempotent requests .* \(idempotency_error\)$"):
-        stripe.refund(charge["id"], amount=200, idempotency_key="k1")
-    assert fake.charges[charge["id"]]["amount_refunded"] == 100
+        stripe.refund(other, idempotency_key="k1")
+    assert fake.charges[charge["id"]]["amount_refunded"] == 800 and fake.charges[other["id"]]["amount_refunded"] == 0
 
 
 def test_a_payment_intent_that_succeeded_since_is_not_canceled(fake: FakeStripe) -> None:
     intent = stripe.create_payment_intent(amount=100, currency="usd")
     fake.intents[intent["id"]]["status"] = "succeeded"
     with pytest.raises(ChangedSince, match="refund its charge instead"):
-        stripe.cancel_payment_intent(intent["id"], step=5)
+        stripe.cancel_payment_intent(intent, step=5)
 
 
 def test_a_missing_key_and_a_wrong_key_are_named(fake: FakeStripe, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,5 +140,82 @@ def test_a_charge_partly_refunded_by_someone_else_is_changed_since(fake: FakeStr
     charge = stripe.create_charge(amount=800, currency="usd")
     fake.refund_now(charge["id"], 300)
     with pytest.raises(ChangedSince, match=r"^changed since step 1: charge .* \(amount_too_large\)$"):
-        stripe.refund(charge["id"], amount=800, step=1, idempotency_key="k")
+        stripe.refund(charge, step=1, idempotency_key="k")
     assert fake.charges[charge["id"]]["amount_refunded"] == 300
+
+
+def test_forged_results_make_no_compensation_refund_delete_or_cancel_anything(fake: FakeStripe) -> None:
+    victim_charge = stripe.create_charge(amount=9900, currency="eur", customer="cus_someone_else")
+    victim_customer = stripe.create_customer(email="someone@else.example")
+    victim_intent = stripe.create_payment_intent(amount=9900, currency="eur")
+    charge, customer = stripe.create_charge(amount=100, currency="eur"), stripe.create_customer(email="a@b.example")
+    intent = stripe.create_payment_intent(amount=100, currency="eur")
+    cases = [("stripe.refund", charge, victim_charge, customer), ("stripe.delete_customer", customer, victim_customer,
+             charge), ("stripe.cancel_payment_intent", intent, victim_intent, charge)]
+    for compensation, genuine, victim, other in cases:
+        for name, forged in forgeries(genuine, {"id": victim["id"]}, other).items():
+            said = assert_refused(compensation, forged, fake)
+            assert victim["id"] not in said, (compensation, name, said)
+    assert fake.refunds == {} and not any(c.get("deleted") for c in fake.customers.values())
+    assert {i["status"] for i in fake.intents.values()} == {"requires_payment_method"}
+    done = connectors_cli("compensate", stdin=json.dumps({"tool": "stripe.refund", "args": {"result": charge}}))
+    assert done.code == 0 and fake.charges[charge["id"]]["refunded"] is True, done.err  # the genuine one works
+
+
+def test_a_servers_rollback_job_refunds_the_agents_sealed_charge_and_not_the_forged_one(
+    db_url: str, fake: FakeStripe, tmp_path: Path
+) -> None:
+    """Over HTTP an agent key reports any result it likes: a sealed result of its own charge is refunded,
+    one altered to name another customer's charge is refused by the job's `reversi-connectors compensate`."""
+    with reversi.open(db_url) as ledger:
+        agent, operator = (create_key(ledger.store, name, name, "acme")[1] for name in ("agent", "operator"))
+    victim = stripe.create_charge(amount=50000, currency="eur", customer="cus_another_tenant")
+    own = stripe.create_charge(amount=700, currency="eur")  # the agent's call of the connector (gateway or SDK)
+    env = {"REVERSI_COMPENSATOR_CMD": f"{CONNECTORS} compensate", "REVERSI_MANIFEST": str(MANIFEST)}
+    server = ServerProcess(db_url, env, tmp_path / "server.log")
+    try:
+        as_agent = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {agent}"}, timeout=30)
+        run_id = as_agent.post("/v1/runs", json={}).json()["run_id"]
+        for step, result in enumerate([own, {**own, "id": victim["id"], "amount": victim["amount"]}]):
+            as_agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.create_charge",
+                                                              "args": {"amount": 700, "currency": "eur"}})
+            reported = as_agent.post(f"/v1/runs/{run_id}/steps/{step}/outcome",
+                                     json={"status": "succeeded", "result": result})
+            assert reported.status_code == 200, reported.text
+        as_operator = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {operator}"}, timeout=30)
+        assert as_operator.post(f"/v1/runs/{run_id}/rollback", json={"confirm": True}).status_code == 202
+        job = wait_for(lambda: (j := as_operator.get(f"/v1/runs/{run_id}/rollback").json())["state"] == "done" and j,
+                       "the rollback job to finish")
+    finally:
+        server.signal(15)
+    assert job["report"]["compensated"] == [0], job
+    [failed] = job["report"]["failed"]
+    assert (failed["step"], failed["error"]) == (1, "untrusted result: the result of stripe.create_charge was"
+                                                    " changed after it was sealed")
+    assert fake.charges[victim["id"]]["refunded"] is False and fake.charges[own["id"]]["refunded"] is True
+    assert [r["charge"] for r in fake.refunds.values()] == [own["id"]]
+
+
+def test_a_charge_an_operator_found_by_hand_is_refunded_once_she_seals_it(fake: FakeStripe) -> None:
+    """A timed-out charge settled by hand: the result read from Stripe is not sealed, so the refund
+    refuses it until `reversi-connectors seal` (which needs the connector's key) vouches for it."""
+    charge = stripe.create_charge(amount=1900, currency="usd")
+    found = stripe.get_charge(charge["id"])
+    call = {"tool": "stripe.refund", "args": {"result": found, "step": 4}}
+    assert connectors_cli("compensate", stdin=json.dumps(call)).err == (
+        "untrusted result: the result carries no seal: it is not a result of stripe.create_charge made by this"
+        " connector\n")
+    vouched = connectors_cli("seal", stdin=json.dumps({"tool": "stripe.create_charge", "result": found,
+                                                       "arguments": {"amount": 1900, "currency": "usd"}}))
+    assert vouched.code == 0, vouched.err
+    done = connectors_cli("compensate", stdin=json.dumps({**call, "args": {"result": vouched.json(), "step": 4}}))
+    assert done.code == 0 and fake.charges[charge["id"]]["refunded"] is True, done.err
+    for request, error in [
+        ({"tool": "stripe.refund", "result": found}, "unknown tool: stripe.refund (it is a compensation tool, not a"
+                                                     " forward tool)"),
+        ({"tool": "stripe.create_charge", "arguments": {"amount": 1, "currency": "usd"}, "result": "ch_1"},
+         "bad argument result: expected the forward call's result as a JSON object"),
+        ({"tool": "stripe.create_charge", "result": found}, "bad argument amount: required"),
+    ]:
+        refused = connectors_cli("seal", stdin=json.dumps(request))
+        assert (refused.code, refused.out, refused.err) == (1, "", error + "\n")

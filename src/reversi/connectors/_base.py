@@ -64,6 +64,11 @@ class Param:
 STEP = Param("step", "integer", "the step being undone, named in errors", required=False)
 
 
+def sealed_result(*forward: str) -> Param:
+    """A compensation's `result`: the whole sealed result of the forward call it undoes (`$result`)."""
+    return Param("result", "object", f"the sealed result of {' or '.join(forward)} ($result)")
+
+
 @dataclass(frozen=True)
 class Tool:
     """One tool of a connector: a plain function taking the arguments as keywords, returning JSON.

@@ -3,8 +3,9 @@
     reversi-connectors list [--json]
     reversi-connectors compensate < call.json        the call JSON of a rollback -> the result
     reversi-connectors read < request.json           {"tool", "arguments"} -> the read tool's answer
+    reversi-connectors seal < forward.json           {"tool", "arguments", "result"} -> the result, sealed
     reversi-connectors manifest [NAME...]
-    reversi-connectors serve [NAME...] [--http HOST:PORT]
+    reversi-connectors serve [NAME...] [--http HOST:PORT]   (--http: REVERSI_CONNECTORS_TOKEN required)
 
 Every failure is exit 1 with one line on stderr (the line a rollback journals as the error).
 """
@@ -21,6 +22,7 @@ import click
 from reversi.connectors._base import ToolKind
 from reversi.connectors._errors import one_line
 from reversi.connectors._registry import connectors, find_tool
+from reversi.connectors._seal import seal as seal_result
 from reversi.errors import BadArgument
 
 __all__ = ["main"]
@@ -90,6 +92,22 @@ def read() -> None:
     _print_json(tool.invoke(request.get("arguments") or {}))
 
 
+@cli.command()
+def seal() -> None:
+    """Seal a forward result you vouch for: {"tool", "arguments", "result"} on stdin, the sealed result on stdout.
+
+    For a step settled by hand (`reversi resolve` with the result read from the system itself), so
+    that its compensation accepts it. It signs with the connector's key: only who holds that key can.
+    """
+    request = _stdin_object('{"tool", "arguments", "result"}')
+    tool = find_tool(_string(request, "tool"), ToolKind.FORWARD)
+    arguments = tool.check(request.get("arguments") or {})
+    result = request.get("result")
+    if not isinstance(result, dict):
+        raise BadArgument("result", "expected the forward call's result as a JSON object")
+    _print_json(seal_result(tool.name, result, arguments))
+
+
 def _string(call: dict[str, Any], name: str) -> str:
     value = call.get(name)
     if not isinstance(value, str):
@@ -114,9 +132,13 @@ def manifest(names: tuple[str, ...]) -> None:
 
 @cli.command()
 @click.argument("names", nargs=-1, metavar="[NAME...]")
-@click.option("--http", "http", metavar="HOST:PORT", help="Serve streamable HTTP at /mcp instead of stdio.")
+@click.option("--http", "http", metavar="HOST:PORT",
+              help="Serve streamable HTTP at /mcp instead of stdio, to requests bearing REVERSI_CONNECTORS_TOKEN.")
 def serve(names: tuple[str, ...], http: str | None) -> None:
-    """An MCP server offering those connectors' tools (all without a name), on stdio by default."""
+    """An MCP server offering those connectors' tools (all without a name), on stdio by default.
+
+    Over HTTP every request must carry `Authorization: Bearer $REVERSI_CONNECTORS_TOKEN`.
+    """
     import anyio
 
     from reversi.connectors import _mcp
@@ -128,7 +150,7 @@ def serve(names: tuple[str, ...], http: str | None) -> None:
     host, _, port = http.rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise BadArgument("--http", f"expected HOST:PORT, got {http!r}")
-    _mcp.serve_http(chosen, host.strip("[]"), int(port))
+    _mcp.serve_http(chosen, host.strip("[]"), int(port), _mcp.serving_token())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -3,11 +3,18 @@
 A tool's error is an `isError` result with the one-line message, as an MCP client expects from a
 tool that ran and failed; a compensation reads its idempotency key from the call's `_meta`
 (`reversi/idempotency_key`, as the gateway's operator rollback sends it).
+
+Over HTTP every request must carry `Authorization: Bearer TOKEN`, the token being
+`REVERSI_CONNECTORS_TOKEN` (at least 32 characters; the server does not start without it): anything
+else is answered 401 before its body is read, and no tool runs. The gateway sends it for an HTTP
+upstream configured with `token_env: REVERSI_CONNECTORS_TOKEN`.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -15,14 +22,19 @@ from typing import Any
 import anyio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reversi.connectors._base import Connector, Tool, ToolKind
+from reversi.connectors._base import Connector, Setting, Tool, ToolKind
 from reversi.connectors._errors import one_line
-from reversi.errors import UnknownTool
+from reversi.errors import ConfigError, UnknownTool
 
-__all__ = ["IDEMPOTENCY_META_KEY", "ToolServer", "serve_http", "serve_stdio"]
+__all__ = ["IDEMPOTENCY_META_KEY", "TOKEN", "ToolServer", "serve_http", "serve_stdio", "serving_token"]
 
 IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
+TOKEN = Setting("REVERSI_CONNECTORS_TOKEN", "the bearer token every request to `serve --http` must carry",
+                "none: serve --http does not start without it")
+_MIN_TOKEN = 32
 
 
 def _annotations(tool: Tool) -> types.ToolAnnotations:
@@ -99,10 +111,49 @@ async def serve_stdio(connectors: Sequence[Connector]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def serve_http(connectors: Sequence[Connector], host: str, port: int) -> None:
-    """Serve streamable HTTP at `/mcp` until interrupted."""
+def serving_token() -> str:
+    """The bearer token `serve --http` requires, from `REVERSI_CONNECTORS_TOKEN`.
+
+    Raises:
+        ConfigError: it is not set, or shorter than 32 characters.
+    """
+    token = os.environ.get(TOKEN.name, "")
+    if not token:
+        raise ConfigError(f"{TOKEN.name} is not set: serve --http answers only requests that carry it as a bearer"
+                          f" token (make one with: openssl rand -hex 32)")
+    if len(token) < _MIN_TOKEN:
+        raise ConfigError(f"{TOKEN.name} must be at least {_MIN_TOKEN} characters long")
+    return token
+
+
+class BearerOnly:
+    """ASGI middleware: an HTTP request without `Authorization: Bearer TOKEN` is answered 401, unread."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+            if not hmac.compare_digest(given, self._expected):
+                await self._refuse(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":  # closed before it is accepted: the client sees 403
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        refused = JSONResponse({"error": f"unauthorized: send Authorization: Bearer with {TOKEN.name}"}, 401,
+                               headers={"WWW-Authenticate": 'Bearer realm="reversi-connectors"'})
+        await refused(scope, receive, send)
+
+
+def serve_http(connectors: Sequence[Connector], host: str, port: int, token: str) -> None:
+    """Serve streamable HTTP at `/mcp`, to requests that carry `token`, until interrupted."""
     import uvicorn
 
     app = ToolServer(connectors).server().streamable_http_app(stateless_http=True, json_response=True, host=host)
     print(f"reversi-connectors: serving MCP at http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(BearerOnly(app, token), host=host, port=port, log_level="warning")

@@ -119,8 +119,9 @@ def unseal(value: Any, tools: Collection[str]) -> Sealed:
         raise UntrustedResult(f"the result carries no seal: it is not a result of {names} made by this connector")
     tool, args, mac = seal_.get("tool"), seal_.get("args"), seal_.get("mac")
     version = seal_.get("v")
-    if not isinstance(tool, str) or not isinstance(args, Mapping) or not isinstance(mac, str) \
-            or type(version) is not int or version != _VERSION:  # not True, which equals 1
+    if type(version) is not int or version != _VERSION:  # not True, which equals 1
+        raise UntrustedResult("the result's seal is malformed")
+    if not isinstance(tool, str) or not isinstance(args, Mapping) or not isinstance(mac, str) or not mac.isascii():
         raise UntrustedResult("the result's seal is malformed")
     if tool not in tools:
         raise UntrustedResult(f"the result is sealed as one of {tool}, not of {names}")

@@ -4,6 +4,10 @@ Requests go to `GITHUB_API_URL` (default https://api.github.com) with `GITHUB_TO
 idempotency header, so every undo reads first: a repository or file already gone, or an issue
 already closed, is already undone, and the undo answers as it did the first time. An undo that finds
 a file's blob changed since does not delete someone's work.
+
+Each forward result comes back sealed (`reversi.connectors._seal`) with the arguments its undo needs;
+each compensation takes that whole result and acts only on the repository, issue or file its seal
+covers, so a forged or altered result deletes and closes nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from reversi.connectors._base import STEP, Connector, Param, Setting, Tool
+from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, sealed_result
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service
-from reversi.errors import BadArgument, ChangedSince
+from reversi.connectors._seal import Sealed, sealed, unseal
+from reversi.errors import BadArgument, ChangedSince, DownstreamError, UntrustedResult
 
 __all__ = [
     "CONNECTOR",
@@ -65,55 +70,99 @@ def _contents(repo: str, path: str) -> str:
     return f"{_repo(repo)}/contents/{'/'.join(quote(part, safe='') for part in parts)}"
 
 
+def _created(method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    made = GITHUB.request(method, path, json={k: v for k, v in body.items() if v is not None}).body
+    if not isinstance(made, dict):
+        raise DownstreamError(f"GitHub {method} {path}: the answer is not an object")
+    return made
+
+
+def _opened(result: Any, tool: str, *fields: str) -> Sealed:
+    """The sealed result of `tool`, once it has each of `fields` (in its kept arguments or its result).
+
+    Raises:
+        UntrustedResult: the result is not one `tool` of this connector made.
+    """
+    opened = unseal(result, {tool})
+    for name in fields:
+        if opened.args.get(name, opened.result.get(name)) is None:
+            raise UntrustedResult(f"the sealed result of {tool} has no {name}")
+    return opened
+
+
 # --- forward -----------------------------------------------------------------------------------
 
 
-def create_repo(name: str, description: str | None = None, private: bool = False, org: str | None = None) -> Any:
+@sealed("github.create_repo")
+def create_repo(name: str, description: str | None = None, private: bool = False,
+                org: str | None = None) -> dict[str, Any]:
     """Create a repository (the token's user's, or `org`'s). Undo: `github.delete_repo`."""
     if not _NAME.fullmatch(name) or (org is not None and not _NAME.fullmatch(org)):
         raise BadArgument("name" if not _NAME.fullmatch(name) else "org", "not a valid GitHub name")
     body = {"name": name, "description": description, "private": private}
-    return GITHUB.request("POST", f"/orgs/{org}/repos" if org else "/user/repos", json=body).body
+    return _created("POST", f"/orgs/{org}/repos" if org else "/user/repos", body)
 
 
-def create_issue(repo: str, title: str, body: str | None = None, labels: list[str] | None = None) -> Any:
+@sealed("github.create_issue", keep=("repo",))
+def create_issue(repo: str, title: str, body: str | None = None, labels: list[str] | None = None) -> dict[str, Any]:
     """Open an issue. Undo: `github.close_issue` (closed as not planned; it stays visible)."""
-    fields = {"title": title, "body": body, "labels": labels}
-    return GITHUB.request("POST", f"{_repo(repo)}/issues", json={k: v for k, v in fields.items() if v is not None}).body
+    return _created("POST", f"{_repo(repo)}/issues", {"title": title, "body": body, "labels": labels})
 
 
-def create_file(repo: str, path: str, content: str, message: str, branch: str | None = None) -> Any:
+@sealed("github.create_file", keep=("repo", "path", "branch"))
+def create_file(repo: str, path: str, content: str, message: str, branch: str | None = None) -> dict[str, Any]:
     """Add a new file (text) in one commit. Undo: `github.delete_file`, while the file is unchanged."""
     body = {"message": message, "content": base64.b64encode(content.encode()).decode(), "branch": branch}
-    answer = GITHUB.request("PUT", _contents(repo, path), json={k: v for k, v in body.items() if v is not None})
-    return {**answer.body, "repo": repo, "path": path, "branch": branch}
+    return {**_created("PUT", _contents(repo, path), body), "repo": repo, "path": path, "branch": branch}
 
 
 # --- compensations -----------------------------------------------------------------------------
 
 
-def delete_repo(full_name: str, step: int | None = None) -> dict[str, Any]:
-    """Delete the repository the step created; one already gone is already undone."""
+def delete_repo(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+    """Delete the repository `result` (the sealed result of `github.create_repo`) names; one already
+    gone is already undone.
+
+    Raises:
+        UntrustedResult: the result is not one this connector's `github.create_repo` made.
+    """
+    full_name = str(_opened(result, "github.create_repo", "full_name").result["full_name"])
     path = _repo(full_name, "full_name")
     if GITHUB.request("GET", path, tolerate=(404,)).status != 404:
         GITHUB.request("DELETE", path, tolerate=(404,))
     return {"deleted": full_name}
 
 
-def close_issue(repo: str, number: int, step: int | None = None) -> dict[str, Any]:
-    """Close the issue as not planned; one already closed is left as it is."""
+def close_issue(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+    """Close the issue `result` (the sealed result of `github.create_issue`) names, as not planned; one
+    already closed is left as it is.
+
+    Raises:
+        UntrustedResult: the result is not one this connector's `github.create_issue` made.
+    """
+    opened = _opened(result, "github.create_issue", "repo", "number")
+    repo, number = str(opened.args["repo"]), opened.result["number"]
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise UntrustedResult("the sealed result of github.create_issue has no issue number")
     path = f"{_repo(repo)}/issues/{number}"
     if GITHUB.request("GET", path).body.get("state") != "closed":
         GITHUB.request("PATCH", path, json={"state": "closed", "state_reason": "not_planned"})
     return {"repo": repo, "number": number, "state": "closed"}
 
 
-def delete_file(repo: str, path: str, sha: str, branch: str | None = None, step: int | None = None) -> dict[str, Any]:
-    """Delete the file the step added, only while its blob is still the one the step wrote.
+def delete_file(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+    """Delete the file `result` (the sealed result of `github.create_file`) names, only while its blob
+    is still the one the step wrote.
 
     Raises:
+        UntrustedResult: the result is not one this connector's `github.create_file` made.
         ChangedSince: someone changed the file since.
     """
+    opened = _opened(result, "github.create_file", "repo", "path", "content")
+    repo, path, branch = str(opened.args["repo"]), str(opened.args["path"]), opened.args.get("branch")
+    sha = opened.result["content"].get("sha") if isinstance(opened.result["content"], dict) else None
+    if not isinstance(sha, str):
+        raise UntrustedResult("the sealed result of github.create_file names no blob")
     where = _contents(repo, path)
     found = GITHUB.request("GET", where, params={"ref": branch} if branch else None, tolerate=(404,))
     if found.status != 404:
@@ -169,13 +218,12 @@ CONNECTOR = Connector(
         Tool("github.create_file", Kind.FORWARD, create_file, "Add a new file in one commit.",
              (_REPO, _PATH, Param("content", "string", "the text"), Param("message", "string", "the commit message"),
               _BRANCH)),
-        Tool("github.delete_repo", Kind.COMPENSATION, delete_repo, "Delete a repository.", (_FULL, STEP),
-             destructive=True, idempotent=True),
+        Tool("github.delete_repo", Kind.COMPENSATION, delete_repo, "Delete a repository.",
+             (sealed_result("github.create_repo"), STEP), destructive=True, idempotent=True),
         Tool("github.close_issue", Kind.COMPENSATION, close_issue, "Close an issue as not planned.",
-             (_REPO, _NUMBER, STEP), idempotent=True),
+             (sealed_result("github.create_issue"), STEP), idempotent=True),
         Tool("github.delete_file", Kind.COMPENSATION, delete_file, "Delete a file while it is unchanged.",
-             (_REPO, _PATH, Param("sha", "string", "the blob the step wrote"), _BRANCH, STEP),
-             destructive=True, idempotent=True),
+             (sealed_result("github.create_file"), STEP), destructive=True, idempotent=True),
         Tool("github.get_repo", Kind.READ, get_repo, "A repository, or found: false.", (_FULL,)),
         Tool("github.get_issue", Kind.READ, get_issue, "An issue.", (_REPO, _NUMBER)),
         Tool("github.get_file", Kind.READ, get_file, "A file's blob sha, or found: false.", (_REPO, _PATH, _BRANCH)),

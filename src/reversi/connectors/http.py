@@ -26,7 +26,15 @@ key of it); a compensation answers `{"ok": true}` when the response has no body 
 `{"found": false, "status": N}`). With `unchanged`, a tool first GETs its URL:
 a done status there is already undone; a named field that differs from the argument of that name
 (what the forward call left, e.g. `version: "$result.version"`) is `changed since step N`.
-`reversi-connectors manifest http` prints the `manifest` entries of the file as a manifest.
+
+Authority comes from this file, never from a call: the base URL and headers are the file's (and the
+environment's), and a `{name}` part of a URL is one percent-encoded path segment (`/`, `?`, `#` and
+`%` encoded; empty, `.` and `..` refused: `%2E%2E` would still be a dot-segment to a server that
+normalizes). A forward tool's result comes back sealed (`reversi.connectors._seal`), keeping the
+arguments its compensation's `args` name. A compensation takes only that sealed result (and `step`):
+the connector opens the seal and resolves the arguments it acts on itself, from the forward tool's
+`manifest.compensation.args` in this file. `reversi-connectors manifest http` prints the `manifest`
+entries as a manifest, each such compensation's args as `{result: "$result", step: "$step"}`.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,8 +51,11 @@ from urllib.parse import quote
 
 import yaml
 
-from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, ToolKind
+from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, ToolKind, sealed_result
 from reversi.connectors._http import Service, form_encode
+from reversi.connectors._seal import seal, unseal
+from reversi.core.references import MissingReference, ReferenceContext, RunContext, reference_roots, references_to
+from reversi.core.references import resolve as resolve_references
 from reversi.errors import BadArgument, ChangedSince, ConnectorError
 
 __all__ = ["TOOLS_FILE", "load"]
@@ -51,10 +63,16 @@ __all__ = ["TOOLS_FILE", "load"]
 TOOLS_FILE = Setting("REVERSI_HTTP_TOOLS", "the YAML file describing the http tools", "none")
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_PART = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PART = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Where a URL's path begins: `{name}` parts may come only after it, never in the scheme or host.
+_PATH_START = re.compile(r"/|[A-Za-z][A-Za-z0-9+.-]*://[^/{}]*/|\$\{[A-Za-z_][A-Za-z0-9_]*\}/")
+_DOT_SEGMENT = re.compile(r"(?:^|[/\\])\.{1,2}(?:$|[/\\])")
 _TOOL_KEYS = {"kind", "method", "url", "params", "headers", "body", "idempotency_header", "result", "done_statuses",
               "unchanged", "description", "manifest"}
 _TYPES = {"string", "integer", "number", "boolean", "object", "array", "any"}
+_UNDO_ROOTS = {"args", "result", "step"}  # what a compensation's args may refer to: the sealed forward call
+_NO_RUN = RunContext("", "", "", "")  # `$run` is refused in compensation args: a seal does not cover it
+UNDO_ARGS = {"result": "$result", "step": "$step"}
 
 
 def _message(body: Any) -> str | None:
@@ -78,41 +96,102 @@ def _environment(text: str, where: str) -> str:
     return _ENV.sub(value, text)
 
 
-def _invoke(spec: dict[str, Any], defaults: dict[str, Any], name: str, kind: ToolKind, /,
-            *, idempotency_key: str | None = None, step: int | None = None, **arguments: Any) -> Any:
-    method = str(spec.get("method", "GET")).upper()
-    conditions = [str(field) for field in spec.get("unchanged", ())]
-    used = set(_PART.findall(str(spec["url"]))) | set(conditions)
-    url = _PART.sub(lambda m: quote(str(arguments.get(m[1], "")), safe=""), _environment(str(spec["url"]), name))
-    rest = {k: v for k, v in arguments.items() if k not in used}
-    headers = {k: _environment(str(v), name) for k, v in {**defaults["headers"], **spec.get("headers", {})}.items()}
-    service = Service(name, Setting("", "", _environment(defaults["base_url"], name)), None, _message)
-    done = tuple(spec.get("done_statuses", ()))
-    if conditions:  # read first: already undone, or changed since the step
-        found = service.request("GET", url, headers=headers, tolerate=done)
-        if found.status in done:
+def _segment(name: str, value: Any) -> str:
+    """`value` as one path segment: percent-encoded, so it cannot leave its place in the path.
+
+    Raises:
+        BadArgument: empty, or `.`/`..` (alone or between slashes), which no encoding keeps in place:
+            RFC 3986 makes `%2E` the same as `.`, so a normalizing server or proxy would still step up.
+    """
+    text = json.dumps(value) if isinstance(value, bool) else "" if value is None else str(value)
+    if not text or _DOT_SEGMENT.search(text):
+        raise BadArgument(name, f"{text!r} cannot be a path parameter: an empty, . or .. segment would move"
+                                " the URL's path")
+    return quote(text, safe="")
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One tool of the file, as it sends its request."""
+
+    name: str
+    kind: ToolKind
+    spec: Mapping[str, Any]
+    base_url: str
+    headers: Mapping[str, Any]
+
+    def send(self, arguments: Mapping[str, Any], *, step: int | None = None,
+             idempotency_key: str | None = None) -> Any:
+        spec, name = self.spec, self.name
+        method = str(spec.get("method", "GET")).upper()
+        conditions = [str(field) for field in spec.get("unchanged", ())]
+        used = set(_PART.findall(str(spec["url"]))) | set(conditions)
+        url = _PART.sub(lambda m: _segment(m[1], arguments.get(m[1])), _environment(str(spec["url"]), name))
+        rest = {k: v for k, v in arguments.items() if k not in used}
+        headers = {k: _environment(str(v), name) for k, v in {**self.headers, **spec.get("headers", {})}.items()}
+        service = Service(name, Setting("", "", _environment(self.base_url, name)), None, _message)
+        done = tuple(spec.get("done_statuses", ()))
+        if conditions:  # read first: already undone, or changed since the step
+            found = service.request("GET", url, headers=headers, tolerate=done)
+            if found.status in done:
+                return {"ok": True}
+            now = found.body if isinstance(found.body, dict) else {}
+            for field in conditions:
+                if now.get(field) != arguments.get(field):
+                    raise ChangedSince(step, f"{field} of {url} is {json.dumps(now.get(field))}, the step left"
+                                             f" {json.dumps(arguments.get(field))}")
+        if idempotency_key and spec.get("idempotency_header"):
+            headers[str(spec["idempotency_header"])] = idempotency_key
+        body = spec.get("body", "json" if method in ("POST", "PUT", "PATCH") else "query")
+        answer = service.request(
+            method, url, headers=headers, tolerate=done,
+            json=rest if body == "json" else None, data=form_encode(rest) if body == "form" else None,
+            params=rest if body == "query" else None,
+        )
+        if answer.status in done:
+            return {"ok": True} if self.kind is ToolKind.COMPENSATION else {"found": False, "status": answer.status}
+        if self.kind is ToolKind.COMPENSATION and answer.body is None:
             return {"ok": True}
-        now = found.body if isinstance(found.body, dict) else {}
-        for field in conditions:
-            if now.get(field) != arguments.get(field):
-                raise ChangedSince(step, f"{field} of {url} is {json.dumps(now.get(field))}, the step left"
-                                         f" {json.dumps(arguments.get(field))}")
-    if idempotency_key and spec.get("idempotency_header"):
-        headers[str(spec["idempotency_header"])] = idempotency_key
-    body = spec.get("body", "json" if method in ("POST", "PUT", "PATCH") else "query")
-    answer = service.request(
-        method, url, headers=headers, tolerate=done,
-        json=rest if body == "json" else None, data=form_encode(rest) if body == "form" else None,
-        params=rest if body == "query" else None,
-    )
-    if answer.status in done:
-        return {"ok": True} if kind is ToolKind.COMPENSATION else {"found": False, "status": answer.status}
-    if kind is ToolKind.COMPENSATION and answer.body is None:
-        return {"ok": True}
-    picked = spec.get("result")
-    if picked and picked != "body":
-        return answer.body.get(picked) if isinstance(answer.body, dict) else None
-    return answer.body
+        picked = spec.get("result")
+        if picked and picked != "body":
+            return answer.body.get(picked) if isinstance(answer.body, dict) else None
+        return answer.body
+
+
+def _forward(call: _Call, keep: frozenset[str] | None, /, **arguments: Any) -> dict[str, Any]:
+    """Send the call; its answer sealed (an answer that is not an object as `{"result": ANSWER}`),
+    keeping the arguments its compensation refers to (all of them when `keep` is None)."""
+    answer = call.send(arguments)
+    kept = arguments if keep is None else {k: v for k, v in arguments.items() if k in keep}
+    return seal(call.name, answer if isinstance(answer, dict) else {"result": answer}, kept)
+
+
+def _compensate(call: _Call, declared: tuple[Param, ...], undoes: Mapping[str, Any], /, *, result: Any,
+                step: int | None = None, idempotency_key: str | None = None) -> Any:
+    """Undo the forward call whose sealed result is `result`, with the arguments the forward tool's
+    `manifest.compensation.args` make of it.
+
+    Raises:
+        UntrustedResult: `result` is not a sealed result of a forward tool this compensation undoes.
+        BadArgument: those args name something the sealed result does not hold, or give a wrong type.
+    """
+    opened = unseal(result, undoes)
+    context = ReferenceContext(args=opened.args, result=opened.result, run=_NO_RUN, step=step or 0)
+    try:
+        resolved = resolve_references(undoes[opened.tool], context)
+    except MissingReference as exc:
+        raise BadArgument("result", f"{exc.ref} names nothing in the sealed result of {opened.tool}") from None
+    arguments = {k: v for k, v in resolved.items() if k != "step"}
+    for param in declared:
+        if param.name in arguments:
+            param.check(arguments[param.name])
+        elif param.required:
+            raise BadArgument(param.name, f"required, and {opened.tool}'s compensation args do not give it")
+    return call.send(arguments, step=step, idempotency_key=idempotency_key)
+
+
+def _read(call: _Call, /, **arguments: Any) -> Any:
+    return call.send(arguments)
 
 
 def _params(name: str, declared: Any) -> tuple[Param, ...]:
@@ -128,26 +207,112 @@ def _params(name: str, declared: Any) -> tuple[Param, ...]:
     return tuple(found)
 
 
-def _tool(name: str, spec: Any, defaults: dict[str, Any]) -> Tool:
+def _kind(name: str, spec: Any) -> ToolKind:
     if not name.startswith("http.") or not isinstance(spec, Mapping) or "url" not in spec:
         raise ConnectorError(f"{name}: an http tool is named http.NAME and has at least a url")
     unknown = set(spec) - _TOOL_KEYS
     if unknown:
         raise ConnectorError(f"{name}: unknown key {sorted(unknown)[0]!r}")
     try:
-        kind = ToolKind(spec.get("kind", "forward"))
+        return ToolKind(spec.get("kind", "forward"))
     except ValueError:
         raise ConnectorError(f"{name}: kind must be forward, compensation or read") from None
-    method = str(spec.get("method", "GET")).upper()
+
+
+def _checked_params(name: str, spec: Mapping[str, Any]) -> tuple[Param, ...]:
+    """The declared params, once the URL's `{name}` parts and `unchanged` fields are among them and the
+    parts come after the URL's host."""
     params = _params(name, spec.get("params", {}))
-    if kind is ToolKind.COMPENSATION and all(p.name != "step" for p in params):
-        params = (*params, STEP)
-    for field in spec.get("unchanged", ()):
-        if all(p.name != field for p in params):
-            raise ConnectorError(f"{name}: unchanged names {field!r}, which is not one of its params")
-    return Tool(name, kind, partial(_invoke, dict(spec), defaults, name, kind),
-                str(spec.get("description", f"{method} {spec['url']}")), params,
+    names = {p.name for p in params}
+    url = str(spec["url"])
+    first = _PART.search(url)
+    if first is not None and not _PATH_START.match(url[:first.start()]):
+        raise ConnectorError(f"{name}: url {url!r} has a {{name}} part before its path: arguments may fill path"
+                             " segments only, never the scheme or host")
+    for field in [*_PART.findall(url), *map(str, spec.get("unchanged", ()))]:
+        if field not in names:
+            raise ConnectorError(f"{name}: {field!r} is in its url or unchanged but not in its params")
+    return params
+
+
+def _undo_template(name: str, spec: Mapping[str, Any], compensations: Mapping[str, tuple[Param, ...]]
+                   ) -> tuple[str, Mapping[str, Any]] | None:
+    """The compensation of this file a forward tool's manifest names, and the args it gives it."""
+    entry = spec.get("manifest")
+    undo = entry.get("compensation") if isinstance(entry, Mapping) else None
+    if not isinstance(undo, Mapping) or undo.get("tool") not in compensations:
+        return None
+    tool, template = str(undo["tool"]), undo.get("args") or {}
+    if not isinstance(template, Mapping):
+        raise ConnectorError(f"{name}: manifest.compensation.args must be a mapping")
+    roots = reference_roots(template) - _UNDO_ROOTS
+    if roots:
+        raise ConnectorError(f"{name}: manifest.compensation.args may refer only to $args, $result and $step (the"
+                             f" sealed forward call), not ${sorted(roots)[0]}")
+    takes = {p.name for p in compensations[tool]} | {"step"}
+    for arg in template:
+        if arg not in takes:
+            raise ConnectorError(f"{name}: manifest.compensation.args gives {arg!r}, which {tool} does not take")
+    return tool, template
+
+
+def _kept(template: Mapping[str, Any]) -> frozenset[str] | None:
+    """The forward arguments the compensation's args refer to (None: all of them, for a bare `$args`)."""
+    paths = [path for _, path in references_to(template, "args")]
+    if any(not path or not isinstance(path[0], str) for path in paths):
+        return None
+    return frozenset(str(path[0]) for path in paths)
+
+
+def _tools(document: Mapping[str, Any]) -> tuple[Tool, ...]:
+    defaults = (str(document.get("base_url", "")), dict(document.get("headers") or {}))
+    specs = {str(name): spec for name, spec in document["tools"].items()}
+    kinds = {name: _kind(name, spec) for name, spec in specs.items()}
+    params = {name: _checked_params(name, spec) for name, spec in specs.items()}
+    compensations = {name: params[name] for name, kind in kinds.items() if kind is ToolKind.COMPENSATION}
+    undoes: dict[str, dict[str, Mapping[str, Any]]] = {name: {} for name in compensations}
+    keep: dict[str, frozenset[str] | None] = {}
+    for name, kind in kinds.items():
+        found = _undo_template(name, specs[name], compensations) if kind is ToolKind.FORWARD else None
+        if found is not None:
+            undoes[found[0]][name] = found[1]
+            keep[name] = _kept(found[1])
+    for name, forwards in undoes.items():
+        if not forwards:
+            raise ConnectorError(f"{name}: no forward tool of the file names it as its manifest.compensation: a"
+                                 " compensation acts only on a sealed forward result")
+    return tuple(_tool(name, kinds[name], specs[name], params[name], defaults, undoes.get(name, {}),
+                       keep.get(name, frozenset())) for name in specs)
+
+
+def _tool(name: str, kind: ToolKind, spec: Mapping[str, Any], params: tuple[Param, ...],
+          defaults: tuple[str, dict[str, Any]], undoes: Mapping[str, Any], keep: frozenset[str] | None) -> Tool:
+    method = str(spec.get("method", "GET")).upper()
+    call = _Call(name, kind, dict(spec), *defaults)
+    if kind is ToolKind.COMPENSATION:
+        declared = tuple(p for p in params if p.name != "step")
+        fn: Any = partial(_compensate, call, declared, dict(undoes))
+        params = (sealed_result(*sorted(undoes)), STEP)
+    else:
+        fn = partial(_forward, call, keep) if kind is ToolKind.FORWARD else partial(_read, call)
+    return Tool(name, kind, fn, str(spec.get("description", f"{method} {spec['url']}")), params,
                 destructive=method == "DELETE", idempotent=kind is not ToolKind.FORWARD or method in ("PUT", "DELETE"))
+
+
+def _manifest(path: str, document: Mapping[str, Any], tools: tuple[Tool, ...]) -> str:
+    """The file's `manifest:` entries, each compensation of this file given the sealed result."""
+    ours = {tool.name for tool in tools if tool.kind is ToolKind.COMPENSATION}
+    entries: dict[str, Any] = {}
+    for name, spec in document["tools"].items():
+        entry = spec.get("manifest")
+        if not entry:
+            continue
+        undo = entry.get("compensation") if isinstance(entry, Mapping) else None
+        if isinstance(undo, Mapping) and undo.get("tool") in ours:
+            entry = {**entry, "compensation": {**undo, "args": dict(UNDO_ARGS)}}
+        entries[str(name)] = entry
+    return f"# Made from {path} (REVERSI_HTTP_TOOLS).\n" + yaml.safe_dump(
+        {"version": 1, "tools": entries}, sort_keys=False, width=120)
 
 
 def load() -> Connector:
@@ -166,9 +331,6 @@ def load() -> Connector:
         raise ConnectorError(f"{TOOLS_FILE.name}: cannot read {path}: {exc}") from exc
     if not isinstance(document, dict) or not isinstance(document.get("tools"), dict):
         raise BadArgument(TOOLS_FILE.name, f"{path} has no `tools:` mapping")
-    defaults = {"base_url": str(document.get("base_url", "")), "headers": dict(document.get("headers") or {})}
-    tools = tuple(_tool(str(name), spec, defaults) for name, spec in document["tools"].items())
-    entries = {str(name): spec["manifest"] for name, spec in document["tools"].items() if spec.get("manifest")}
-    manifest = f"# Made from {path} (REVERSI_HTTP_TOOLS).\n" + yaml.safe_dump(
-        {"version": 1, "tools": entries}, sort_keys=False, width=120)
-    return Connector("http", f"REST tools described in {path}", tools, (TOOLS_FILE,), manifest_yaml=manifest)
+    tools = _tools(document)
+    return Connector("http", f"REST tools described in {path}", tools, (TOOLS_FILE,),
+                     manifest_yaml=_manifest(path, document, tools))

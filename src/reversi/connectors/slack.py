@@ -4,16 +4,19 @@ Requests go to `SLACK_API_URL` (default https://slack.com/api) with `SLACK_BOT_T
 errors as HTTP 200 `{"ok": false, "error": "..."}`; they are failures naming that error. Slack has
 no idempotency header, so deleting a message reads it first: a message already gone is already
 undone. A message that has replies since is not deleted (that would orphan other people's thread).
+A posted message comes back sealed (`reversi.connectors._seal`); the undo takes that whole result and
+deletes only the message its seal covers, so a forged or altered result deletes nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from reversi.connectors._base import STEP, Connector, Param, Setting, Tool
+from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, sealed_result
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service
-from reversi.errors import ChangedSince, DownstreamError
+from reversi.connectors._seal import sealed, unseal
+from reversi.errors import ChangedSince, DownstreamError, UntrustedResult
 
 __all__ = ["CONNECTOR", "delete_message", "get_message", "post_message"]
 
@@ -56,18 +59,25 @@ def _find(channel: str, ts: str, thread_ts: str | None) -> dict[str, Any] | None
     return next((m for m in found.get("messages", []) if m.get("ts") == ts), None)
 
 
+@sealed("slack.post_message")
 def post_message(channel: str, text: str, thread_ts: str | None = None) -> dict[str, Any]:
     """Post a message (in a thread with `thread_ts`). Undo: `slack.delete_message`."""
     posted = _call("POST", "chat.postMessage", channel=channel, text=text, thread_ts=thread_ts)
     return {**posted, "thread_ts": thread_ts}
 
 
-def delete_message(channel: str, ts: str, thread_ts: str | None = None, step: int | None = None) -> dict[str, Any]:
-    """Delete the message the step posted; one already gone is already undone.
+def delete_message(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+    """Delete the message `result` (the sealed result of `slack.post_message`) names; one already gone
+    is already undone.
 
     Raises:
+        UntrustedResult: the result is not one this connector's `slack.post_message` made.
         ChangedSince: people replied to it since.
     """
+    posted = unseal(result, {"slack.post_message"}).result
+    channel, ts, thread_ts = posted.get("channel"), posted.get("ts"), posted.get("thread_ts")
+    if not isinstance(channel, str) or not isinstance(ts, str) or not isinstance(thread_ts, str | None):
+        raise UntrustedResult("the sealed result of slack.post_message names no channel and ts")
     found = _find(channel, ts, thread_ts)
     if found is not None:
         replies = int(found.get("reply_count") or 0)
@@ -99,8 +109,7 @@ CONNECTOR = Connector(
         Tool("slack.post_message", Kind.FORWARD, post_message, "Post a message.",
              (_CHANNEL, Param("text", "string", "the message"), _THREAD)),
         Tool("slack.delete_message", Kind.COMPENSATION, delete_message, "Delete a message nobody replied to.",
-             (_CHANNEL, _TS, _THREAD, STEP),
-             destructive=True, idempotent=True),
+             (sealed_result("slack.post_message"), STEP), destructive=True, idempotent=True),
         Tool("slack.get_message", Kind.READ, get_message, "A message, or found: false.", (_CHANNEL, _TS, _THREAD)),
     ),
 )

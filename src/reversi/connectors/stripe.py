@@ -1,9 +1,11 @@
 """The `stripe` connector: charges, customers and payment intents over Stripe's REST API.
 
 Requests are form-encoded with the secret key from `STRIPE_API_KEY`, at `STRIPE_API_BASE` (default
-https://api.stripe.com). A compensation sends its idempotency key as Stripe's `Idempotency-Key`
-header, so Stripe itself replays the first answer to a repeat; deleting a customer (a DELETE, where
-Stripe ignores the header) reads the customer first.
+https://api.stripe.com). Each forward result comes back sealed (`reversi.connectors._seal`), and each
+compensation takes that whole result and acts only on the id its seal covers: a forged or altered
+result refunds, deletes and cancels nothing. A compensation sends its idempotency key as Stripe's
+`Idempotency-Key` header, so Stripe itself replays the first answer to a repeat; deleting a customer
+(a DELETE, where Stripe ignores the header) reads the customer first.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reversi.connectors._base import STEP, Connector, Param, Setting, Tool
+from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, sealed_result
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service, form_encode
-from reversi.errors import BadArgument, ChangedSince, DownstreamError
+from reversi.connectors._seal import sealed, unseal
+from reversi.errors import BadArgument, ChangedSince, DownstreamError, UntrustedResult
 
 __all__ = [
     "CONNECTOR",
@@ -47,10 +50,22 @@ STRIPE = Service(
 _ID = re.compile(r"[A-Za-z0-9_]{1,255}")
 
 
-def _id(value: str, name: str) -> str:
-    if not _ID.fullmatch(value):
+def _id(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not _ID.fullmatch(value):
         raise BadArgument(name, f"{value!r} is not a Stripe id")
     return value
+
+
+def _made(result: Any, tool: str) -> dict[str, Any]:
+    """The object `tool` created, from its sealed result (its `id` checked).
+
+    Raises:
+        UntrustedResult: the result is not one `tool` of this connector made.
+    """
+    made = unseal(result, {tool}).result
+    if not isinstance(made.get("id"), str) or not _ID.fullmatch(made["id"]):
+        raise UntrustedResult(f"the sealed result of {tool} names no Stripe id")
+    return made
 
 
 def _post(path: str, fields: dict[str, Any], idempotency_key: str | None = None) -> Any:
@@ -58,42 +73,55 @@ def _post(path: str, fields: dict[str, Any], idempotency_key: str | None = None)
     return STRIPE.request("POST", path, data=form_encode(fields), headers=headers).body
 
 
+def _create(path: str, fields: dict[str, Any]) -> dict[str, Any]:
+    made = _post(path, fields)
+    if not isinstance(made, dict):
+        raise DownstreamError(f"Stripe POST {path}: the answer is not an object")
+    return made
+
+
 # --- forward -----------------------------------------------------------------------------------
 
 
+@sealed("stripe.create_charge")
 def create_charge(amount: int, currency: str, customer: str | None = None, source: str | None = None,
-                  description: str | None = None, metadata: dict[str, Any] | None = None) -> Any:
+                  description: str | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """Charge `amount` (in the currency's smallest unit). Undo: `stripe.refund`."""
-    return _post("/v1/charges", {"amount": amount, "currency": currency, "customer": customer, "source": source,
+    return _create("/v1/charges", {"amount": amount, "currency": currency, "customer": customer, "source": source,
                                  "description": description, "metadata": metadata})
 
 
+@sealed("stripe.create_customer")
 def create_customer(email: str | None = None, name: str | None = None, description: str | None = None,
-                    metadata: dict[str, Any] | None = None) -> Any:
+                    metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """Create a customer. Undo: `stripe.delete_customer`."""
-    return _post("/v1/customers", {"email": email, "name": name, "description": description, "metadata": metadata})
+    return _create("/v1/customers", {"email": email, "name": name, "description": description, "metadata": metadata})
 
 
+@sealed("stripe.create_payment_intent")
 def create_payment_intent(amount: int, currency: str, customer: str | None = None,
                           payment_method_types: list[str] | None = None,
-                          metadata: dict[str, Any] | None = None) -> Any:
+                          metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """Create a payment intent. Undo: `stripe.cancel_payment_intent`."""
-    return _post("/v1/payment_intents", {"amount": amount, "currency": currency, "customer": customer,
+    return _create("/v1/payment_intents", {"amount": amount, "currency": currency, "customer": customer,
                                          "payment_method_types": payment_method_types, "metadata": metadata})
 
 
 # --- compensations -----------------------------------------------------------------------------
 
 
-def refund(charge_id: str, amount: int | None = None, step: int | None = None,
-           *, idempotency_key: str | None = None) -> Any:
-    """Refund the charge (all of it unless `amount` says less), with the rollback's idempotency key.
+def refund(result: dict[str, Any], step: int | None = None, *, idempotency_key: str | None = None) -> Any:
+    """Refund the charge `result` (the sealed result of `stripe.create_charge`) names, the amount it
+    charged, with the rollback's idempotency key.
 
     Raises:
+        UntrustedResult: the result is not one this connector's `stripe.create_charge` made.
         ChangedSince: someone else refunded the charge since.
         DownstreamError: Stripe refused or failed.
     """
-    fields = {"charge": _id(charge_id, "charge_id"), "amount": amount}
+    charge = _made(result, "stripe.create_charge")
+    charge_id, amount = charge["id"], charge.get("amount")
+    fields = {"charge": charge_id, "amount": amount if isinstance(amount, int) else None}
     try:
         return _post("/v1/refunds", fields, idempotency_key)
     except DownstreamError as exc:
@@ -102,23 +130,32 @@ def refund(charge_id: str, amount: int | None = None, step: int | None = None,
         raise
 
 
-def delete_customer(customer_id: str, step: int | None = None, *, idempotency_key: str | None = None) -> Any:
-    """Delete the customer; one already deleted (or gone) is answered as Stripe answers a delete."""
-    path = f"/v1/customers/{_id(customer_id, 'customer_id')}"
+def delete_customer(result: dict[str, Any], step: int | None = None, *, idempotency_key: str | None = None) -> Any:
+    """Delete the customer `result` (the sealed result of `stripe.create_customer`) names; one already
+    deleted (or gone) is answered as Stripe answers a delete.
+
+    Raises:
+        UntrustedResult: the result is not one this connector's `stripe.create_customer` made.
+    """
+    customer_id = _made(result, "stripe.create_customer")["id"]
+    path = f"/v1/customers/{customer_id}"
     found = STRIPE.request("GET", path, tolerate=(404,))
     if found.status == 404 or (isinstance(found.body, dict) and found.body.get("deleted")):
         return {"id": customer_id, "object": "customer", "deleted": True}
     return STRIPE.request("DELETE", path).body
 
 
-def cancel_payment_intent(payment_intent: str, step: int | None = None,
+def cancel_payment_intent(result: dict[str, Any], step: int | None = None,
                           *, idempotency_key: str | None = None) -> Any:
-    """Cancel the payment intent (with the rollback's idempotency key); one already canceled is answered as is.
+    """Cancel the payment intent `result` (the sealed result of `stripe.create_payment_intent`) names,
+    with the rollback's idempotency key; one already canceled is answered as is.
 
     Raises:
+        UntrustedResult: the result is not one this connector's `stripe.create_payment_intent` made.
         ChangedSince: it succeeded since (it can no longer be canceled: refund its charge instead).
     """
-    path = f"/v1/payment_intents/{_id(payment_intent, 'payment_intent')}"
+    payment_intent = _made(result, "stripe.create_payment_intent")["id"]
+    path = f"/v1/payment_intents/{payment_intent}"
     found = STRIPE.request("GET", path).body
     status = found.get("status") if isinstance(found, dict) else None
     if status == "canceled":
@@ -169,14 +206,11 @@ CONNECTOR = Connector(
              (_AMOUNT, _CURRENCY, _CUSTOMER,
               Param("payment_method_types", "array", "e.g. [\"card\"]", required=False), _METADATA)),
         Tool("stripe.refund", Kind.COMPENSATION, refund, "Refund a charge (Idempotency-Key: the rollback's key).",
-             (Param("charge_id", "string", "the charge (ch_...)"),
-              Param("amount", "integer", "how much; all of it when left out", required=False), STEP),
-             idempotent=True),
+             (sealed_result("stripe.create_charge"), STEP), idempotent=True),
         Tool("stripe.delete_customer", Kind.COMPENSATION, delete_customer, "Delete a customer.",
-             (Param("customer_id", "string", "the customer (cus_...)"), STEP), destructive=True, idempotent=True),
+             (sealed_result("stripe.create_customer"), STEP), destructive=True, idempotent=True),
         Tool("stripe.cancel_payment_intent", Kind.COMPENSATION, cancel_payment_intent, "Cancel a payment intent.",
-             (Param("payment_intent", "string", "the payment intent (pi_...)"), STEP), destructive=True,
-             idempotent=True),
+             (sealed_result("stripe.create_payment_intent"), STEP), destructive=True, idempotent=True),
         Tool("stripe.get_charge", Kind.READ, get_charge, "A charge.", (_GET,)),
         Tool("stripe.get_customer", Kind.READ, get_customer, "A customer.", (_GET,)),
         Tool("stripe.get_payment_intent", Kind.READ, get_payment_intent, "A payment intent.", (_GET,)),

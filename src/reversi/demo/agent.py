@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
@@ -17,6 +18,7 @@ from reversi.demo.shop import SHOP, Fakes, Shop, diff
 
 Echo = Callable[[str], None]
 Say = Callable[[Any], str]
+Seal = Callable[[str, dict[str, Any], dict[str, Any]], dict[str, Any]]  # `reversi-connectors seal`
 
 AGENT, TENANT, ENVIRONMENT, OPERATOR = "billing-agent", "acme", "demo", "dana"
 INVOICE = "INV-2041\ncustomer: acme\nPro plan, March: $49.00\n"
@@ -48,6 +50,7 @@ class Tour:
     shop: Shop
     fakes: Fakes
     echo: Echo
+    seal: Seal
     before: list[str] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)
     steps: int = 0
@@ -150,10 +153,15 @@ class Tour:
         if not found:
             raise DemoFailed("the timed-out charge is not in the fake Stripe")
         note = f"found {found[0]['id']} ({LATE_CHARGE['description']}) in the Stripe dashboard"
+        self.echo(f"  {OPERATOR}: {note}: it went through")
+        # stripe.refund acts only on a result the connectors sealed: the operator vouches for this one
+        charge = await anyio.to_thread.run_sync(self.seal, "stripe.create_charge", LATE_CHARGE, found[0])
+        self.echo(f"  {OPERATOR}: reversi-connectors seal < {found[0]['id']}.json  (stripe.refund undoes only a"
+                  " result sealed with the connectors' key)")
         await self._operator(operator, "reversi.resolve_step", {
-            "run_id": self.run_id, "step": self.timed_out, "status": "succeeded", "note": note, "result": found[0],
+            "run_id": self.run_id, "step": self.timed_out, "status": "succeeded", "note": note, "result": charge,
             "actor": OPERATOR})
-        self.echo(f"  {OPERATOR}: {note}: it went through. Step {self.timed_out} is settled; the new plan:")
+        self.echo(f"  Step {self.timed_out} is settled with the sealed charge; the new plan:")
         self._indented(_text(await self._operator(operator, "reversi.plan_rollback", {"run_id": self.run_id})))
         self._heading("4. The rollback (reversi.execute_rollback, confirm: true): each undo runs on the connectors")
         result = await self._operator(operator, "reversi.execute_rollback", {"run_id": self.run_id, "confirm": True})

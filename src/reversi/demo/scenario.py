@@ -9,6 +9,7 @@ gateway's operator endpoint, which calls each compensation on the same connector
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shlex
@@ -17,9 +18,10 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 from mcp import Client, StdioServerParameters
@@ -101,7 +103,7 @@ def run_demo(workdir: Path, echo: Echo) -> int:
         env = _environment(paths, shop, *urls)
         _write_manifest(paths, env)
         tour = Tour(run_id=f"run_demo_{secrets.token_hex(6)}", db_url=f"sqlite:///{paths.db}", shop=shop,
-                    fakes=fakes, echo=echo)
+                    fakes=fakes, echo=echo, seal=partial(_seal, env))
         echo("Reversi demo: an agent's run on real files and rows, journaled, halted, settled and rolled back")
         echo(f"Run {tour.run_id}, journaled in {paths.shown(paths.db)}; the agent works in {SHOP}/")
         echo(f"Stripe, Slack and the mail API are bundled fakes on 127.0.0.1 (URLs in {paths.shown(paths.log)})")
@@ -158,6 +160,17 @@ def _write_manifest(paths: DemoPaths, env: dict[str, str]) -> None:
     header = ("# The manifest of `reversi demo` (`reversi-connectors manifest fs sql stripe slack http`, with\n"
               "# REVERSI_HTTP_TOOLS naming .reversi/demo/mail.yaml). The demo writes it afresh each time it runs.\n")
     paths.manifest.write_text(header + made.stdout, encoding="utf-8")
+
+
+def _seal(env: dict[str, str], tool: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """`result` sealed by `reversi-connectors seal` with the demo's connector key."""
+    done = subprocess.run([str(BIN / "reversi-connectors"), "seal"], env=env, capture_output=True, text=True,
+                          timeout=60, check=False,
+                          input=json.dumps({"tool": tool, "arguments": arguments, "result": result}))
+    if done.returncode != 0:
+        raise DemoFailed(f"reversi-connectors seal failed: {done.stderr.strip()}")
+    sealed: dict[str, Any] = json.loads(done.stdout)
+    return sealed
 
 
 async def _run_tour(tour: Tour, paths: DemoPaths, env: dict[str, str]) -> str | None:

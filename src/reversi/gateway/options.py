@@ -18,13 +18,20 @@ DEFAULT_SESSION_IDLE_TIMEOUT_S = 600.0
 
 @dataclass(frozen=True)
 class UpstreamSpec:
-    """One upstream MCP server: a command to run (stdio) or a streamable-HTTP URL."""
+    """One upstream MCP server: a command to run (stdio) or a streamable-HTTP URL; `token_env` names
+    the environment variable whose value the gateway sends to the URL as a bearer token."""
 
     name: str
     command: tuple[str, ...] = ()
     url: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    token_env: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        """The headers every request to the URL carries: the bearer token, read from the environment now."""
+        token = os.environ.get(self.token_env) if self.token_env else None
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     def describe(self) -> str:
         return self.url or shlex.join(self.command)
@@ -112,15 +119,28 @@ def _upstream_entry(name: str, entry: Any, base: str) -> UpstreamSpec:
         return UpstreamSpec(name, command=tuple(entry))
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{where}: expected a command, a URL, a list of words or a mapping")
-    unknown = sorted(set(entry) - {"command", "args", "env", "cwd", "url"})
+    unknown = sorted(set(entry) - {"command", "args", "env", "cwd", "url", "token_env"})
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: args, command, cwd, env, url)")
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: args, command, cwd, env, token_env, url)")
     if "url" in entry:
         url = entry["url"]
         if not isinstance(url, str) or not _is_url(url):
             raise ConfigError(f"{where}.url: expected an http:// or https:// URL")
-        return UpstreamSpec(name, url=url)
+        return UpstreamSpec(name, url=url, token_env=_token_env(entry.get("token_env"), where))
+    if "token_env" in entry:
+        raise ConfigError(f"{where}.token_env: only an upstream with a url is sent a token")
     return _command_entry(name, entry, base)
+
+
+def _token_env(value: Any, where: str) -> str | None:
+    """The name of the variable holding an HTTP upstream's bearer token, once it is set."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}.token_env: expected the name of an environment variable")
+    if not os.environ.get(value):
+        raise ConfigError(f"{where}.token_env: {value} is not set (it holds the bearer token for the upstream)")
+    return value
 
 
 def _command_entry(name: str, entry: Mapping[str, Any], base: str) -> UpstreamSpec:

@@ -11,6 +11,7 @@ gateway has nothing to serve: `UpstreamPool.start` then fails with each one's re
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -24,6 +25,7 @@ import anyio
 from mcp import Client, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
@@ -111,8 +113,10 @@ class _WatchedStream:
 
 @asynccontextmanager
 async def _watched(spec: UpstreamSpec, closed: anyio.Event, errlog: TextIO) -> AsyncIterator[tuple[Any, Any]]:
+    # With a token, the HTTP client carries it; the SDK leaves a client it is given to us to close.
+    http = create_mcp_http_client(headers=spec.headers()) if spec.url is not None and spec.token_env else None
     if spec.url is not None:
-        transport: Any = streamable_http_client(spec.url)
+        transport: Any = streamable_http_client(spec.url, http_client=http)
     else:
         # The SDK passes only a short list of variables unless told otherwise; upstreams get ours.
         params = StdioServerParameters(
@@ -123,7 +127,7 @@ async def _watched(spec: UpstreamSpec, closed: anyio.Event, errlog: TextIO) -> A
         )
         transport = stdio_client(params, errlog=errlog)
     try:
-        async with transport as (read, write):
+        async with http if http is not None else contextlib.nullcontext(), transport as (read, write):
             yield _WatchedStream(read, closed), write
     finally:
         closed.set()

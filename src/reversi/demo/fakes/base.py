@@ -38,6 +38,7 @@ class FakeBase(abc.ABC):
 
     effects: Counter[str] = field(default_factory=Counter)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    raw_paths: list[str] = field(default_factory=list)  # each request's path as it was sent, still encoded
     failures: dict[str, Failure] = field(default_factory=dict)
     holds: Counter[str] = field(default_factory=Counter)
     released: threading.Event = field(default_factory=threading.Event)
@@ -79,6 +80,7 @@ class FakeBase(abc.ABC):
                 return
             name = f"{scope['method']} {scope['path']}"
             self.requests.append((scope["method"], scope["path"]))
+            self.raw_paths.append(bytes(scope.get("raw_path") or b"").decode("latin-1"))
             failure = self.failures.get(name)
             if failure is not None and failure.times > 0:
                 failure.times -= 1
