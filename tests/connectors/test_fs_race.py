@@ -118,7 +118,7 @@ def test_tools_called_directly_never_act_outside_the_root_while_a_folder_flips(w
 
     with Flipper(root, outside).running():  # and their undos race it too
         for result in results:
-            undo = UNDOS.get(result["reversi_seal"]["tool"], fs.restore)
+            undo: Callable[..., dict[str, Any]] = UNDOS.get(result["reversi_seal"]["tool"], fs.restore)
             with suppress(ReversiError, OSError):
                 undo(result=result)
     assert files_under(outside) == before

@@ -147,6 +147,7 @@ def sealed(tool: str, keep: Collection[str] = ()) -> Callable[[Forward[P]], Forw
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
             bound = signature.bind(*args, **kwargs)
             kept = {name: bound.arguments[name] for name in keep if bound.arguments.get(name) is not None}
+            _key()  # a key that cannot be had fails the call before it changes anything, not after
             return seal(tool, fn(*args, **kwargs), kept)
 
         return wrapper
