@@ -112,7 +112,9 @@ def _parts(root: Root, relative: Any, argument: str) -> list[str]:
     parts = relative.split("/")
     if ".." in parts:
         raise BadArgument(argument, f"{relative!r} leaves the root {root.path}: a '..' part is refused")
-    if "" in parts or "." in parts or "\0" in relative:
+    if "\0" in relative:
+        raise BadArgument(argument, f"{relative!r} holds a NUL character")
+    if "" in parts or "." in parts:
         raise BadArgument(argument, f"{relative!r} has an empty or '.' part: name each folder once, as in 'docs/a.txt'")
     if root.path.joinpath(*parts).is_relative_to(root.keep) or root.path.is_relative_to(root.keep):
         raise BadArgument(argument, _KEPT.format(relative))
@@ -217,9 +219,9 @@ def state(found: Entry) -> tuple[State, bytes | None]:
     except FileNotFoundError:
         return dict(ABSENT), None
     except OSError as exc:
-        if exc.errno != errno.ELOOP:  # a file swapped for a link meanwhile
+        if exc.errno != errno.ELOOP:
             raise
-        return {**_kind(os.stat(found.name, dir_fd=found.folder, follow_symlinks=False))}, None
+        return {**ABSENT, "exists": True, "type": "symlink"}, None  # a file swapped for a link meanwhile
     with os.fdopen(fd, "rb") as source:
         info = os.fstat(source.fileno())
         if not stat.S_ISREG(info.st_mode):
