@@ -85,12 +85,13 @@ def opened_root() -> Iterator[Root]:
     """The root, open for the length of one call.
 
     Raises:
-        BadArgument: REVERSI_FS_ROOT is not a folder.
+        BadArgument: REVERSI_FS_ROOT is not a folder (or has a name UTF-8 cannot hold).
     """
     path = root_path()
     try:
+        str(path).encode()  # every result names the root, and a seal must be able to hold it
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
+    except (OSError, UnicodeEncodeError):
         raise BadArgument(ROOT.name, f"{os.environ.get(ROOT.name) or path} is not a folder") from None
     keep = Path(os.path.realpath(_snapshots.connector_dir()))
     try:
@@ -109,7 +110,16 @@ def _parts(root: Root, relative: Any, argument: str) -> list[str]:
         raise BadArgument(argument, f"expected a string, got {type(relative).__name__}")
     if not relative or relative.startswith("/"):
         raise BadArgument(argument, f"{relative!r} must be a path relative to the root {root.path}")
+    try:
+        size = len(relative.encode())
+    except UnicodeEncodeError:  # a lone surrogate: no file can be named so, nor a result sealed
+        raise BadArgument(argument, f"{relative!r} is not text that UTF-8 can hold") from None
+    if size > _MAX_PATH:
+        raise BadArgument(argument, f"the path is {size} bytes long; at most {_MAX_PATH}")
     parts = relative.split("/")
+    long = [part for part in parts if len(part.encode()) > _MAX_NAME]
+    if long:
+        raise BadArgument(argument, f"{long[0][:40]!r}... is longer than {_MAX_NAME} bytes, too long for a name")
     if ".." in parts:
         raise BadArgument(argument, f"{relative!r} leaves the root {root.path}: a '..' part is refused")
     if "\0" in relative:
@@ -121,6 +131,7 @@ def _parts(root: Root, relative: Any, argument: str) -> list[str]:
     return parts
 
 
+_MAX_PATH, _MAX_NAME = 4096, 255
 _KEPT = "{!r} is inside the connector folder, which keeps the snapshots"
 
 
@@ -128,16 +139,16 @@ def _stopped(relative: str, parent: int, part: str, reached: str, exc: OSError) 
     """Where a walk stopped at `part` (the folder `reached`), and why."""
     try:
         info = os.stat(part, dir_fd=parent, follow_symlinks=False)
-    except FileNotFoundError:
-        info = None
-    if info is None or exc.errno == errno.ENOENT:
+    except OSError as again:
+        info, exc = None, exc if again.errno == errno.ENOENT else again
+    if exc.errno == errno.ENOENT:
         problem = f"the folder {reached!r} of {relative!r} does not exist (create it with fs.make_dir)"
         return Entry(relative, "", None, problem, missing=True)
-    if stat.S_ISLNK(info.st_mode):
+    if info is not None and stat.S_ISLNK(info.st_mode):
         problem = f"{relative!r} passes through the symbolic link {reached!r}, which fs refuses"
-    elif not stat.S_ISDIR(info.st_mode):
+    elif info is not None and not stat.S_ISDIR(info.st_mode):
         problem = f"{reached!r} in {relative!r} is not a folder"
-    elif exc.errno in (errno.ENOTDIR, errno.ELOOP):
+    elif info is not None and exc.errno in (errno.ENOTDIR, errno.ELOOP):
         problem = f"{reached!r} in {relative!r} was not a folder when reached (it changed meanwhile)"
     else:
         problem = f"the folder {reached!r} of {relative!r} cannot be opened: {exc.strerror}"

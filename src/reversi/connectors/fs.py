@@ -63,7 +63,10 @@ def _content(content: str | None, content_base64: str | None) -> bytes:
     if (content is None) == (content_base64 is None):
         raise BadArgument("content", "give exactly one of content and content_base64")
     if content is not None:
-        return content.encode("utf-8")
+        try:
+            return content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadArgument("content", "not text that UTF-8 can hold (a lone surrogate)") from None
     try:
         return base64.b64decode(content_base64 or "", validate=True)
     except binascii.Error as exc:
