@@ -126,18 +126,18 @@ def test_a_symbolic_link_anywhere_in_a_path_is_refused_even_one_that_stays_in_th
     (world / "docs-link").symlink_to(world / "docs")
     (world / "passwd").symlink_to("/etc/passwd")
     (world / "keep-link").symlink_to(world / "keep.txt")
-    with pytest.raises(BadArgument, match="passes through the symbolic link 'link', which fs refuses"):
-        fs.write_file(path="link/x.txt", content="x")
-    with pytest.raises(BadArgument, match="passes through the symbolic link 'docs-link'"):
-        fs.delete(path="docs-link/moveme.txt")
-    with pytest.raises(BadArgument, match="'passwd' is a symbolic link, which fs refuses, not a file"):
-        fs.delete(path="passwd")
-    with pytest.raises(BadArgument, match="'keep-link' is a symbolic link"):
-        fs.write_file(path="keep-link", content="through the link")
-    with pytest.raises(BadArgument, match="'keep-link' is a symbolic link, which fs refuses"):
-        fs.stat(path="keep-link")
-    with pytest.raises(BadArgument, match="passes through the symbolic link 'link'"):
-        fs.stat(path="link/anything")
+    refused: list[tuple[Callable[..., Any], dict[str, str], str]] = [
+        (fs.write_file, {"path": "link/x.txt", "content": "x"}, "passes through the symbolic link 'link', which fs"),
+        (fs.delete, {"path": "docs-link/moveme.txt"}, "passes through the symbolic link 'docs-link'"),
+        (fs.delete, {"path": "passwd"}, "'passwd' is a symbolic link, which fs refuses, not a file"),
+        (fs.write_file, {"path": "keep-link", "content": "through"}, "'keep-link' is a symbolic link"),
+        (fs.move, {"source": "keep.txt", "destination": "link/keep.txt"}, "passes through the symbolic link 'link'"),
+        (fs.stat, {"path": "keep-link"}, "'keep-link' is a symbolic link, which fs refuses"),
+        (fs.stat, {"path": "link/anything"}, "passes through the symbolic link 'link'"),
+    ]
+    for call, arguments, problem in refused:
+        with pytest.raises(BadArgument, match=problem):
+            call(**arguments)
     assert list((tmp_path / "elsewhere").iterdir()) == []
     assert (world / "keep.txt").read_bytes() == b"kept\n" and (world / "docs" / "moveme.txt").exists()
 

@@ -95,20 +95,21 @@ def _forged(draw: st.DrawFn, world: World) -> dict[str, Any]:
     return result
 
 
-def _is_genuine(result: dict[str, Any], world: World) -> bool:
-    return any(result == json.loads(json.dumps(made)) for made in world.genuine.values())
+def _forged_call(world: World, data: st.DataObject) -> tuple[str, dict[str, Any]]:
+    """A compensation, and a forged result for it (never one that is genuine after all)."""
+    forged = data.draw(_forged(world))
+    assume(all(forged != json.loads(json.dumps(made)) for made in world.genuine.values()))
+    tried("fs-forged-results")
+    return data.draw(st.sampled_from(COMPENSATIONS)), forged
 
 
 @fuzz_settings(ci=150)
 @given(data=st.data())
 def test_no_compensation_acts_on_a_result_it_did_not_seal(world: World, data: st.DataObject) -> None:
-    forged = data.draw(_forged(world))
-    assume(not _is_genuine(forged, world))
-    tool = data.draw(st.sampled_from(COMPENSATIONS))
+    tool, forged = _forged_call(world, data)
     before = world.everything()
     with pytest.raises(ConnectorError) as refused:
         fs.CONNECTOR.tool(tool).invoke({"result": forged, "step": 1})
-    tried("fs-forged-results")
     assert isinstance(refused.value, UntrustedResult), refused.value.message
     assert "\n" not in refused.value.message
     assert world.everything() == before
@@ -138,13 +139,10 @@ def test_hostile_paths_reach_nothing_outside_the_root(world: World, data: st.Dat
 @fuzz_settings(ci=5)
 @given(data=st.data())
 def test_the_installed_compensator_refuses_forged_results_on_one_line(world: World, data: st.DataObject) -> None:
-    forged = data.draw(_forged(world))
-    assume(not _is_genuine(forged, world))
-    tool = data.draw(st.sampled_from(COMPENSATIONS))
+    tool, forged = _forged_call(world, data)
     before = world.everything()
     done = subprocess.run([CONNECTORS, "compensate"], input=json.dumps({"tool": tool, "args": {"result": forged}}),
                           capture_output=True, text=True, timeout=60, check=False)
-    tried("fs-forged-results")
     assert done.returncode == 1 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("untrusted result: "), done.stderr
     assert world.everything() == before

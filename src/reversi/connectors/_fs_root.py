@@ -49,6 +49,8 @@ ROOT = Setting("REVERSI_FS_ROOT", "the folder fs tools act in; paths leaving it 
 State = dict[str, Any]
 ABSENT: State = {"exists": False, "type": None, "sha256": None, "size": None, "mode": None}
 
+_MAX_PATH, _MAX_NAME = 4096, 255
+_KEPT = "{!r} is inside the connector folder, which keeps the snapshots"
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO swapped in opens, and is not read
 
@@ -129,10 +131,6 @@ def _parts(root: Root, relative: Any, argument: str) -> list[str]:
     if root.path.joinpath(*parts).is_relative_to(root.keep) or root.path.is_relative_to(root.keep):
         raise BadArgument(argument, _KEPT.format(relative))
     return parts
-
-
-_MAX_PATH, _MAX_NAME = 4096, 255
-_KEPT = "{!r} is inside the connector folder, which keeps the snapshots"
 
 
 def _stopped(relative: str, parent: int, part: str, reached: str, exc: OSError) -> Entry:
