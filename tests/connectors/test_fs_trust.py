@@ -174,6 +174,7 @@ def _genuine_and_forged(places: Places, monkeypatch: pytest.MonkeyPatch) -> dict
                                     "after": _state(places.host / "victim.txt")}),
         "altered path": ("fs.restore", {**written, "path": "made/moved.txt"}),
         "altered root": ("fs.restore", {**written, "root": str(places.host)}),
+        "lone surrogate": ("fs.restore", {**written, "path": "\udcff"}),
         "altered move": ("fs.move_back", {**moved, "destination": "../host/victim.txt"}),
         "altered dir": ("fs.remove_dir", {**made, "path": "../host"}),
         "other key": ("fs.restore", other_key),
@@ -184,7 +185,8 @@ def _genuine_and_forged(places: Places, monkeypatch: pytest.MonkeyPatch) -> dict
     }
 
 
-@pytest.mark.parametrize("kind", ["unsealed", "altered path", "altered root", "altered move", "altered dir",
+@pytest.mark.parametrize("kind", ["unsealed", "altered path", "altered root", "lone surrogate", "altered move",
+                                  "altered dir",
                                   "other key", "other tool", "move as write", "seal not an object",
                                   "seal without mac"])
 def test_compensate_refuses_a_result_it_did_not_seal_and_changes_nothing(

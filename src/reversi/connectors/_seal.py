@@ -86,7 +86,8 @@ def key_id(key: bytes | None = None) -> str:
 
 def _mac(key: bytes, tool: str, args: Mapping[str, Any], result: Mapping[str, Any]) -> str:
     body = canonical({"v": _VERSION, "tool": tool, "args": dict(args), "result": dict(result)})
-    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    # surrogatepass: a forged result may hold a lone surrogate (JSON allows one); it must fail the MAC, not crash
+    return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def seal(tool: str, result: Mapping[str, Any], args: Mapping[str, Any] | None = None) -> dict[str, Any]:
