@@ -169,12 +169,19 @@ def _genuine_and_forged(places: Places, monkeypatch: pytest.MonkeyPatch) -> dict
     other_key = fs.write_file(path="made/other.txt", content="sealed with another key")
     monkeypatch.setenv("REVERSI_CONNECTOR_KEY", KEY)
     bare = {k: v for k, v in written.items() if k != "reversi_seal"}
+
+    def resealed(**part: str) -> dict[str, Any]:
+        return {**written, "reversi_seal": {**written["reversi_seal"], **part}}
+
     return {
         "unsealed": ("fs.restore", {**bare, "root": str(places.host), "path": "victim.txt", "before": ABSENT,
                                     "after": _state(places.host / "victim.txt")}),
         "altered path": ("fs.restore", {**written, "path": "made/moved.txt"}),
         "altered root": ("fs.restore", {**written, "root": str(places.host)}),
         "lone surrogate": ("fs.restore", {**written, "path": "\udcff"}),
+        "mac not ascii": ("fs.restore", resealed(mac="\x80")),
+        "key with escapes": ("fs.restore", resealed(key="\x1b[2J\n")),
+        "tool with escapes": ("fs.restore", resealed(tool="\x1b]0;")),
         "altered move": ("fs.move_back", {**moved, "destination": "../host/victim.txt"}),
         "altered dir": ("fs.remove_dir", {**made, "path": "../host"}),
         "other key": ("fs.restore", other_key),
@@ -185,10 +192,9 @@ def _genuine_and_forged(places: Places, monkeypatch: pytest.MonkeyPatch) -> dict
     }
 
 
-@pytest.mark.parametrize("kind", ["unsealed", "altered path", "altered root", "lone surrogate", "altered move",
-                                  "altered dir",
-                                  "other key", "other tool", "move as write", "seal not an object",
-                                  "seal without mac"])
+@pytest.mark.parametrize("kind", ["unsealed", "altered path", "altered root", "lone surrogate", "mac not ascii",
+                                  "altered move", "altered dir", "other key", "other tool", "move as write",
+                                  "seal not an object", "seal without mac", "key with escapes", "tool with escapes"])
 def test_compensate_refuses_a_result_it_did_not_seal_and_changes_nothing(
     places: Places, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
@@ -198,7 +204,7 @@ def test_compensate_refuses_a_result_it_did_not_seal_and_changes_nothing(
     done = connectors_cli("compensate", stdin=json.dumps({"tool": tool, "args": {"result": result}, "step": 4}))
 
     assert done.code == 1 and done.out == "" and done.err.count("\n") == 1, done.err
-    assert done.err.startswith("untrusted result: "), done.err
+    assert done.err.startswith("untrusted result: ") and "\x1b" not in done.err, done.err
     assert (places.outside(), files_under(places.root)) == world
 
 

@@ -122,16 +122,23 @@ def unseal(value: Any, tools: Collection[str]) -> Sealed:
     if not isinstance(tool, str) or not isinstance(args, Mapping) or not isinstance(mac, str):
         raise UntrustedResult("the result's seal is malformed")
     if tool not in tools:
-        raise UntrustedResult(f"the result is sealed as one of {tool}, not of {names}")
+        raise UntrustedResult(f"the result is sealed as one of {_shown(tool)}, not of {names}")
     key = _key()
     if seal_.get("key") != key_id(key):
-        raise UntrustedResult(f"the result was sealed with another key ({seal_.get('key')}), not this connector's"
-                              f" ({key_id(key)}): give the compensator the key the forward call had")
+        raise UntrustedResult(f"the result was sealed with another key ({_shown(seal_.get('key'))}), not this"
+                              f" connector's ({key_id(key)}): give the compensator the key the forward call had")
     assert isinstance(value, Mapping)
     bare = {k: v for k, v in value.items() if k != FIELD}
-    if not hmac.compare_digest(_mac(key, tool, args, bare), mac):
+    if not hmac.compare_digest(_mac(key, tool, args, bare).encode(), mac.encode("utf-8", "surrogatepass")):
         raise UntrustedResult(f"the result of {tool} was changed after it was sealed")
     return Sealed(tool, dict(args), bare)
+
+
+def _shown(value: Any) -> str:
+    """A value from the seal as an error may quote it: short, and escaped unless printable (it came from
+    whoever reported the result)."""
+    text = str(value)[:40]
+    return text if text.isprintable() else repr(text)
 
 
 Forward = Callable[P, dict[str, Any]]
