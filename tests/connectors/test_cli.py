@@ -42,7 +42,7 @@ def test_list_names_every_connector_its_tools_and_settings() -> None:
     assert fs["forward"] == ["fs.write_file", "fs.delete", "fs.move", "fs.make_dir"]
     assert fs["compensation"] == ["fs.restore", "fs.move_back", "fs.remove_dir"]
     assert fs["read"] == ["fs.stat"]
-    assert [s["name"] for s in fs["settings"]] == ["REVERSI_FS_ROOT", "REVERSI_CONNECTOR_DIR"]
+    assert [s["name"] for s in fs["settings"]] == ["REVERSI_FS_ROOT", "REVERSI_CONNECTOR_DIR", "REVERSI_CONNECTOR_KEY"]
     text = connectors_cli("list").out
     assert "sql: rows by primary key in SQLite or PostgreSQL" in text and "  read:         sql.select" in text
 
@@ -85,7 +85,13 @@ UNKNOWN_CONNECTOR = "bad argument connector: unknown connector 'nope' (known: fs
     (["read"], '{"tool": "fs.write_file", "arguments": {}}', "unknown tool: fs.write_file (it is a forward tool"),
     (["read"], '{"arguments": {}}', "bad argument tool: required"),
     (["compensate"], "not json", "bad argument stdin: expected the compensation call as JSON"),
-    (["compensate"], '{"tool": "fs.restore", "args": {"root": "/"}}', "bad argument path: required"),
+    (["compensate"], '{"tool": "fs.restore", "args": {}}', "bad argument result: required"),
+    (["compensate"], '{"tool": "fs.restore", "args": {"result": {}, "root": "/"}}',
+     "bad argument root: fs.restore takes no such argument"),
+    (["compensate"], '{"tool": "fs.restore", "args": {"result": {"root": "/", "path": "etc/passwd"}}}',
+     "untrusted result: the result carries no seal"),
+    (["read"], '{"tool": "fs.stat", "arguments": {"path": "passwd", "root": "/etc"}}',
+     "bad argument root: fs.stat takes no such argument"),
     (["compensate"], '{"tool": "fs.restore", "args": []}', "bad argument args: expected an object"),
     (["serve", "--http", "nowhere"], "", "bad argument --http: expected HOST:PORT"),
     (["frobnicate"], "", "No such command 'frobnicate'."),
@@ -128,16 +134,18 @@ async def test_serve_offers_the_tools_with_schemas_and_hints_and_runs_them(tmp_p
         assert not written.is_error and written.structured_content is not None
         assert written.structured_content["after"]["sha256"] == json.loads(text_of(written))["after"]["sha256"]
         keyed = cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: "k"})
-        restored = await client.call_tool("fs.restore", {**{k: written.structured_content[k] for k in (
-            "root", "path", "before", "after")}, "step": 0}, meta=keyed)
+        restored = await client.call_tool("fs.restore", {"result": written.structured_content, "step": 0},
+                                          meta=keyed)
         assert not restored.is_error and not (tmp_path / "hello.txt").exists()
 
         refused = await client.call_tool("fs.write_file", {"path": "../out.txt", "content": "x"})
         assert refused.is_error and text_of(refused) == (
-            f"bad argument path: '../out.txt' leaves the root {tmp_path}")
+            f"bad argument path: '../out.txt' leaves the root {tmp_path}: a '..' part is refused")
         elsewhere = await client.call_tool("fs.stat", {"path": "passwd", "root": "/etc"})
-        assert elsewhere.is_error and text_of(elsewhere) == (
-            f"bad argument root: /etc is not this server's root {tmp_path}")
+        assert elsewhere.is_error and text_of(elsewhere) == "bad argument root: fs.stat takes no such argument"
+        forged = await client.call_tool("fs.restore", {"result": {**written.structured_content, "path": "x"}})
+        assert forged.is_error and text_of(forged) == (
+            "untrusted result: the result of fs.write_file was changed after it was sealed")
         unknown = await client.call_tool("sql.select", {"table": "t"})
         assert unknown.is_error and text_of(unknown) == "unknown tool: sql.select"
 

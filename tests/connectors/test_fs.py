@@ -6,12 +6,13 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.connectors.conftest import Done, compensation_calls, connectors_cli, files_under, reversi_cli
 
 import reversi
-from reversi.connectors import BadArgument, ChangedSince, fs
+from reversi.connectors import BadArgument, ChangedSince, _snapshots, fs
 
 MANIFEST = fs.CONNECTOR.manifest_path()
 
@@ -100,66 +101,96 @@ def test_each_compensation_repeated_with_its_key_changes_nothing_and_answers_the
 
 def test_a_compensation_run_twice_before_anyone_reads_the_answer_does_the_undo_once(world: Path) -> None:
     written = fs.write_file(path="keep.txt", content="overwritten")
-    first = fs.restore(written["root"], "keep.txt", written["before"], written["after"], step=0)
+    first = fs.restore(written, step=0)
     (world / "keep.txt").chmod(0o600)  # unchanged: a second run must neither fail nor touch it
-    assert fs.restore(written["root"], "keep.txt", written["before"], written["after"], step=0) == first
+    assert fs.restore(written, step=0) == first
     assert (world / "keep.txt").read_bytes() == b"kept\n"
 
 
-@pytest.mark.parametrize("path", ["../outside.txt", "docs/../../outside.txt", "/etc/passwd", "", "."])
-def test_a_path_that_leaves_the_root_is_refused(world: Path, path: str) -> None:
+@pytest.mark.parametrize("path", ["../outside.txt", "docs/../../outside.txt", "docs/../keep.txt", "/etc/passwd", "",
+                                  ".", "./keep.txt", "docs//moveme.txt", "docs/", "a\0b", "x" * 256,
+                                  "x" * 300 + "/a", "d/" * 2100 + "x", "\ud800", "a\udcffb"])
+def test_a_path_that_is_not_plainly_under_the_root_is_refused(world: Path, path: str) -> None:
+    before = files_under(world)
     with pytest.raises(BadArgument, match="bad argument path: "):
         fs.write_file(path=path, content="x")
     assert not (world.parent / "outside.txt").exists()
+    assert files_under(world) == before
 
 
-def test_a_symbolic_link_out_of_the_root_is_refused(world: Path, tmp_path: Path) -> None:
+def test_a_symbolic_link_anywhere_in_a_path_is_refused_even_one_that_stays_in_the_root(
+    world: Path, tmp_path: Path
+) -> None:
     (tmp_path / "elsewhere").mkdir()
     (world / "link").symlink_to(tmp_path / "elsewhere")
+    (world / "docs-link").symlink_to(world / "docs")
     (world / "passwd").symlink_to("/etc/passwd")
-    with pytest.raises(BadArgument, match="leaves the root"):
-        fs.write_file(path="link/x.txt", content="x")
-    with pytest.raises(BadArgument, match="leaves the root"):
-        fs.delete(path="passwd")
+    (world / "keep-link").symlink_to(world / "keep.txt")
+    refused: list[tuple[Callable[..., Any], dict[str, str], str]] = [
+        (fs.write_file, {"path": "link/x.txt", "content": "x"}, "passes through the symbolic link 'link', which fs"),
+        (fs.delete, {"path": "docs-link/moveme.txt"}, "passes through the symbolic link 'docs-link'"),
+        (fs.delete, {"path": "passwd"}, "'passwd' is a symbolic link, which fs refuses, not a file"),
+        (fs.write_file, {"path": "keep-link", "content": "through"}, "'keep-link' is a symbolic link"),
+        (fs.move, {"source": "keep.txt", "destination": "link/keep.txt"}, "passes through the symbolic link 'link'"),
+        (fs.stat, {"path": "keep-link"}, "'keep-link' is a symbolic link, which fs refuses"),
+        (fs.stat, {"path": "link/anything"}, "passes through the symbolic link 'link'"),
+    ]
+    for call, arguments, problem in refused:
+        with pytest.raises(BadArgument, match=problem):
+            call(**arguments)
     assert list((tmp_path / "elsewhere").iterdir()) == []
+    assert (world / "keep.txt").read_bytes() == b"kept\n" and (world / "docs" / "moveme.txt").exists()
 
 
-def test_the_snapshot_folder_is_out_of_the_agents_reach(tmp_path: Path) -> None:
+def test_the_connector_folder_is_out_of_the_agents_reach(tmp_path: Path) -> None:
     fs.write_file(path="a.txt", content="one")  # root and connector folder both default to the cwd
     written = fs.write_file(path="a.txt", content="two")
-    assert Path(written["before"]["snapshot"]).is_relative_to(tmp_path / ".reversi" / "connectors")
-    with pytest.raises(BadArgument, match="inside the connector folder"):
-        fs.write_file(path=f".reversi/connectors/blobs/{written['before']['sha256']}", content="tampered")
+    blob = f".reversi/connectors/blobs/{written['before']['sha256']}"
+    calls: list[tuple[Callable[..., Any], dict[str, str]]] = [
+        (fs.write_file, {"path": blob, "content": "tampered"}), (fs.delete, {"path": blob}),
+        (fs.write_file, {"path": ".reversi/connectors/seal.key", "content": "k" * 64}),
+        (fs.move, {"source": "a.txt", "destination": ".reversi/connectors/blobs/x"}),
+        (fs.make_dir, {"path": ".reversi/connectors/other"}), (fs.stat, {"path": blob})]
+    for call, arguments in calls:
+        with pytest.raises(BadArgument, match="inside the connector folder"):
+            call(**arguments)
+    assert (tmp_path / blob).read_bytes() == b"one"
 
 
-def test_the_snapshot_is_content_addressed_and_named_with_the_root(world: Path, tmp_path: Path) -> None:
+def test_each_result_is_sealed_and_its_snapshot_named_by_digest_in_the_connector_folder(world: Path) -> None:
     written = fs.write_file(path="gone.bin", content="replaced")
-    snapshot = Path(written["before"]["snapshot"])
     assert written["root"] == str(world) and written["path"] == "gone.bin"
-    assert snapshot.is_absolute() and snapshot.name == written["before"]["sha256"]
-    assert snapshot.read_bytes() == bytes(range(256))
+    assert written["before"]["snapshot"] == written["before"]["sha256"]
+    assert (_snapshots.connector_dir() / "blobs" / written["before"]["sha256"]).read_bytes() == bytes(range(256))
     assert written["before"]["mode"] == "0755"
+    assert written["reversi_seal"]["tool"] == "fs.write_file" and len(written["reversi_seal"]["mac"]) == 64
 
 
-def test_an_undo_run_from_another_folder_finds_the_root_and_the_snapshot(
+def test_an_undo_run_from_another_folder_needs_the_same_root_and_connector_folder(
     world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     written = fs.delete(path="keep.txt")
+    monkeypatch.setenv("REVERSI_CONNECTOR_DIR", str(tmp_path / ".reversi" / "connectors"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     monkeypatch.delenv("REVERSI_FS_ROOT")
-    fs.restore(written["root"], written["path"], written["before"], written["after"], step=3)
+    with pytest.raises(BadArgument, match=f"the step acted in {world}; this connector's root is {elsewhere}$"):
+        fs.restore(written, step=3)
+    assert not (world / "keep.txt").exists()
+    monkeypatch.setenv("REVERSI_FS_ROOT", str(world))
+    fs.restore(written, step=3)
     assert (world / "keep.txt").read_bytes() == b"kept\n"
     assert oct((world / "keep.txt").stat().st_mode & 0o777) == "0o600"
 
 
 def test_a_damaged_snapshot_is_refused_rather_than_written_back(world: Path) -> None:
     written = fs.delete(path="keep.txt")
-    Path(written["before"]["snapshot"]).chmod(0o600)
-    Path(written["before"]["snapshot"]).write_bytes(b"not what was kept")
+    blob = _snapshots.connector_dir() / "blobs" / written["before"]["sha256"]
+    blob.chmod(0o600)
+    blob.write_bytes(b"not what was kept")
     with pytest.raises(reversi.errors.ReversiError, match="is damaged"):
-        fs.restore(written["root"], written["path"], written["before"], written["after"])
+        fs.restore(written)
     assert not (world / "keep.txt").exists()
 
 
@@ -167,17 +198,42 @@ def test_move_back_refuses_when_the_moved_file_was_edited_and_when_the_source_is
     moved = fs.move(source="keep.txt", destination="kept.txt")
     (world / "keep.txt").write_text("someone took the name")
     with pytest.raises(ChangedSince, match=r"^changed since step 2: keep\.txt exists again"):
-        fs.move_back(moved["root"], "keep.txt", "kept.txt", moved["sha256"], step=2)
+        fs.move_back(moved, step=2)
     (world / "keep.txt").unlink()
     (world / "kept.txt").write_text("edited")
     with pytest.raises(ChangedSince, match=r"kept\.txt now has sha256"):
-        fs.move_back(moved["root"], "keep.txt", "kept.txt", moved["sha256"], step=2)
+        fs.move_back(moved, step=2)
+
+
+def test_a_folder_turned_into_a_symbolic_link_since_the_step_stops_the_undo(world: Path, tmp_path: Path) -> None:
+    written = fs.write_file(path="docs/new.txt", content="new")
+    (world / "docs").rename(world / "docs-moved")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "new.txt").write_text("new")  # as the step left it, but outside the root
+    (world / "docs").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ChangedSince, match=r"^changed since step 5: 'docs/new\.txt' passes through the symbolic link"):
+        fs.restore(written, step=5)
+    assert (tmp_path / "elsewhere" / "new.txt").read_text() == "new"
+
+
+def test_a_forward_call_without_a_usable_sealing_key_changes_nothing(
+    world: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REVERSI_CONNECTOR_KEY", "too short")
+    with pytest.raises(reversi.errors.ConfigError, match="REVERSI_CONNECTOR_KEY must be at least 32 characters"):
+        fs.write_file(path="keep.txt", content="x")
+    with pytest.raises(reversi.errors.ConfigError):
+        fs.delete(path="keep.txt")
+    assert (world / "keep.txt").read_bytes() == b"kept\n"
 
 
 def test_stat_answers_for_files_folders_and_nothing(world: Path) -> None:
     assert fs.stat(path="keep.txt")["mode"] == "0600"
     assert fs.stat(path="docs")["type"] == "directory"
     assert fs.stat(path="nothing")["exists"] is False
+    assert fs.stat(path="no/such/folder")["exists"] is False
+    with pytest.raises(BadArgument, match=r"'keep\.txt' in 'keep\.txt/x' is not a folder"):
+        fs.stat(path="keep.txt/x")
 
 
 def test_bad_arguments_are_named_on_one_line_with_exit_1(world: Path) -> None:

@@ -55,9 +55,6 @@ class ToolServer:
     """The tools of some connectors, listed and called over MCP."""
 
     def __init__(self, connectors: Sequence[Connector]) -> None:
-        from reversi.connectors import fs
-
-        fs.confine_to_root()  # the agent gets the undo tools too: they must not reach past its root
         self.tools = {tool.name: tool for connector in connectors for tool in connector.tools}
         self._listed = [
             types.Tool(name=tool.name, description=tool.description, input_schema=tool.input_schema(),

@@ -86,7 +86,8 @@ def key_id(key: bytes | None = None) -> str:
 
 def _mac(key: bytes, tool: str, args: Mapping[str, Any], result: Mapping[str, Any]) -> str:
     body = canonical({"v": _VERSION, "tool": tool, "args": dict(args), "result": dict(result)})
-    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    # surrogatepass: a forged result may hold a lone surrogate (JSON allows one); it must fail the MAC, not crash
+    return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def seal(tool: str, result: Mapping[str, Any], args: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -124,16 +125,23 @@ def unseal(value: Any, tools: Collection[str]) -> Sealed:
     if not isinstance(tool, str) or not isinstance(args, Mapping) or not isinstance(mac, str) or not mac.isascii():
         raise UntrustedResult("the result's seal is malformed")
     if tool not in tools:
-        raise UntrustedResult(f"the result is sealed as one of {tool}, not of {names}")
+        raise UntrustedResult(f"the result is sealed as one of {_shown(tool)}, not of {names}")
     key = _key()
     if seal_.get("key") != key_id(key):
-        raise UntrustedResult(f"the result was sealed with another key ({seal_.get('key')}), not this connector's"
-                              f" ({key_id(key)}): give the compensator the key the forward call had")
+        raise UntrustedResult(f"the result was sealed with another key ({_shown(seal_.get('key'))}), not this"
+                              f" connector's ({key_id(key)}): give the compensator the key the forward call had")
     assert isinstance(value, Mapping)
     bare = {k: v for k, v in value.items() if k != FIELD}
-    if not hmac.compare_digest(_mac(key, tool, args, bare), mac):
+    if not hmac.compare_digest(_mac(key, tool, args, bare).encode(), mac.encode("utf-8", "surrogatepass")):
         raise UntrustedResult(f"the result of {tool} was changed after it was sealed")
     return Sealed(tool, dict(args), bare)
+
+
+def _shown(value: Any) -> str:
+    """A value from the seal as an error may quote it: short, and escaped unless printable (it came from
+    whoever reported the result)."""
+    text = str(value)[:40]
+    return text if text.isprintable() else repr(text)
 
 
 Forward = Callable[P, dict[str, Any]]
@@ -150,6 +158,7 @@ def sealed(tool: str, keep: Collection[str] = ()) -> Callable[[Forward[P]], Forw
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
             bound = signature.bind(*args, **kwargs)
             kept = {name: bound.arguments[name] for name in keep if bound.arguments.get(name) is not None}
+            _key()  # a key that cannot be had fails the call before it changes anything, not after
             return seal(tool, fn(*args, **kwargs), kept)
 
         return wrapper

@@ -1,125 +1,28 @@
 """The `fs` connector: files under a root folder, each change undoable to the exact previous bytes and mode.
 
-Forward tools take paths relative to `REVERSI_FS_ROOT` (default: the working directory) and refuse
-any that leave it, by `..` or by a symbolic link. Before a file changes its bytes are kept as a
-snapshot (`reversi.connectors._snapshots`); the result names the root, the path, the state before
-(with the snapshot's absolute path) and the state after, which is all the undo needs. An undo
-acts only while the file is still as the forward call left it.
+The root is the operator's: `REVERSI_FS_ROOT` (default: the working directory), for the forward
+tools, the undos and `fs.stat` alike; no argument names another. Paths are relative to it and walked
+without following any symbolic link (`reversi.connectors._fs_root`). Before a file changes, its bytes
+are kept as a snapshot (`reversi.connectors._snapshots`), found again by digest. Each forward result
+is sealed (`reversi.connectors._seal`): its undo takes the whole result, acts only on what the seal
+covers, and only while the file is still as the forward call left it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import errno
-import hashlib
-import os
-import shutil
-import stat as _stat
-import uuid
-from pathlib import Path
 from typing import Any
 
-from reversi.connectors import _snapshots
-from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, ToolKind
+from reversi.connectors import _fs_root, _seal, _snapshots
+from reversi.connectors._base import STEP, Connector, Param, Tool, ToolKind
+from reversi.connectors._fs_root import ABSENT, ROOT, Entry, State, entry, opened_root, os_errors
 from reversi.errors import BadArgument, ChangedSince
 
-__all__ = [
-    "CONNECTOR",
-    "confine_to_root",
-    "delete",
-    "make_dir",
-    "move",
-    "move_back",
-    "remove_dir",
-    "restore",
-    "stat",
-    "write_file",
-]
-
-ROOT = Setting("REVERSI_FS_ROOT", "the folder fs tools act in; paths leaving it are refused", "the working directory")
-
-State = dict[str, Any]
-_confined = False
-
-
-def confine_to_root() -> None:
-    """From now on refuse a `root` argument other than REVERSI_FS_ROOT (or the working directory).
-
-    `reversi-connectors serve` calls it: there the compensations and reads are offered to an agent,
-    which must not reach past the root its forward tools are confined to.
-    """
-    global _confined
-    _confined = True
-
-
-# --- paths -------------------------------------------------------------------------------------
-
-
-def _root(root: str | None) -> Path:
-    if root is None:
-        named, raw = ROOT.name, os.environ.get(ROOT.name) or os.getcwd()
-    else:
-        named, raw = "root", root
-        if not os.path.isabs(root):
-            raise BadArgument("root", f"{root!r} is not an absolute path")
-    real = Path(os.path.realpath(raw))
-    if not real.is_dir():
-        raise BadArgument(named, f"{raw} is not a folder")
-    if root is not None and _confined and real != _root(None):
-        raise BadArgument("root", f"{root} is not this server's root {_root(None)}")
-    return real
-
-
-def _inside(root: Path, relative: str, name: str) -> Path:
-    """The real location of `relative` under `root`; refused when it leaves the root."""
-    if not relative or os.path.isabs(relative):
-        raise BadArgument(name, f"{relative!r} must be a path relative to the root {root}")
-    real = Path(os.path.realpath(root / relative))
-    if real == root or not real.is_relative_to(root):
-        raise BadArgument(name, f"{relative!r} leaves the root {root}")
-    if real.is_relative_to(_snapshots.connector_dir()):
-        raise BadArgument(name, f"{relative!r} is inside the connector folder, which keeps the snapshots")
-    return real
-
-
-def _parent_exists(path: Path, relative: str, name: str) -> None:
-    if not path.parent.is_dir():
-        raise BadArgument(name, f"the folder of {relative!r} does not exist (create it with fs.make_dir)")
+__all__ = ["CONNECTOR", "delete", "make_dir", "move", "move_back", "remove_dir", "restore", "stat", "write_file"]
 
 
 # --- states ------------------------------------------------------------------------------------
-
-
-def _state(path: Path, data: bytes | None = None) -> State:
-    """What is at `path`: `exists`, `type`, `sha256`, `size` and `mode` (octal text).
-
-    `data`: the file's bytes when the caller has read them already.
-    """
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return {"exists": False, "type": None, "sha256": None, "size": None, "mode": None}
-    mode = f"{_stat.S_IMODE(info.st_mode):04o}"
-    if _stat.S_ISREG(info.st_mode):
-        data = path.read_bytes() if data is None else data
-        return {"exists": True, "type": "file", "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
-                "mode": mode}
-    kind = "directory" if _stat.S_ISDIR(info.st_mode) else "other"
-    return {"exists": True, "type": kind, "sha256": None, "size": None, "mode": mode}
-
-
-def _snapshot(path: Path, relative: str, name: str) -> State:
-    """The file's state before a change, its bytes kept (read once); an absent file has no snapshot."""
-    try:
-        data: bytes | None = path.read_bytes() if path.is_file() else None
-    except FileNotFoundError:
-        data = None
-    before = _state(path, data)
-    if before["exists"] and (before["type"] != "file" or data is None):
-        raise BadArgument(name, f"{relative!r} is a {before['type']}, not a file")
-    before["snapshot"] = _snapshots.store(data) if data is not None else None
-    return before
 
 
 def _same(a: State, b: State) -> bool:
@@ -142,196 +45,234 @@ def _describe(state: State) -> str:
     return f"sha256 {state['sha256']}" if state["type"] == "file" else f"a {state['type']}"
 
 
-def _write(path: Path, data: bytes, mode: int | None) -> None:
-    """Replace the file at `path` with `data` atomically; a new file gets the umask's mode."""
-    temporary = path.parent / f".{path.name}.{uuid.uuid4().hex}.reversi-tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+def _a_file(state: State, relative: str, argument: str) -> None:
+    if state["exists"] and state["type"] != "file":
+        what = "a symbolic link, which fs refuses" if state["type"] == "symlink" else f"a {state['type']}"
+        raise BadArgument(argument, f"{relative!r} is {what}, not a file")
+
+
+def _kept(found: Entry, argument: str) -> State:
+    """The file's state before a change, its bytes kept as a snapshot (an absent file has none)."""
+    before, data = _fs_root.state(found)
+    _a_file(before, found.relative, argument)
+    before["snapshot"] = _snapshots.store(data) if data is not None else None
+    return before
+
+
+def _content(content: str | None, content_base64: str | None) -> bytes:
+    if (content is None) == (content_base64 is None):
+        raise BadArgument("content", "give exactly one of content and content_base64")
+    if content is not None:
+        try:
+            return content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadArgument("content", "not text that UTF-8 can hold (a lone surrogate)") from None
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def _forward_result(root: Path, relative: str, before: State, after: State) -> dict[str, Any]:
-    return {"root": str(root), "path": relative, "before": before, "after": after}
+        return base64.b64decode(content_base64 or "", validate=True)
+    except binascii.Error as exc:
+        raise BadArgument("content_base64", f"not base64: {exc}") from exc
 
 
 # --- forward tools -----------------------------------------------------------------------------
 
 
+@_seal.sealed("fs.write_file")
 def write_file(path: str, content: str | None = None, content_base64: str | None = None) -> dict[str, Any]:
     """Write a file (text in `content`, or bytes in `content_base64`), keeping its previous bytes.
 
     Raises:
         BadArgument: not exactly one of the contents, bad base64, or a path the root refuses.
     """
-    if (content is None) == (content_base64 is None):
-        raise BadArgument("content", "give exactly one of content and content_base64")
-    if content is not None:
-        data = content.encode("utf-8")
-    else:
-        try:
-            data = base64.b64decode(content_base64 or "", validate=True)
-        except binascii.Error as exc:
-            raise BadArgument("content_base64", f"not base64: {exc}") from exc
-    root = _root(None)
-    target = _inside(root, path, "path")
-    _parent_exists(target, path, "path")
-    before = _snapshot(target, path, "path")
-    _write(target, data, int(before["mode"], 8) if before["exists"] else None)
-    return _forward_result(root, path, before, _state(target))
+    data = _content(content, content_base64)
+    with opened_root() as root, entry(root, path, "path") as found, os_errors(path):
+        before = _kept(found, "path")
+        after = _fs_root.replace(found, data, int(before["mode"], 8) if before["exists"] else None)
+    return {"root": str(root.path), "path": path, "before": before, "after": after}
 
 
+@_seal.sealed("fs.delete")
 def delete(path: str) -> dict[str, Any]:
     """Delete a file, keeping its bytes and mode.
 
     Raises:
         BadArgument: no file there, or a path the root refuses.
     """
-    root = _root(None)
-    target = _inside(root, path, "path")
-    before = _snapshot(target, path, "path")
-    if not before["exists"]:
-        raise BadArgument("path", f"{path!r}: no such file")
-    target.unlink()
-    return _forward_result(root, path, before, _state(target))
+    with opened_root() as root, entry(root, path, "path") as found, os_errors(path):
+        before = _kept(found, "path")
+        if not before["exists"]:
+            raise BadArgument("path", f"{path!r}: no such file")
+        _fs_root.unlink(found)
+    return {"root": str(root.path), "path": path, "before": before, "after": dict(ABSENT)}
 
 
+@_seal.sealed("fs.move")
 def move(source: str, destination: str) -> dict[str, Any]:
     """Move (rename) a file inside the root; the destination must not exist yet.
 
     Raises:
         BadArgument: no file at the source, something at the destination, or a path the root refuses.
     """
-    root = _root(None)
-    src, dst = _inside(root, source, "source"), _inside(root, destination, "destination")
-    moved = _state(src)
-    if moved["type"] != "file":
-        raise BadArgument("source", f"{source!r}: no such file" if not moved["exists"] else f"{source!r} is not a file")
-    if os.path.lexists(dst):
-        raise BadArgument("destination", f"{destination!r} already exists")
-    _parent_exists(dst, destination, "destination")
-    _rename(src, dst)
-    return {"root": str(root), "source": source, "destination": destination,
+    with (opened_root() as root, entry(root, source, "source") as src,
+          entry(root, destination, "destination") as dst, os_errors(source)):
+        moved, data = _fs_root.state(src)
+        if not moved["exists"]:
+            raise BadArgument("source", f"{source!r}: no such file")
+        _a_file(moved, source, "source")
+        if _fs_root.state(dst)[0]["exists"] or not _fs_root.move_entry(src, dst, data or b"", int(moved["mode"], 8)):
+            raise BadArgument("destination", f"{destination!r} already exists")
+    return {"root": str(root.path), "source": source, "destination": destination,
             "sha256": moved["sha256"], "size": moved["size"], "mode": moved["mode"]}
 
 
+@_seal.sealed("fs.make_dir")
 def make_dir(path: str) -> dict[str, Any]:
     """Create one folder (its parent must exist).
 
     Raises:
         BadArgument: something is already there, no parent folder, or a path the root refuses.
     """
-    root = _root(None)
-    target = _inside(root, path, "path")
-    if os.path.lexists(target):
-        raise BadArgument("path", f"{path!r} already exists")
-    _parent_exists(target, path, "path")
-    target.mkdir()
-    return {"root": str(root), "path": path, "mode": _state(target)["mode"]}
-
-
-def _rename(src: Path, dst: Path) -> None:
-    try:
-        os.rename(src, dst)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise
-        shutil.move(src, dst)
+    with opened_root() as root, entry(root, path, "path") as found, os_errors(path):
+        if not _fs_root.make_folder(found):
+            raise BadArgument("path", f"{path!r} already exists")
+        made = _fs_root.state(found)[0]
+    return {"root": str(root.path), "path": path, "mode": made["mode"] if made["type"] == "directory" else None}
 
 
 # --- compensations -----------------------------------------------------------------------------
 
 
-def restore(root: str, path: str, before: State, after: State, step: int | None = None) -> dict[str, Any]:
-    """Put back exactly what was at `path` before the step (bytes and mode), or no file if none was.
-
-    Safe to repeat: when the file is already as it was before, it does nothing and answers the same.
+def _trusted(result: Any, *tools: str) -> dict[str, Any]:
+    """The forward result, once its seal proves this connector made it, in this root.
 
     Raises:
+        UntrustedResult: no seal, a seal of another tool or key, or a result changed since.
+        BadArgument: the step acted in another root than this connector's.
+    """
+    made = _seal.unseal(result, tools).result
+    root = _fs_root.root_path()
+    if made.get("root") != str(root):
+        raise BadArgument("result", f"the step acted in {made.get('root')}; this connector's root is {root}")
+    return made
+
+
+def _now(found: Entry, step: int | None) -> tuple[State, bytes | None]:
+    """What is at the entry now, and a file's bytes; absent when its folder is gone. A folder that
+    became a link or a file is a change since the step."""
+    if found.folder is None and not found.missing:
+        raise ChangedSince(step, found.problem)
+    return _fs_root.state(found)
+
+
+def _reachable(found: Entry, step: int | None) -> Entry:
+    if found.folder is None:
+        raise ChangedSince(step, f"the folder of {found.relative} no longer exists")
+    return found
+
+
+def restore(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+    """Put back exactly what was at the path before the step (bytes and mode), or no file if none was.
+
+    `result` is the whole sealed result of the fs.write_file or fs.delete being undone. Safe to
+    repeat: when the file is already as it was before, it does nothing and answers the same.
+
+    Raises:
+        UntrustedResult: `result` is not a result this connector sealed.
+        BadArgument: the step acted in another root.
         ChangedSince: the file is no longer as the step left it.
         ConnectorError: the snapshot is missing or damaged.
     """
-    base = _root(root)
-    target = _inside(base, path, "path")
-    now = _state(target)
+    made = _trusted(result, "fs.write_file", "fs.delete")
+    path, before, after = made["path"], made["before"], made["after"]
+    with opened_root() as root, entry(root, path, "path", reach=False) as found, os_errors(path):
+        now = _now(found, step)[0]
+        if not _same(now, before):
+            if not _same(now, after):
+                raise ChangedSince(step, _difference(path, now, after))
+            if before["exists"]:
+                data = _snapshots.load(before["sha256"], before["size"])
+                _fs_root.replace(_reachable(found, step), data, int(before["mode"], 8))
+            else:
+                _fs_root.unlink(found)
     restored = {key: before.get(key) for key in ("exists", "sha256", "mode")}
-    if not _same(now, before):
-        if not _same(now, after):
-            raise ChangedSince(step, _difference(path, now, after))
-        if before.get("exists"):
-            data = _snapshots.load(str(before.get("sha256")))
-            _write(target, data, int(str(before.get("mode")), 8))
-        else:
-            target.unlink()
-    return {"root": str(base), "path": path, "restored": restored}
+    return {"root": str(root.path), "path": path, "restored": restored}
 
 
-def move_back(root: str, source: str, destination: str, sha256: str, step: int | None = None) -> dict[str, Any]:
-    """Move the file back from `destination` to `source`, if it is still the file the step moved.
+def move_back(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+    """Move the file back from the destination to the source, if it is still the file the step moved.
+
+    `result` is the whole sealed result of the fs.move being undone.
 
     Raises:
+        UntrustedResult: `result` is not a result this connector sealed.
+        BadArgument: the step acted in another root.
         ChangedSince: the destination holds other bytes or nothing, or the source was taken since.
     """
-    base = _root(root)
-    src, dst = _inside(base, source, "source"), _inside(base, destination, "destination")
-    at_src, at_dst = _state(src), _state(dst)
-    result = {"root": str(base), "source": source, "destination": destination, "sha256": sha256}
-    if at_src["sha256"] == sha256 and not at_dst["exists"]:
-        return result
-    moved = {"exists": True, "type": "file", "sha256": sha256, "mode": at_dst["mode"]}
-    if not _same(at_dst, moved):
-        raise ChangedSince(step, _difference(destination, at_dst, moved))
-    if os.path.lexists(src):
-        raise ChangedSince(step, f"{source} exists again ({_describe(at_src)})")
-    _rename(dst, src)
-    return result
+    made = _trusted(result, "fs.move")
+    source, destination, sha256 = made["source"], made["destination"], made["sha256"]
+    with (opened_root() as root, entry(root, source, "source", reach=False) as src,
+          entry(root, destination, "destination", reach=False) as dst, os_errors(destination)):
+        answer = {"root": str(root.path), "source": source, "destination": destination, "sha256": sha256}
+        at_src, (at_dst, data) = _now(src, step)[0], _now(dst, step)
+        if at_src["sha256"] == sha256 and not at_dst["exists"]:
+            return answer
+        moved = {"exists": True, "type": "file", "sha256": sha256, "mode": at_dst["mode"]}
+        if not _same(at_dst, moved):
+            raise ChangedSince(step, _difference(destination, at_dst, moved))
+        if at_src["exists"]:
+            raise ChangedSince(step, f"{source} exists again ({_describe(at_src)})")
+        if not _fs_root.move_entry(dst, _reachable(src, step), data or b"", int(at_dst["mode"], 8)):
+            raise ChangedSince(step, f"{source} exists again")
+    return answer
 
 
-def remove_dir(root: str, path: str, step: int | None = None) -> dict[str, Any]:
+def remove_dir(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
     """Remove the folder the step made, only while it is empty; a folder already gone is fine.
 
+    `result` is the whole sealed result of the fs.make_dir being undone.
+
     Raises:
+        UntrustedResult: `result` is not a result this connector sealed.
+        BadArgument: the step acted in another root.
         ChangedSince: the folder holds something now, or a file took its place.
     """
-    base = _root(root)
-    target = _inside(base, path, "path")
-    now = _state(target)
-    if now["exists"]:
-        if now["type"] != "directory":
-            raise ChangedSince(step, f"{path} is now a {now['type']}")
-        entries = len(os.listdir(target))
-        if entries:
-            held = f"{entries} entr{'y' if entries == 1 else 'ies'}"
-            raise ChangedSince(step, f"{path} is no longer empty: it holds {held}")
-        target.rmdir()
-    return {"root": str(base), "path": path, "removed": True}
+    path = _trusted(result, "fs.make_dir")["path"]
+    with opened_root() as root, entry(root, path, "path", reach=False) as found, os_errors(path):
+        now = _now(found, step)[0]
+        if now["exists"]:
+            if now["type"] != "directory":
+                raise ChangedSince(step, f"{path} is now a {now['type']}")
+            entries = _fs_root.remove_folder(found)
+            if entries:
+                held = f": it holds {entries} entr{'y' if entries == 1 else 'ies'}" if entries > 0 else ""
+                raise ChangedSince(step, f"{path} is no longer empty{held}")
+    return {"root": str(root.path), "path": path, "removed": True}
 
 
 # --- read ----------------------------------------------------------------------------------------
 
 
-def stat(path: str, root: str | None = None) -> dict[str, Any]:
-    """What is at `path`: `exists`, `type`, `sha256`, `size`, `mode` (octal text, e.g. "0644")."""
-    base = _root(root)
-    return {"root": str(base), "path": path, **_state(_inside(base, path, "path"))}
+def stat(path: str) -> dict[str, Any]:
+    """What is at `path` under the root: `exists`, `type`, `sha256`, `size`, `mode` (octal text, "0644").
+
+    Raises:
+        BadArgument: a path the root refuses: a symbolic link on the way or at the end.
+    """
+    with opened_root() as root, entry(root, path, "path", reach=False) as found, os_errors(path):
+        if found.folder is None and not found.missing:
+            raise BadArgument("path", found.problem)
+        now = _fs_root.state(found)[0]
+    if now["type"] == "symlink":
+        raise BadArgument("path", f"{path!r} is a symbolic link, which fs refuses")
+    return {"root": str(root.path), "path": path, **now}
 
 
 _PATH = Param("path", "string", "a path relative to the root")
-_ROOT = Param("root", "string", "the absolute root the forward call acted in (its result's `root`)")
-_STATE = "the file's state as the forward result gives it"
+_RESULT = Param("result", "object", "the forward call's whole result, as it returned it, seal included ($result)")
 
 CONNECTOR = Connector(
     name="fs",
     description="files under a root folder",
-    settings=(ROOT, _snapshots.SETTING),
+    settings=(ROOT, _snapshots.SETTING, _seal.KEY),
     tools=(
         Tool("fs.write_file", ToolKind.FORWARD, write_file, "Write a file's text or bytes, keeping its previous bytes.",
              (_PATH, Param("content", "string", "the text (UTF-8)", required=False),
@@ -343,14 +284,11 @@ CONNECTOR = Connector(
               Param("destination", "string", "where it goes, relative to the root"))),
         Tool("fs.make_dir", ToolKind.FORWARD, make_dir, "Create a folder (its parent must exist).", (_PATH,)),
         Tool("fs.restore", ToolKind.COMPENSATION, restore, "Put back a file's exact previous bytes and mode.",
-             (_ROOT, _PATH, Param("before", "object", _STATE), Param("after", "object", _STATE), STEP),
-             destructive=True, idempotent=True),
+             (_RESULT, STEP), destructive=True, idempotent=True),
         Tool("fs.move_back", ToolKind.COMPENSATION, move_back, "Move a moved file back where it was.",
-             (_ROOT, Param("source", "string", "where the file was"), Param("destination", "string", "where it is"),
-              Param("sha256", "string", "the moved file's digest"), STEP), idempotent=True),
+             (_RESULT, STEP), idempotent=True),
         Tool("fs.remove_dir", ToolKind.COMPENSATION, remove_dir, "Remove a folder while it is empty.",
-             (_ROOT, _PATH, STEP), destructive=True, idempotent=True),
-        Tool("fs.stat", ToolKind.READ, stat, "What is at a path: exists, type, sha256, size, mode.",
-             (_PATH, Param("root", "string", "an absolute root (default REVERSI_FS_ROOT)", required=False))),
+             (_RESULT, STEP), destructive=True, idempotent=True),
+        Tool("fs.stat", ToolKind.READ, stat, "What is at a path: exists, type, sha256, size, mode.", (_PATH,)),
     ),
 )
