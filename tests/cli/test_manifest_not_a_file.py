@@ -33,15 +33,16 @@ def fifo(tmp_path: Path) -> Path:
 
 def test_manifest_check_refuses_a_fifo_at_once_in_one_line(tmp_path: Path, fifo: Path) -> None:
     done = run(tmp_path, "reversi", "manifest", "check", str(fifo))
-    assert (done.returncode, done.stdout, done.stderr) == (1, f"{fifo}: cannot read: it is a FIFO, not a regular file\n",
-                                                           "")
+    said = f"{fifo}: cannot read: it is a FIFO, not a regular file\n"
+    assert (done.returncode, done.stdout, done.stderr) == (1, said, "")
 
 
 def test_a_directory_and_a_device_are_refused_as_what_they_are(tmp_path: Path) -> None:
     done = run(tmp_path, "reversi", "manifest", "check", str(tmp_path), "/dev/zero", "--json")
     assert done.returncode == 1
     assert [p["message"] for p in json.loads(done.stdout)["problems"]] == [
-        "cannot read: it is a directory, not a regular file", "cannot read: it is a character device, not a regular file"]
+        "cannot read: it is a directory, not a regular file",
+        "cannot read: it is a character device, not a regular file"]
 
 
 def test_every_part_that_reads_manifests_refuses_a_fifo_at_start(tmp_path: Path, fifo: Path) -> None:
