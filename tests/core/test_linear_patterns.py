@@ -9,6 +9,8 @@ check` and by every part that loads manifests, at its line, quoting the pattern.
 from __future__ import annotations
 
 import ast
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from tests.server.conftest import ServerProcess
 
 import reversi
+from reversi.core.json_values import quoted
 from reversi.core.patterns import MAX_PROGRAM_SIZE, MAX_SCAN_CHARS, check_pattern, first_match
 from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
 from reversi.engine.manifest_files import check_manifest_files
@@ -35,6 +38,11 @@ def search_manifest(pattern: str) -> str:
 
 def ctx(result: object) -> ReferenceContext:
     return ReferenceContext(args={}, result=result, run=RunContext("run_x", "ana", "acme", "prod"), step=0)
+
+
+def run(cwd: Path, command: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / command), *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
 def test_the_pattern_that_backtracks_for_years_answers_at_once_on_re2() -> None:
@@ -73,14 +81,8 @@ def test_check_refuses_what_re2_cannot_run_at_its_line_quoting_the_pattern(tmp_p
     path.write_text(search_manifest(pattern.replace("'", "''")))
     [problem] = check_manifest_files([path])
     assert problem.line == 6 and not problem.warning
-    assert problem.message.startswith(f"$search.pattern {check_quote(pattern)}: not a regular expression RE2 runs: ")
+    assert problem.message.startswith(f"$search.pattern {quoted(pattern)}: not a regular expression RE2 runs: ")
     assert why in problem.message and why in (check_pattern(pattern) or "")
-
-
-def check_quote(pattern: str) -> str:
-    from reversi.core.json_values import quoted
-
-    return quoted(pattern)
 
 
 def test_every_part_refuses_a_backreference_at_start_with_the_same_line(tmp_path: Path) -> None:
@@ -97,13 +99,6 @@ def test_every_part_refuses_a_backreference_at_start_with_the_same_line(tmp_path
     with pytest.raises(reversi.errors.ManifestError) as refused:
         reversi.open(f"sqlite:///{tmp_path}/r.db", manifests=[str(tmp_path / "m.yaml")])
     assert refused.value.problems == [said]
-
-
-def run(cwd: Path, command: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run([str(BIN / command), *args], cwd=cwd, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
 def test_a_hostile_result_plans_at_once_through_the_server_and_its_console(db_url: str, tmp_path: Path) -> None:
@@ -123,13 +118,13 @@ def test_a_hostile_result_plans_at_once_through_the_server_and_its_console(db_ur
             page = client.get("/")
             assert page.status_code == 200 and run_id in page.text
     finally:
-        server.signal(9)
+        server.signal(signal.SIGKILL)
 
 
 def test_manifest_patterns_are_compiled_in_one_place_only() -> None:
     """No module but `reversi.core.patterns` compiles a pattern that is not a constant of the code."""
     found = []
-    for path in sorted((Path(reversi.__file__).parent).rglob("*.py")):
+    for path in sorted(Path(reversi.__file__).parent.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
