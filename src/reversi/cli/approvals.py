@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reversi.cli.context import echo_json, json_option, state
+from reversi.cli.context import echo, echo_json, json_option, state
 from reversi.core.json_values import compact
 
 if TYPE_CHECKING:
@@ -38,9 +38,9 @@ def approvals_list(ctx: click.Context, status: str | None, run_id: str | None, a
     if as_json:
         echo_json([a.to_dict() for a in found])
     elif not found:
-        click.echo("no approvals")
+        echo("no approvals")
     for a in [] if as_json else found:
-        click.echo(_line(a))
+        echo(_line(a))
     return 0
 
 
@@ -54,7 +54,7 @@ def approve(ctx: click.Context, approval_id: str, by: str | None, note: str | No
     """Approve a pending (or earlier denied) request."""
     with state(ctx).ledger() as ledger:
         decided = ledger.approve(approval_id, by=by, note=note)
-    echo_json(decided.to_dict()) if as_json else click.echo(f"approved {decided.approval_id}")
+    echo_json(decided.to_dict()) if as_json else echo(f"approved {decided.approval_id}")
     return 0
 
 
@@ -68,5 +68,5 @@ def deny(ctx: click.Context, approval_id: str, by: str | None, note: str, as_jso
     """Deny a request; the call (or undo) stays refused until someone approves it."""
     with state(ctx).ledger() as ledger:
         decided = ledger.deny(approval_id, note=note, by=by)
-    echo_json(decided.to_dict()) if as_json else click.echo(f"denied {decided.approval_id}: {decided.note}")
+    echo_json(decided.to_dict()) if as_json else echo(f"denied {decided.approval_id}: {decided.note}")
     return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from reversi.cli.context import echo
+
 SHELLS = ("bash", "zsh", "fish")
 
 
@@ -17,5 +19,5 @@ def completion(ctx: click.Context, shell: str) -> int:
     root = ctx.find_root()
     script_class = get_completion_class(shell)
     assert script_class is not None  # every name in SHELLS is one click ships
-    click.echo(script_class(root.command, {}, root.info_name or "reversi", "_REVERSI_COMPLETE").source())
+    echo(script_class(root.command, {}, root.info_name or "reversi", "_REVERSI_COMPLETE").source())
     return 0

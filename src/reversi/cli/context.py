@@ -1,4 +1,9 @@
-"""What every command shares: the global flags, opening the ledger, printing JSON."""
+"""What every command shares: the global flags, opening the ledger, printing text and JSON.
+
+Every line the CLI prints goes through `echo` or `echo_json` (a test keeps it so): text with its
+control characters escaped (`reversi.core.printable`), since much of it came from agents, upstream
+servers and commands; JSON exact, its characters that a terminal would act on written as JSON escapes.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +48,21 @@ def state(ctx: click.Context) -> CliState:
     return obj
 
 
+def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print `text` (to stderr with `err`) with its control characters escaped, newline and tab kept."""
+    from reversi.core.printable import for_terminal
+
+    click.echo(for_terminal(text), err=err, nl=nl)
+
+
 def echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    """Print `value` as indented JSON: the exact value, with nothing in it a terminal would act on."""
+    echo_json_text(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def echo_json_text(text: str) -> None:
+    """Print text that `json.dumps` wrote (a line of `export`), as `echo_json` prints it."""
+    from reversi.core.printable import json_for_terminal
+
+    click.echo(json_for_terminal(text))
 

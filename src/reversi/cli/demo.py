@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from reversi.cli.context import state
+from reversi.cli.context import echo, state
 
 
 @click.command()
@@ -19,4 +19,4 @@ def demo(ctx: click.Context) -> int:
     if state(ctx).db is not None:
         raise ConfigError("the demo keeps its journal in ./.reversi/reversi.db, beside its shop (./demo-shop/): "
                           "run it without --db")
-    return run_demo(Path.cwd(), click.echo)
+    return run_demo(Path.cwd(), echo)

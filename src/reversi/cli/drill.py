@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from reversi.cli.context import echo_json, json_option, manifest_option, state
+from reversi.cli.context import echo, echo_json, json_option, manifest_option, state
 
 
 def _calls(values: tuple[str, ...], flag: str) -> tuple[tuple[str, dict[str, Any]], ...]:
@@ -59,7 +59,7 @@ def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tup
     request = DrillRequest(tool, args, upstream, settings.manifests, environment(env), _calls(reads, "--read"),
                            _calls(setup, "--setup"), keep, call_timeout, cli.config)
     if "{scratch}" not in upstream and not any("{scratch}" in value for value in request.env.values()):
-        click.echo("reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data "
+        echo("reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data "
                    "anywhere but its working folder is drilled on its real data", err=True)
     with cli.ledger(manifests) as ledger:
         done = run_live(lambda: run_drill(request, ledger))
@@ -72,22 +72,22 @@ def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tup
 
 def _render(d: dict[str, Any]) -> None:
     server = " ".join(part for part in (d["server"]["name"], d["server"]["version"]) if part) or "the server"
-    click.echo(f"drill {d['tool']} on {server}: {d['verdict']}")
+    echo(f"drill {d['tool']} on {server}: {d['verdict']}")
     for line in d["undo"]["lines"]:
-        click.echo(f"  undo: {line}")
+        echo(f"  undo: {line}")
     reads = ", ".join(d["before"])
     if d["differences"]:
-        click.echo(f"  world ({reads}) differs after the undo:")
+        echo(f"  world ({reads}) differs after the undo:")
         for line in d["differences"]:
-            click.echo(f"    {line}")
+            echo(f"    {line}")
         for sentence in d["residue"]:
-            click.echo(f"  declared residue: {sentence}")
+            echo(f"  declared residue: {sentence}")
     else:
-        click.echo(f"  world ({reads}): as before")
+        echo(f"  world ({reads}): as before")
     if d["verdict"] == "untested":
-        click.echo("  but the call changed nothing these reads show, so the undo was not put to the test: give "
+        echo("  but the call changed nothing these reads show, so the undo was not put to the test: give "
                    "--args that change the world, or --read what they change")
     if d["scratch"]:
-        click.echo(f"  scratch folder kept: {d['scratch']} (the server's data in data/, the drill's run "
+        echo(f"  scratch folder kept: {d['scratch']} (the server's data in data/, the drill's run "
                    f"{d['run_id']} in drill.db)")
-    click.echo(f"recorded {d['drill_id']}")
+    echo(f"recorded {d['drill_id']}")

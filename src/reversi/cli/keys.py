@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reversi.cli.context import echo_json, json_option, state
+from reversi.cli.context import echo, echo_json, json_option, state
 
 
 @click.group()
@@ -26,9 +26,9 @@ def create(ctx: click.Context, name: str, role: str, tenant: str | None, as_json
         echo_json({"id": row.key_id, "name": row.name, "role": row.role, "tenant": row.tenant, "key": key})
     else:
         confined = f", tenant {row.tenant}" if row.tenant else ""
-        click.echo(f"created key {row.key_id} for {row.name} ({row.role}{confined})")
-        click.echo(key)
-        click.echo("store it now: it is not shown again", err=True)
+        echo(f"created key {row.key_id} for {row.name} ({row.role}{confined})")
+        echo(key)
+        echo("store it now: it is not shown again", err=True)
     return 0
 
 
@@ -42,10 +42,10 @@ def list_(ctx: click.Context, as_json: bool) -> int:
     if as_json:
         echo_json([r.to_dict() for r in rows])
     elif not rows:
-        click.echo("no keys: reversi-server serves loopback only, as the admin 'local', until one is created")
+        echo("no keys: reversi-server serves loopback only, as the admin 'local', until one is created")
     for r in [] if as_json else rows:
         state_text = f"revoked {r.revoked_at}" if r.revoked_at else "active"
-        click.echo(f"{r.key_id}  {r.name:<20} {r.role:<8} {r.tenant or '-':<12} {state_text}")
+        echo(f"{r.key_id}  {r.name:<20} {r.role:<8} {r.tenant or '-':<12} {state_text}")
     return 0
 
 
@@ -57,5 +57,5 @@ def revoke(ctx: click.Context, key_id: str, as_json: bool) -> int:
     """Revoke a key at once."""
     with state(ctx).ledger() as ledger:
         row = ledger.revoke_key(key_id)
-    echo_json(row.to_dict()) if as_json else click.echo(f"revoked {row.key_id} ({row.name})")
+    echo_json(row.to_dict()) if as_json else echo(f"revoked {row.key_id} ({row.name})")
     return 0

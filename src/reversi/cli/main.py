@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import click
 
-from reversi.cli.context import CliState
+from reversi.cli.context import CliState, echo
 from reversi.cli.groups import LazyGroup
 
 COMMANDS = {
@@ -55,7 +55,7 @@ def _one_line(message: str) -> str:
 
 
 def _fail(message: str, code: int = 1) -> int:
-    click.echo(f"reversi: error: {_one_line(message)}", err=True)
+    echo(f"reversi: error: {_one_line(message)}", err=True)
     return code
 
 
@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Exit as done:
         code = done.exit_code
     except click.exceptions.NoArgsIsHelpError as exc:  # `reversi` (or `reversi halt`) alone: its help,
-        click.echo(exc.ctx.get_help(), err=True)     # as no command ran (exit 2 means "done, not fully")
+        echo(exc.ctx.get_help(), err=True)     # as no command ran (exit 2 means "done, not fully")
         code = 1
     except click.UsageError as exc:
         hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""

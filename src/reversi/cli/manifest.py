@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reversi.cli.context import echo_json, json_option, manifest_option, state
+from reversi.cli.context import echo, echo_json, json_option, manifest_option, state
 from reversi.cli.drill import drill
 
 if TYPE_CHECKING:
@@ -74,10 +74,10 @@ def check(files: tuple[str, ...], upstream: str | None, tools_list: str | None, 
             {"file": p.source, "line": p.line, "message": p.message, "warning": p.warning} for p in problems]})
     else:
         for p in problems:
-            click.echo(str(p))
+            echo(str(p))
         if not errors:
             against = f" against {listing.describe()}" if listing is not None else ""
-            click.echo(f"ok: {len(files)} manifest file{'s' if len(files) != 1 else ''} checked{against}")
+            echo(f"ok: {len(files)} manifest file{'s' if len(files) != 1 else ''} checked{against}")
     return 1 if errors else 0
 
 
@@ -96,10 +96,10 @@ def show(name: str, as_path: bool, prefix: str | None) -> int:
     if as_path:
         if prefix is not None:
             raise BadInput("--path prints the shipped file, which has no prefix: save the --prefix output instead")
-        click.echo(str(found))
+        echo(str(found))
         return 0
     text = found.read_text(encoding="utf-8")
-    click.echo(prefixed(text, prefix) if prefix is not None else text, nl=False)
+    echo(prefixed(text, prefix) if prefix is not None else text, nl=False)
     return 0
 
 
@@ -115,7 +115,7 @@ def draft(upstream: str | None, tools_list: str | None, env: tuple[str, ...]) ->
     listing = _listing(upstream, tools_list, env)
     if listing is None:
         raise click.UsageError("give the server: --upstream CMD|URL or --tools-list FILE")
-    click.echo(draft_manifest(listing), nl=False)
+    echo(draft_manifest(listing), nl=False)
     return 0
 
 
@@ -142,11 +142,11 @@ def coverage(ctx: click.Context, upstream: str | None, tools_list: str | None, e
                    "tools": [row.to_dict() for row in rows]})
         return 0
     for row in rows:
-        click.echo(row.to_text())
+        echo(row.to_text())
     drilled = sum(1 for row in rows if row.drill is not None)
-    click.echo(f"{len(rows)} write tool{'s' if len(rows) != 1 else ''}, {drilled} drilled")
+    echo(f"{len(rows)} write tool{'s' if len(rows) != 1 else ''}, {drilled} drilled")
     if not in_force.entries:
         from reversi.cli.rollback import NO_MANIFESTS
 
-        click.echo(f"note: {NO_MANIFESTS}")  # as the plan says it: each tool's undo reads "no entry"
+        echo(f"note: {NO_MANIFESTS}")  # as the plan says it: each tool's undo reads "no entry"
     return 0

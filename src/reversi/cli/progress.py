@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from reversi.core.printable import for_terminal
 from reversi.engine.rollback import step_after
 
 if TYPE_CHECKING:
@@ -18,10 +19,12 @@ class RollbackProgress:
 
     def __init__(self, run_id: str, total: int) -> None:
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         self._bar: Progress = Progress(
-            TextColumn(f"rolling back {run_id}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
+            TextColumn(f"rolling back {escape(for_terminal(run_id))}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[now]}"),
             console=Console(stderr=True), transient=True,
         )
         self._task = self._bar.add_task("", total=total, now=_now(step_after(0, total)))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reversi.cli.context import echo_json, json_option, manifest_option, state
+from reversi.cli.context import echo, echo_json, json_option, manifest_option, state
 
 if TYPE_CHECKING:
     from reversi.cli.progress import RollbackProgress
@@ -37,7 +37,7 @@ def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], as_json: b
     if as_json:
         echo_json(result.to_dict())
     else:
-        click.echo(result.to_text())
+        echo(result.to_text())
     return 0 if result.fully_reversible else 2
 
 
@@ -95,7 +95,7 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     if as_json:
         echo_json(report.to_dict())
     else:
-        click.echo(report.to_text(read_back_hint="pass --reader-cmd"))
+        echo(report.to_text(read_back_hint="pass --reader-cmd"))
     return 0 if report.complete else 2
 
 
@@ -151,5 +151,5 @@ def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json
     if as_json:
         echo_json(settled.to_dict())
     else:
-        click.echo(f"step {step} is now {settled.status.value}")
+        echo(f"step {step} is now {settled.status.value}")
     return 0

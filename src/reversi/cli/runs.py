@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reversi.cli.context import echo_json, json_option, state
+from reversi.cli.context import echo, echo_json, echo_json_text, json_option, state
 from reversi.core.json_values import compact
 
 
@@ -35,12 +35,12 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
         echo_json([s.to_dict() for s in found])
         return 0
     if not found:
-        click.echo("no runs")
+        echo("no runs")
         return 0
-    click.echo(f"{'RUN':<32} {'CREATED':<27} {'ACTOR':<16} {'TENANT':<10} STEPS STANDING UNRESOLVED")
+    echo(f"{'RUN':<32} {'CREATED':<27} {'ACTOR':<16} {'TENANT':<10} STEPS STANDING UNRESOLVED")
     for s in found:
         d = s.to_dict()
-        click.echo(f"{d['run_id']:<32} {d['created_at']:<27} {d['actor'] or '-':<16} {d['tenant'] or '-':<10} "
+        echo(f"{d['run_id']:<32} {d['created_at']:<27} {d['actor'] or '-':<16} {d['tenant'] or '-':<10} "
                    f"{d['steps']:>5} {d['standing']:>8} {d['unresolved']:>10}")
     return 0
 
@@ -58,14 +58,14 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
         echo_json(out)
         return 0
     scope = ", ".join(f"{k}={out[k]}" for k in ("actor", "tenant", "environment") if out[k])
-    click.echo(f"{run_id}  mode={out['mode']}  principal={out['principal']}  {scope}".rstrip())
-    click.echo(f"opened {out['created_at']}; {_count(out['steps_count'], 'step')}, {out['standing']} standing, "
+    echo(f"{run_id}  mode={out['mode']}  principal={out['principal']}  {scope}".rstrip())
+    echo(f"opened {out['created_at']}; {_count(out['steps_count'], 'step')}, {out['standing']} standing, "
                f"{out['unresolved']} unresolved")
     if out["labels"]:
-        click.echo("labels: " + ", ".join(f"{k}={v}" for k, v in sorted(out["labels"].items())))
+        echo("labels: " + ", ".join(f"{k}={v}" for k, v in sorted(out["labels"].items())))
     for step in snap.steps:
         detail = compact(step.result) if step.has_result else (step.error or "")
-        click.echo(f"step {step.index}  {step.tool}  {step.status.value}  {compact(step.args)}  {detail}".rstrip())
+        echo(f"step {step.index}  {step.tool}  {step.status.value}  {compact(step.args)}  {detail}".rstrip())
     return 0
 
 
@@ -82,5 +82,5 @@ def export(ctx: click.Context, run_id: str | None, since: str | None, as_json: b
     """Print the journal as JSON lines, in seq order (`--json` changes nothing: it is JSON already)."""
     with state(ctx).ledger() as ledger:
         for event in ledger.export(run_id, _since(since)):
-            click.echo(compact(event.to_dict()))
+            echo_json_text(compact(event.to_dict()))
     return 0

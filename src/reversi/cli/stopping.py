@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reversi.cli.context import echo_json, json_option, state
+from reversi.cli.context import echo, echo_json, json_option, state
 from reversi.core.json_values import compact
 
 
@@ -30,7 +30,7 @@ def halt_add(ctx: click.Context, reason: str, tool: str | None, actor: str | Non
     if as_json:
         echo_json(added.to_dict())
     else:
-        click.echo(f"{added.halt_id}  {added.reason}  scope={compact(added.scope.to_dict())}  by {added.by}")
+        echo(f"{added.halt_id}  {added.reason}  scope={compact(added.scope.to_dict())}  by {added.by}")
     return 0
 
 
@@ -44,9 +44,9 @@ def halt_list(ctx: click.Context, as_json: bool) -> int:
     if as_json:
         echo_json([h.to_dict() for h in found])
     elif not found:
-        click.echo("no halts")
+        echo("no halts")
     for h in [] if as_json else found:
-        click.echo(f"{h.halt_id}  {h.reason}  scope={compact(h.scope.to_dict())}  by {h.by}")
+        echo(f"{h.halt_id}  {h.reason}  scope={compact(h.scope.to_dict())}  by {h.by}")
     return 0
 
 
@@ -62,7 +62,7 @@ def halt_lift(ctx: click.Context, halt_id: str | None, by: str | None, as_json: 
     if as_json:
         echo_json({"lifted": lifted})
     else:
-        click.echo(f"lifted {lifted}")
+        echo(f"lifted {lifted}")
     return 0
 
 
@@ -83,7 +83,7 @@ def kill_on(ctx: click.Context, reason: str, as_json: bool) -> int:
     if as_json:
         echo_json({"state": "on", "reason": reason.strip(), "file": str(path)})
     else:
-        click.echo(f"kill switch on: {reason.strip() or 'kill file present'} ({path})")
+        echo(f"kill switch on: {reason.strip() or 'kill file present'} ({path})")
     return 0
 
 
@@ -98,7 +98,7 @@ def kill_off(ctx: click.Context, as_json: bool) -> int:
     if as_json:
         echo_json({"state": "off", "was_on": was_on})
     else:
-        click.echo("kill switch off" if was_on else "kill switch was already off")
+        echo("kill switch off" if was_on else "kill switch was already off")
     return 0
 
 
@@ -113,7 +113,7 @@ def kill_status(ctx: click.Context, as_json: bool) -> int:
     if as_json:
         echo_json({"state": "off" if reason is None else "on", "reason": reason, "file": str(path)})
     elif reason is None:
-        click.echo(f"kill switch off ({path})")
+        echo(f"kill switch off ({path})")
     else:
-        click.echo(f"kill switch on: {reason or 'kill file present'} ({path})")
+        echo(f"kill switch on: {reason or 'kill file present'} ({path})")
     return 0

@@ -7,7 +7,6 @@ malformed `$each` or `$search` form, and a misused operator (`$exists`, `$error`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reversi.core.expect import ERROR, EXCLUDES, EXISTS
 from reversi.core.json_values import quoted
+from reversi.core.patterns import check_pattern
 from reversi.core.references import EACH, SEARCH, bad_references, is_reference, reference_roots
 from reversi.core.yaml_nodes import describe, is_bool, is_null, scalar
 
@@ -115,14 +115,17 @@ class Templates:
         elif not _is_text(pattern):
             self.report(pattern, f"{SEARCH}.pattern: expected a regular expression, got {describe(pattern)}")
         else:
-            try:
-                re.compile(str(scalar(pattern)))  # type: ignore[arg-type]
-            except re.error as error:
-                self.report(pattern, f"{SEARCH}.pattern: not a regular expression: {error}")
+            self._pattern(pattern)
         number = found.get("number")
         if number is not None and not (isinstance(number, ScalarNode) and isinstance(scalar(number), bool)):
             self.report(number, f"{SEARCH}.number: expected true or false, got {describe(number)}")
         self._no_others(fields, {SEARCH, "pattern", "number"})
+
+    def _pattern(self, node: Node) -> None:
+        text = str(scalar(node))  # type: ignore[arg-type]  # a ScalarNode: `_is_text` said so
+        why = check_pattern(text)
+        if why is not None:
+            self.report(node, f"{SEARCH}.pattern {quoted(text)}: not a regular expression RE2 runs: {why}")
 
     def _one_reference(self, node: Node, form: str, roots: frozenset[str], what: str) -> None:
         if isinstance(node, ScalarNode) and isinstance(scalar(node), str) and is_reference(str(scalar(node))):

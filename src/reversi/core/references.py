@@ -4,9 +4,9 @@
 A string that is exactly one reference is replaced by the value it names (any JSON type); a string
 with `${...}` parts is interpolated as text; `$$` stands for a literal `$`. `$each` builds a list: the
 `as` template resolved once per element of the list REF names, with `$item` naming the element.
-`$search` is the first match of a regular expression in the text REF names (its first group when it
-has one). Parsed strings are cached, since the planner resolves the same few templates for every step
-of a run.
+`$search` is the first match of a regular expression (run on RE2, `reversi.core.patterns`) in the text
+REF names (its first group when it has one). Parsed strings are cached, since the planner resolves the
+same few templates for every step of a run.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from reversi.core.json_values import compact
+from reversi.core.patterns import first_match
 
 __all__ = [
     "EACH",
@@ -151,10 +152,9 @@ def _each(template: Mapping[str, Any], ctx: ReferenceContext) -> list[Any]:
 def _search(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
     written, pattern = template[SEARCH], str(template.get("pattern", ""))
     text = resolve(written, ctx)
-    found = re.search(pattern, text, re.MULTILINE) if isinstance(text, str) else None
-    if found is None:
+    match = first_match(pattern, text) if isinstance(text, str) else None
+    if match is None:
         raise MissingReference(f"{written} (no match for {pattern!r})")
-    match = found.group(1) if found.re.groups else found.group(0)
     if template.get("number") is True:
         return _number(written, match)
     return match

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from reversi.core.json_values import parse_json
 from reversi.core.manifest import ManifestSet, Problem, ToolEntry, merge
@@ -55,22 +55,43 @@ def read_listing(path: str | os.PathLike[str]) -> Listing:
 
 
 def _bounded_text(path: str | os.PathLike[str]) -> str:
-    """A file's text, read no further than MAX_MANIFEST_BYTES (`-m /dev/zero` must not hang).
+    """A regular file's text, read no further than MAX_MANIFEST_BYTES (`-m /dev/zero` must not hang).
+
+    It is opened without blocking and refused unless it is a regular file: a FIFO would wait for a
+    writer forever, a device would give bytes without end.
 
     Raises:
-        ValueError: it cannot be read, is larger, or is not UTF-8; the message says which.
+        ValueError: it cannot be read, is not a regular file, is larger, or is not UTF-8; the message
+            says which.
     """
     try:
-        with Path(path).open("rb") as file:
-            data = file.read(MAX_MANIFEST_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as error:
         raise ValueError(error.strerror or str(error)) from None
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise ValueError(f"it is {kind}, not a regular file")
+    with os.fdopen(fd, "rb") as file:
+        try:
+            data = file.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as error:
+            raise ValueError(error.strerror or str(error)) from None
     if len(data) > MAX_MANIFEST_BYTES:
         raise ValueError(f"larger than {MAX_MANIFEST_BYTES >> 20} MiB, which no manifest needs (is it the right file?)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("not UTF-8 text") from None
+
+
+def _kind(mode: int) -> str | None:
+    """What a file that is not a regular one is (`a FIFO`); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def check_manifest_fit(
