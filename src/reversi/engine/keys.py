@@ -12,12 +12,13 @@ import hmac
 import ipaddress
 import re
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
 from reversi.core.models import check_id, utc_now
-from reversi.errors import BadInput, Conflict, NotFound
+from reversi.errors import BadInput, Conflict, NotFound, Unauthorized
 from reversi.store.base import Store
 from reversi.store.keys import KeyRow
 from reversi.store.queries import Queries
@@ -50,7 +51,16 @@ class Principal:
         return self.role is Role.ADMIN
 
 
-LOCAL_ADMIN = Principal("local", Role.ADMIN)
+LOCAL = "local"
+LOCAL_ADMIN = Principal(LOCAL, Role.ADMIN)
+RESERVED_NAME = (f"the key name {{name!r}} is reserved: `{LOCAL}` is who the CLI and SDK act as on the store, "
+                 "and every request to a server without keys; pick another name")
+
+
+def is_reserved_name(name: str) -> bool:
+    """Whether `name` is `local` in any case, width or spacing (a key by that name would own the runs
+    the CLI and SDK open as `local`)."""
+    return unicodedata.normalize("NFKC", name).strip().casefold() == LOCAL
 
 
 def _sha256(secret: str) -> str:
@@ -64,9 +74,11 @@ def create_key(store: Store, name: str, role: str, tenant: str | None = None) ->
     replaces an old one's secret, say), so they must share its tenant.
 
     Raises:
-        BadInput: a bad name, role or tenant.
+        BadInput: a bad name (or one `is_reserved_name` refuses), role or tenant.
         Conflict: keys with this name have another tenant.
     """
+    if isinstance(name, str) and is_reserved_name(name):
+        raise BadInput(RESERVED_NAME.format(name=name))
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise BadInput(f"bad key name {name!r}: 1-64 of letters, digits and _ . @ -, starting with a letter or digit")
     try:
@@ -95,22 +107,40 @@ def list_keys(store: Store, tenant: str | None = None) -> list[KeyRow]:
         return q.list_keys(tenant)
 
 
-def revoke_key(store: Store, key_id: str, tenant: str | None = None) -> KeyRow:
+def revoke_key(store: Store, key_id: str, tenant: str | None = None, *, last_admin: bool = False) -> KeyRow:
     """Revoke a key at once (with `tenant`, only a key of that tenant); requests with it get 401 from then on.
+
+    An admin key is not revoked when it is the last active one that can manage its tenant's keys
+    (one of that tenant, or of none): that would leave nobody to manage them over HTTP. `last_admin`
+    revokes it all the same (the CLI on the store, which can always create another).
 
     Raises:
         BadInput: `key_id` does not have the form of a key id.
         NotFound: no such key (of `tenant`).
+        Conflict: the last admin key, without `last_admin`.
     """
     check_id("key", key_id)
     with store.write() as q:
+        q.lock_name("api_keys:revoke")  # two admins revoking each other at once: one of them is refused
         found = q.get_key(key_id)
         if found is None or (tenant is not None and found.tenant != tenant):
             raise NotFound(f"no key {key_id}")
+        if not last_admin and _last_admin(q, found):
+            reach = f"tenant {found.tenant}'s keys" if found.tenant else "the store's keys"
+            raise Conflict(f"{key_id} ({found.name}) is the last active admin key that can manage {reach}: "
+                           "create another admin key first")
         q.revoke_key(key_id, utc_now())
         row = q.get_key(key_id)
     assert row is not None
     return row
+
+
+def _last_admin(q: Queries, key: KeyRow) -> bool:
+    """Whether `key` is an active admin key and no other one can manage its tenant's keys."""
+    if key.revoked_at is not None or key.role != Role.ADMIN:
+        return False
+    return not any(k.role == Role.ADMIN and k.revoked_at is None and k.key_id != key.key_id
+                   and k.tenant in (None, key.tenant) for k in q.list_keys())
 
 
 def store_has_keys(store: Store) -> bool:
@@ -121,13 +151,17 @@ def store_has_keys(store: Store) -> bool:
 
 
 def authenticate(store: Store, key: str) -> Principal | None:
-    """The principal an active key stands for, or None for anything else."""
+    """The principal an active key stands for, or None for anything else.
+
+    Raises:
+        Unauthorized: the key is named `local` (see `principal_of_row`).
+    """
     with store.read() as q:
         return principal_of_key(q, key)
 
 
 def principal_of_key(q: Queries, key: str) -> Principal | None:
-    """`authenticate` inside a transaction."""
+    """`authenticate` inside a transaction; raises as it."""
     match = _KEY_RE.fullmatch(key.strip()) if isinstance(key, str) else None
     if match is None:
         return None
@@ -136,6 +170,19 @@ def principal_of_key(q: Queries, key: str) -> Principal | None:
         return None
     if not hmac.compare_digest(row.secret_sha256, _sha256(match.group(2))):
         return None
+    return principal_of_row(row)
+
+
+def principal_of_row(row: KeyRow) -> Principal:
+    """The principal an active key's row stands for.
+
+    Raises:
+        Unauthorized: the key is named `local` (made before the name was reserved): it would own the
+            runs of the CLI and SDK.
+    """
+    if is_reserved_name(row.name):
+        raise Unauthorized(f"the key {row.key_id} is refused: " + RESERVED_NAME.format(name=row.name)
+                           + " (revoke it and create another)")
     return Principal(row.name, Role(row.role), row.tenant, row.key_id)
 
 

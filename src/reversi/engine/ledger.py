@@ -361,9 +361,9 @@ class Ledger:
         """Every API key (never their secrets), oldest first."""
         return keys.list_keys(self.store)
 
-    def revoke_key(self, key_id: str) -> KeyRow:
-        """Revoke an API key at once. Raises NotFound: no such key."""
-        return keys.revoke_key(self.store, key_id)
+    def revoke_key(self, key_id: str, *, last_admin: bool = False) -> KeyRow:
+        """Revoke an API key at once; `last_admin` revokes even the last admin key. Raises as `keys.revoke_key`."""
+        return keys.revoke_key(self.store, key_id, last_admin=last_admin)
 
     # -- drills (`reversi manifest drill` and `coverage`) -----------------------------------------------
 
