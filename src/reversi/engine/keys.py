@@ -67,8 +67,10 @@ def _sha256(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def create_key(store: Store, name: str, role: str, tenant: str | None = None) -> tuple[KeyRow, str]:
-    """Create a key; returns its row and the key itself (shown this once, never stored).
+def create_key(store: Store, name: str, role: str, tenant: str | None = None, *, by: str | None = None
+               ) -> tuple[KeyRow, str]:
+    """Create a key (`by`: the principal creating it, kept with it); returns its row and the key itself
+    (shown this once, never stored).
 
     A key's name is its principal: keys with one name are one principal (a new key for a name
     replaces an old one's secret, say), so they must share its tenant.
@@ -89,7 +91,7 @@ def create_key(store: Store, name: str, role: str, tenant: str | None = None) ->
         raise BadInput("tenant must be a non-empty string when given")
     key_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12))
     secret = secrets.token_urlsafe(32)
-    row = KeyRow(key_id, name, role, tenant, _sha256(secret), utc_now(), None)
+    row = KeyRow(key_id, name, role, tenant, _sha256(secret), utc_now(), None, by)
     with store.write() as q:
         q.lock_name(f"api_key:{name}")
         others = {other.tenant for other in q.keys_named(name)} - {tenant}
@@ -107,8 +109,10 @@ def list_keys(store: Store, tenant: str | None = None) -> list[KeyRow]:
         return q.list_keys(tenant)
 
 
-def revoke_key(store: Store, key_id: str, tenant: str | None = None, *, last_admin: bool = False) -> KeyRow:
-    """Revoke a key at once (with `tenant`, only a key of that tenant); requests with it get 401 from then on.
+def revoke_key(store: Store, key_id: str, tenant: str | None = None, *, last_admin: bool = False,
+               by: str | None = None) -> KeyRow:
+    """Revoke a key at once (with `tenant`, only a key of that tenant; `by`: the principal revoking it,
+    kept with it); requests with it get 401 from then on.
 
     An admin key is not revoked when it is the last active one that can manage its tenant's keys
     (one of that tenant, or of none): that would leave nobody to manage them over HTTP. `last_admin`
@@ -129,7 +133,7 @@ def revoke_key(store: Store, key_id: str, tenant: str | None = None, *, last_adm
             reach = f"tenant {found.tenant}'s keys" if found.tenant else "the store's keys"
             raise Conflict(f"{key_id} ({found.name}) is the last active admin key that can manage {reach}: "
                            "create another admin key first")
-        q.revoke_key(key_id, utc_now())
+        q.revoke_key(key_id, utc_now(), by)
         row = q.get_key(key_id)
     assert row is not None
     return row

@@ -24,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from reversi.core.json_values import compact
+from reversi.core.models import who_acted
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.principal_ledger import PrincipalLedger
@@ -60,7 +61,7 @@ class Console:
         self.manifests = state.ledger.manifests
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, compact=views.compact,
-                                          age=views.age, refresh_ms=views.REFRESH_MS)
+                                          age=views.age, refresh_ms=views.REFRESH_MS, who=who_acted)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
