@@ -409,7 +409,7 @@ def gateway(site: Site) -> Starlette:
     """The gateway's HTTP app over the site's ledger, with one upstream that is never started (only
     the guards and the operator tools are under test)."""
     options = GatewayOptions((), db=site.ledger.settings.db, http=("127.0.0.1", 0))
-    return gateway_app(options, site.ledger, UpstreamPool((UpstreamSpec("idle", ("true",)),)))
+    return gateway_app(options, site.ledger, UpstreamPool((UpstreamSpec("idle", ("true",)),)), 0)
 
 
 @pytest.fixture

@@ -191,24 +191,52 @@ def principal_of_row(row: KeyRow) -> Principal:
 
 
 KEYLESS_SERVES = "it serves loopback clients only, addressed as this machine and not sent by another site's page"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def keyless_request_allowed(client_host: str | None, host_header: str | None, origin: str | None) -> bool:
+def keyless_request_allowed(client_host: str | None, host_header: str | None, origin: str | None, *,
+                            scheme: str, own_port: int | None) -> bool:
     """Whether a request may act as the admin `local` of a store without keys: it comes from this
-    machine, is addressed to this machine by name (a DNS-rebound name is not), and was not sent by
-    a page of another site (a browser names that page in `Origin`; a tool sends none)."""
+    machine, is addressed to this machine by name (a DNS-rebound name is not), and was not sent by a
+    page of another origin (a browser names that page in `Origin`; a tool sends none).
+
+    An `Origin` is this server's own only if it is exactly the `scheme` and host the request was
+    addressed to (its `Host`) and the port the server listens on (`own_port`, from the socket): a page
+    served on another loopback port is another site."""
     if not is_loopback(client_host):
         return False
-    if host_header is not None and not is_loopback(_hostname(f"//{host_header}")):
+    addressed = _host_and_port(f"{scheme}://{host_header}") if host_header is not None else None
+    if host_header is not None and (addressed is None or not is_loopback(addressed[0])):
         return False
-    return origin is None or is_loopback(_hostname(origin))
+    if origin is None:
+        return True
+    return (own_port is not None and addressed is not None and addressed[1] == own_port
+            and _exact_origin(origin) == (scheme.lower(), *addressed))
 
 
-def _hostname(url: str) -> str | None:
+def _exact_origin(origin: str) -> tuple[str, str, int] | None:
+    """An `Origin` header as (scheme, host, port), or None when it is not one a browser sends
+    (`null`, a path, a user, a bad port...)."""
     try:
-        return urlsplit(url).hostname
-    except ValueError:  # `http://[::1` and the like: no host anyone can name
+        parts = urlsplit(origin)
+    except ValueError:
         return None
+    if parts.scheme not in _DEFAULT_PORTS or parts.path or parts.query or parts.fragment or "@" in parts.netloc:
+        return None
+    found = _host_and_port(origin)
+    return (parts.scheme, *found) if found is not None else None
+
+
+def _host_and_port(url: str) -> tuple[str, int] | None:
+    """The host (lower case) and port (the scheme's default when none is written) of `url`."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # `http://[::1`, `host:99999` and the like: no address anyone can name
+        return None
+    if parts.hostname is None:
+        return None
+    return parts.hostname, port if port is not None else _DEFAULT_PORTS.get(parts.scheme.lower(), 80)
 
 
 @functools.lru_cache(maxsize=256)

@@ -273,10 +273,12 @@ def is_whole_number(text: str) -> bool:
 
 
 def keyless_ok(request: Request) -> bool:
-    """Whether the request may act as the keyless admin `local` (if the store has no keys)."""
-    headers = request.headers
+    """Whether the request may act as the keyless admin `local` (if the store has no keys): see
+    `keyless_request_allowed`; the server's own port is the one the request's socket was accepted on."""
+    headers, server = request.headers, request.scope.get("server")
     return keyless_request_allowed(request.client.host if request.client else None, headers.get("host"),
-                                   headers.get("origin"))
+                                   headers.get("origin"), scheme=request.url.scheme,
+                                   own_port=server[1] if server else None)
 
 
 async def read_body(request: Request) -> bytes:
