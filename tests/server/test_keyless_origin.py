@@ -6,15 +6,14 @@ The same rule holds for `reversi-server` and for `reversi-gateway --http`."""
 from __future__ import annotations
 
 import json
-import re
 import socket
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.gateway.conftest import GATEWAY, Shop
-from tests.server.conftest import WAIT_S, Site
+from tests.gateway.http_wire import GatewayProcess
+from tests.hostile.mcp_messages import gateway_flags
+from tests.server.conftest import Site
 from tests.server.raw_http import address, status
 
 INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -60,23 +59,10 @@ def test_the_server_without_keys_is_local_only_for_its_own_origin(make_site: Cal
 @pytest.fixture
 def keyless_gateway(tmp_path: Path) -> Iterator[str]:
     """`reversi-gateway --http 127.0.0.1:0` over a store without keys; its base URL."""
-    shop = Shop("shop", tmp_path / "shop")
-    proc = subprocess.Popen([str(GATEWAY), "--http", "127.0.0.1:0", "--upstream", shop.flag(), "--db",
-                             f"sqlite:///{tmp_path}/gateway.db"], stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    said = []
-    try:
-        for line in proc.stderr:
-            said.append(line)
-            found = re.search(r"serving (http://\S+)/mcp", line)
-            if found:
-                yield found.group(1)
-                break
-        else:
-            pytest.fail(f"the gateway did not start: {''.join(said)}")
-    finally:
-        proc.terminate()
-        proc.wait(WAIT_S)
+    _, _, flags = gateway_flags(tmp_path)
+    gateway = GatewayProcess(flags, tmp_path / "gateway.log")
+    yield gateway.url
+    gateway.stop()
 
 
 def test_the_gateway_without_keys_is_local_only_for_its_own_origin(keyless_gateway: str) -> None:

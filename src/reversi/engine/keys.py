@@ -200,43 +200,32 @@ def keyless_request_allowed(client_host: str | None, host_header: str | None, or
     machine, is addressed to this machine by name (a DNS-rebound name is not), and was not sent by a
     page of another origin (a browser names that page in `Origin`; a tool sends none).
 
-    An `Origin` is this server's own only if it is exactly the `scheme` and host the request was
-    addressed to (its `Host`) and the port the server listens on (`own_port`, from the socket): a page
-    served on another loopback port is another site."""
+    An `Origin` is this server's own only if it is exactly the origin a browser would send from a
+    page of this server: the `scheme` and host the request was addressed to (its `Host`) and the port
+    the server listens on (`own_port`, from the socket). A page on another loopback port is another site."""
     if not is_loopback(client_host):
         return False
-    addressed = _host_and_port(f"{scheme}://{host_header}") if host_header is not None else None
+    addressed = _host_and_port(scheme, host_header) if host_header is not None else None
     if host_header is not None and (addressed is None or not is_loopback(addressed[0])):
         return False
     if origin is None:
         return True
-    return (own_port is not None and addressed is not None and addressed[1] == own_port
-            and _exact_origin(origin) == (scheme.lower(), *addressed))
+    if own_port is None or addressed is None or addressed[1] != own_port:
+        return False
+    host = f"[{addressed[0]}]" if ":" in addressed[0] else addressed[0]
+    return origin == f"{scheme}://{host}" + ("" if _DEFAULT_PORTS.get(scheme) == own_port else f":{own_port}")
 
 
-def _exact_origin(origin: str) -> tuple[str, str, int] | None:
-    """An `Origin` header as (scheme, host, port), or None when it is not one a browser sends
-    (`null`, a path, a user, a bad port...)."""
+def _host_and_port(scheme: str, host_header: str) -> tuple[str, int] | None:
+    """The host (lower case) and port (the scheme's default when none is written) a `Host` names."""
     try:
-        parts = urlsplit(origin)
-    except ValueError:
-        return None
-    if parts.scheme not in _DEFAULT_PORTS or parts.path or parts.query or parts.fragment or "@" in parts.netloc:
-        return None
-    found = _host_and_port(origin)
-    return (parts.scheme, *found) if found is not None else None
-
-
-def _host_and_port(url: str) -> tuple[str, int] | None:
-    """The host (lower case) and port (the scheme's default when none is written) of `url`."""
-    try:
-        parts = urlsplit(url)
+        parts = urlsplit(f"//{host_header}")
         port = parts.port
-    except ValueError:  # `http://[::1`, `host:99999` and the like: no address anyone can name
+    except ValueError:  # `[::1`, `host:99999` and the like: no address anyone can name
         return None
     if parts.hostname is None:
         return None
-    return parts.hostname, port if port is not None else _DEFAULT_PORTS.get(parts.scheme.lower(), 80)
+    return parts.hostname, port if port is not None else _DEFAULT_PORTS.get(scheme, 80)
 
 
 @functools.lru_cache(maxsize=256)
