@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from reversi.engine.keys import Role, authenticate, create_key, list_keys, revoke_key, store_has_keys
-from reversi.errors import BadInput, NotFound
+from reversi.engine.keys import (
+    Role,
+    authenticate,
+    create_key,
+    is_reserved_name,
+    list_keys,
+    revoke_key,
+    store_has_keys,
+)
+from reversi.errors import BadInput, Conflict, NotFound
 from reversi.store.base import open_store
 
 
@@ -54,3 +62,25 @@ def test_bad_key_parameters_are_refused(db_url: str, name: str, role: str, tenan
 def test_revoking_an_unknown_key_is_not_found(db_url: str) -> None:
     with open_store(db_url) as store, pytest.raises(NotFound):
         revoke_key(store, "nosuchkey000")
+
+
+@pytest.mark.parametrize("name", ["local", "LOCAL", "Local", " local ", "ｌｏｃａｌ", "local\n"])
+def test_local_is_no_key_name_in_any_case_or_spacing(db_url: str, name: str) -> None:
+    with open_store(db_url) as store:
+        with pytest.raises(BadInput, match="reserved"):
+            create_key(store, name, "admin")
+        assert list_keys(store) == []
+        assert not is_reserved_name("locale") and not is_reserved_name("local-ops")
+
+
+def test_the_last_admin_key_of_a_reach_is_kept_unless_the_store_says_so(db_url: str) -> None:
+    with open_store(db_url) as store:
+        root, _ = create_key(store, "root", "admin")
+        acme, _ = create_key(store, "acme-admin", "admin", "acme")
+        agent, _ = create_key(store, "bot", "agent")
+        revoke_key(store, agent.key_id)  # not an admin: nothing to keep
+        with pytest.raises(Conflict, match="last active admin key that can manage the store's keys"):
+            revoke_key(store, root.key_id)
+        revoke_key(store, acme.key_id, "acme")  # root still manages acme's keys
+        assert revoke_key(store, root.key_id, last_admin=True).revoked_at is not None
+        assert revoke_key(store, root.key_id).revoked_at is not None, "revoking a revoked key changes nothing"

@@ -263,7 +263,7 @@ def test_a_read_back_whose_arguments_are_unavailable_fails_without_reading(ledge
     assert [f.error for f in report.failed] == [CANNOT_VERIFY] == ["cannot verify: arguments unavailable"]
     assert reader.calls == [] and len(undo.calls) == 1
     [failed_check] = [d for t, d in step_events(run, 0) if t == "verification_failed"]
-    assert failed_check == {"error": CANNOT_VERIFY, "missing": "$result.doc_id"}
+    assert failed_check == {"error": CANNOT_VERIFY, "missing": "$result.doc_id", "principal": "local"}
     assert run.steps()[0].status.value == "compensation_failed"
 
 
@@ -276,7 +276,7 @@ def test_an_undo_without_a_verifier_is_unverified_and_a_rerun_reports_complete(l
 
     assert first.compensated == [0] and first.unverified == [0] and not first.complete
     assert [t for t, _ in step_events(run, 0)][-3:] == ["compensating", "unverified", "compensated"]
-    assert step_events(run, 0)[-2][1] == {"reason": NOT_VERIFIED}
+    assert step_events(run, 0)[-2][1] == {"reason": NOT_VERIFIED, "principal": "local"}
     assert "undone but not verified" in first.to_text() and first.to_text().endswith("rollback INCOMPLETE")
 
     second = run.rollback(compensate=undo)

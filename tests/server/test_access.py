@@ -248,7 +248,7 @@ def test_a_key_name_is_one_principal_so_another_tenant_cannot_take_it(site: Site
 def test_revoking_every_key_does_not_reopen_the_no_keys_mode(make_site: Callable[..., Site]) -> None:
     site = make_site()
     only, key = create_key(site.ledger.store, "only-admin", "admin")
-    revoke_key(site.ledger.store, only.key_id)
+    revoke_key(site.ledger.store, only.key_id, last_admin=True)
     for client in (site.client(), httpx.Client(base_url=site.url, headers={"Authorization": f"Bearer {key}"})):
         site.clients.append(client)
         answer = client.post("/v1/halt", json={"reason": "who is this?"})
@@ -409,7 +409,7 @@ def gateway(site: Site) -> Starlette:
     """The gateway's HTTP app over the site's ledger, with one upstream that is never started (only
     the guards and the operator tools are under test)."""
     options = GatewayOptions((), db=site.ledger.settings.db, http=("127.0.0.1", 0))
-    return gateway_app(options, site.ledger, UpstreamPool((UpstreamSpec("idle", ("true",)),)))
+    return gateway_app(options, site.ledger, UpstreamPool((UpstreamSpec("idle", ("true",)),)), 0)
 
 
 @pytest.fixture

@@ -124,7 +124,8 @@ def test_deciding_is_journaled_with_who_and_the_note(ledger: reversi.Ledger) -> 
 
     [granted] = [e for e in run.events() if e.type == "approval_granted"]
 
-    assert granted.actor == "dana" and granted.data == {"approval_id": approval_id, "note": "fine"}
+    assert granted.actor == "dana"
+    assert granted.data == {"approval_id": approval_id, "note": "fine", "principal": "local"}
 
 
 def test_a_denial_needs_a_note_and_an_unknown_approval_is_not_found(ledger: reversi.Ledger) -> None:

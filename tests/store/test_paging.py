@@ -89,7 +89,7 @@ def test_halts_are_listed_by_tenant_in_sql_and_so_are_those_added_before_the_ten
     assert [h.halt_id for h in halts.list_halts(ledger.store, "acme")] == [acme.halt_id, "halt_old"]
     assert halts.list_halts(ledger.store, "other") == []
     assert len(ledger.halts()) == 4
-    assert halts.lift_halts(ledger.store, None, "dana", "acme") == 2
+    assert halts.lift_halts(ledger.store, None, "dana", "acme", principal="dana") == 2
     assert [h.halt_id for h in ledger.halts()] == [everyone.halt_id, "halt_older"]
 
 

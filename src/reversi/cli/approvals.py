@@ -8,6 +8,7 @@ import click
 
 from reversi.cli.context import echo, echo_json, json_option, state
 from reversi.core.json_values import compact
+from reversi.core.models import who_acted
 
 if TYPE_CHECKING:
     from reversi.core.models import Approval
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 def _line(a: Approval) -> str:
     where = f"step {a.step}" if a.step is not None else "call"
-    decided = f"  by {a.decided_by}" if a.decided_by else ""
+    decided = f"  by {who_acted(a.decided_by, a.decided_principal)}" if a.decided_by else ""
     note = f"  note: {a.note}" if a.note else ""
     return f"{a.approval_id}  {a.status.value:<8} {a.kind.value:<12} {a.run_id} {where}  {a.tool} {compact(a.args)}" \
         f"{decided}{note}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reversi.cli.context import echo, echo_json, json_option, state
+from reversi.errors import Conflict
 
 
 @click.group()
@@ -51,11 +52,17 @@ def list_(ctx: click.Context, as_json: bool) -> int:
 
 @keys.command("revoke")
 @click.argument("key_id", metavar="ID")
+@click.option("--force", is_flag=True,
+              help="Revoke it even if it is the last admin key (nobody is then an admin over HTTP until you "
+                   "create another key here).")
 @json_option
 @click.pass_context
-def revoke(ctx: click.Context, key_id: str, as_json: bool) -> int:
+def revoke(ctx: click.Context, key_id: str, force: bool, as_json: bool) -> int:
     """Revoke a key at once."""
     with state(ctx).ledger() as ledger:
-        row = ledger.revoke_key(key_id)
+        try:
+            row = ledger.revoke_key(key_id, last_admin=force)
+        except Conflict as exc:
+            raise Conflict(f"{exc.message}, or pass --force") from None
     echo_json(row.to_dict()) if as_json else echo(f"revoked {row.key_id} ({row.name})")
     return 0

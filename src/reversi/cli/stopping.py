@@ -6,6 +6,7 @@ import click
 
 from reversi.cli.context import echo, echo_json, json_option, state
 from reversi.core.json_values import compact
+from reversi.core.models import Halt, who_acted
 
 
 @click.group()
@@ -30,7 +31,7 @@ def halt_add(ctx: click.Context, reason: str, tool: str | None, actor: str | Non
     if as_json:
         echo_json(added.to_dict())
     else:
-        echo(f"{added.halt_id}  {added.reason}  scope={compact(added.scope.to_dict())}  by {added.by}")
+        echo(_line(added))
     return 0
 
 
@@ -46,8 +47,12 @@ def halt_list(ctx: click.Context, as_json: bool) -> int:
     elif not found:
         echo("no halts")
     for h in [] if as_json else found:
-        echo(f"{h.halt_id}  {h.reason}  scope={compact(h.scope.to_dict())}  by {h.by}")
+        echo(_line(h))
     return 0
+
+
+def _line(h: Halt) -> str:
+    return f"{h.halt_id}  {h.reason}  scope={compact(h.scope.to_dict())}  by {who_acted(h.by, h.principal)}"
 
 
 @halt.command("lift")

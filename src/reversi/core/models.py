@@ -345,6 +345,7 @@ class Approval:
     decided_at: str | None = None
     note: str | None = None
     used: bool = False
+    decided_principal: str | None = None  # who decided, as authenticated; `decided_by` is who they said
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -361,7 +362,14 @@ class Approval:
             "decided_at": self.decided_at,
             "note": self.note,
             "used": self.used,
+            "decided_principal": self.decided_principal,
         }
+
+
+def who_acted(said: str, principal: str | None) -> str:
+    """Who did an operator action, as text: the name they gave (`actor`, `by`), and the principal they
+    were authenticated as when that differs (`dana (principal ops-bot)`)."""
+    return said if principal is None or principal == said else f"{said} (principal {principal})"
 
 
 @dataclass(frozen=True)
@@ -391,6 +399,9 @@ class Halt:
     scope: HaltScope
     by: str
     created_at: str
+    # Who added it, as authenticated (None: added before it was journaled). Not in `to_dict`, whose keys
+    # SPEC §8 fixes: the journal's `halt_added` has it, and text output shows it beside `by` when they differ.
+    principal: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {

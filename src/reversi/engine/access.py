@@ -14,7 +14,15 @@ import hashlib
 from enum import Enum
 
 from reversi.core.models import RunRecord
-from reversi.engine.keys import KEYLESS_SERVES, LOCAL_ADMIN, Principal, Role, principal_of_key
+from reversi.engine.keys import (
+    KEYLESS_SERVES,
+    LOCAL_ADMIN,
+    Principal,
+    Role,
+    is_reserved_name,
+    principal_of_key,
+    principal_of_row,
+)
 from reversi.errors import Forbidden, Unauthorized
 from reversi.store.queries import Queries
 
@@ -46,8 +54,8 @@ def authenticate(q: Queries, key: str | None, local_ok: bool) -> Principal:
     whether it may act as the keyless admin `local` (`keyless_request_allowed`).
 
     Raises:
-        Unauthorized: the store has keys and the request carries none that is valid; or the store
-            has none and the request may not act as `local`.
+        Unauthorized: the store has keys and the request carries none that is valid (or one named
+            `local`, see `principal_of_row`); or the store has none and the request may not act as `local`.
     """
     if key is not None:
         principal = principal_of_key(q, key)
@@ -81,8 +89,9 @@ def session_principal(q: Queries, key_id: str | None, token: str, local_ok: bool
     request that may act as it (`local_ok`) on a store without keys; else None."""
     if key_id:
         row = q.get_key(key_id)
-        if row is not None and row.revoked_at is None and not q.is_signed_out(session_hash(token)):
-            return Principal(row.name, Role(row.role), row.tenant, row.key_id)
+        if (row is not None and row.revoked_at is None and not is_reserved_name(row.name)
+                and not q.is_signed_out(session_hash(token))):
+            return principal_of_row(row)
     if local_ok and not q.any_key():
         return LOCAL_ADMIN
     return None

@@ -78,8 +78,10 @@ def get_approval(store: Store, approval_id: str) -> Approval:
     return found
 
 
-def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str | None) -> Approval:
-    """Approve or deny; journaled as `approval_granted` / `approval_denied` with who and the note.
+def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str | None, principal: str) -> Approval:
+    """Approve or deny; journaled as `approval_granted` / `approval_denied` with who (`by`: who the
+    decider says acted, as the event's actor; `principal`: who they are authenticated as, in its data)
+    and the note.
 
     Raises:
         NotFound: no such approval.
@@ -103,22 +105,25 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
         if current.status is (ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED):
             return current  # deciding the same way twice changes nothing (the first note stands)
         event = EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DENIED
-        q.append(current.run_id, [NewEvent(event, current.step, by, {"approval_id": approval_id, "note": note})])
+        data = {"approval_id": approval_id, "note": note, "principal": principal}
+        q.append(current.run_id, [NewEvent(event, current.step, by, data)])
         decided = q.get_approval(approval_id)
     assert decided is not None
     return decided
 
 
 def compensation_approval(
-    q: Queries, run_id: str, step: int, tool: str, args: Any, *, requested_by: str, approve_pending: bool, actor: str
+    q: Queries, run_id: str, step: int, tool: str, args: Any, *, requested_by: str, approve_pending: bool, actor: str,
+    principal: str | None = None,
 ) -> Approval:
     """The approval a step's compensation needs: created once, reused by re-runs.
 
     An approval is for the call it names: if the compensation to run is another tool or other
     arguments (the manifest changed since), a new approval is requested for it. With
     `approve_pending`, a pending request is granted here as one operator decision by `actor`; a
-    denial is never overridden.
+    denial is never overridden. `principal`, who the rollback runs as, is journaled with both.
     """
+    acting = {"principal": principal} if principal is not None else {}
     call_key = str(step)
     found = q.approvals_for_call(run_id, ApprovalKind.COMPENSATION, call_key)
     if found and (found[-1].tool, found[-1].args) == (tool, args):
@@ -137,7 +142,7 @@ def compensation_approval(
                     EventType.APPROVAL_REQUESTED,
                     step,
                     requested_by,
-                    {"approval_id": approval_id, "kind": "compensation", "tool": tool, "args": args},
+                    {"approval_id": approval_id, "kind": "compensation", "tool": tool, "args": args} | acting,
                 )
             ],
         )
@@ -150,7 +155,7 @@ def compensation_approval(
                     EventType.APPROVAL_GRANTED,
                     step,
                     actor,
-                    {"approval_id": approval.approval_id, "note": APPROVE_ALL_NOTE},
+                    {"approval_id": approval.approval_id, "note": APPROVE_ALL_NOTE} | acting,
                 )
             ],
         )

@@ -12,8 +12,9 @@ from reversi.store.base import Store
 KILL_FILE_HELP = "no kill file configured: set REVERSI_KILL_FILE or kill_switch_file: in reversi.yaml"
 
 
-def add_halt(store: Store, reason: str, scope: HaltScope, by: str) -> Halt:
-    """Stop every new call that matches `scope` (all calls when it names nothing).
+def add_halt(store: Store, reason: str, scope: HaltScope, by: str, principal: str) -> Halt:
+    """Stop every new call that matches `scope` (all calls when it names nothing); `by` is who says
+    they added it, `principal` who they are authenticated as.
 
     Raises:
         BadInput: an empty reason, or a scope part that is empty (it would match nothing).
@@ -25,9 +26,9 @@ def add_halt(store: Store, reason: str, scope: HaltScope, by: str) -> Halt:
             raise BadInput(f"the halt's {part} is empty: leave it out to halt every {part}")
     halt_id = f"halt_{uuid.uuid4()}"
     with store.write() as q:
-        at = q.append_system(EventType.HALT_ADDED, by, halt_id, {"reason": reason, "scope": scope.to_dict()},
-                             scope.tenant or "")
-    return Halt(halt_id, reason, scope, by, at)
+        data = {"reason": reason, "scope": scope.to_dict(), "principal": principal}
+        at = q.append_system(EventType.HALT_ADDED, by, halt_id, data, scope.tenant or "")
+    return Halt(halt_id, reason, scope, by, at, principal)
 
 
 def list_halts(store: Store, tenant: str | None = None) -> list[Halt]:
@@ -36,9 +37,10 @@ def list_halts(store: Store, tenant: str | None = None) -> list[Halt]:
         return q.active_halts(tenant=tenant)
 
 
-def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = None) -> int:
+def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = None, *,
+               principal: str) -> int:
     """Lift one halt, or all of them when `halt_id` is None; returns how many were lifted. With
-    `tenant`, only halts scoped to exactly that tenant are seen.
+    `tenant`, only halts scoped to exactly that tenant are seen. `by` and `principal` as for `add_halt`.
 
     Raises:
         BadInput: `halt_id` does not have the form of a halt id.
@@ -53,7 +55,7 @@ def lift_halts(store: Store, halt_id: str | None, by: str, tenant: str | None = 
             raise NotFound(f"no active halt {halt_id}")
         targets = [halt_id] if halt_id is not None else sorted(active)
         for target in targets:
-            q.append_system(EventType.HALT_LIFTED, by, target, {})
+            q.append_system(EventType.HALT_LIFTED, by, target, {"principal": principal})
     return len(targets)
 
 

@@ -63,14 +63,17 @@ class Job:
             "report": r.report,
             "error": r.error,
             "actor": r.actor,
+            "principal": r.principal,
             "created_at": r.created_at,
             "started_at": r.started_at,
             "finished_at": r.finished_at,
         }
 
 
-def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensations: bool, attempts: int) -> Job:
-    """Queue a rollback of `run_id` (the caller has checked that the run exists and may be rolled back).
+def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensations: bool, attempts: int,
+                    principal: str | None = None) -> Job:
+    """Queue a rollback of `run_id` (the caller has checked that the run exists and may be rolled back),
+    done as `actor` (who the operator says acts) by `principal` (who they are authenticated as).
 
     Raises:
         RollbackInProgress: a job of this run is not done yet, or another process is rolling it back.
@@ -80,7 +83,7 @@ def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensati
     if store.rollback_held(run_id):
         raise RollbackInProgress(run_id)
     row = JobRow(f"job_{uuid.uuid4().hex}", run_id, JobState.QUEUED.value, actor, approve_compensations, attempts,
-                 utc_now())
+                 utc_now(), principal=principal)
     with store.write() as q:
         q.lock_run(run_id)
         latest = q.latest_job(run_id)
@@ -169,6 +172,7 @@ class JobRunner:
                 verifier=self.verifier,
                 approve_compensations=row.approve_compensations,
                 actor=row.actor,
+                principal=row.principal,
                 progress=lambda done, total: asyncio.to_thread(self._progress, row, lease, executor, done, total),
             ),
             lease=lease,

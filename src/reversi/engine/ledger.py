@@ -272,7 +272,8 @@ class Ledger:
         environment: str | None = None,
         by: str | None = None,
     ) -> Halt:
-        return halts.add_halt(self.store, reason, HaltScope(tool, actor, tenant, environment), self.actor(by))
+        return halts.add_halt(self.store, reason, HaltScope(tool, actor, tenant, environment), self.actor(by),
+                              self.principal)
 
     def halts(self, tenant: str | None = None) -> list[Halt]:
         """The active halts; with `tenant`, those scoped to exactly that tenant."""
@@ -280,16 +281,18 @@ class Ledger:
 
     def lift_halts(self, halt_id: str | None = None, by: str | None = None, tenant: str | None = None) -> int:
         """Lift one halt, or all (of `tenant`, when given); returns how many."""
-        return halts.lift_halts(self.store, halt_id, self.actor(by), tenant)
+        return halts.lift_halts(self.store, halt_id, self.actor(by), tenant, principal=self.principal)
 
     def approvals(self, status: str | None = None, run_id: str | None = None) -> list[Approval]:
         return approvals.list_approvals(self.store, status, run_id)
 
     def approve(self, approval_id: str, by: str | None = None, note: str | None = None) -> Approval:
-        return approvals.decide(self.store, approval_id, approve=True, by=self.actor(by), note=note)
+        return approvals.decide(self.store, approval_id, approve=True, by=self.actor(by), note=note,
+                                principal=self.principal)
 
     def deny(self, approval_id: str, note: str, by: str | None = None) -> Approval:
-        return approvals.decide(self.store, approval_id, approve=False, by=self.actor(by), note=note)
+        return approvals.decide(self.store, approval_id, approve=False, by=self.actor(by), note=note,
+                                principal=self.principal)
 
 
     def approval(self, approval_id: str) -> Approval:
@@ -355,15 +358,15 @@ class Ledger:
 
     def create_key(self, name: str, role: str, tenant: str | None = None) -> tuple[KeyRow, str]:
         """Create an API key; returns its row and the key (shown this once). Raises as `keys.create_key`."""
-        return keys.create_key(self.store, name, role, tenant)
+        return keys.create_key(self.store, name, role, tenant, by=self.principal)
 
     def list_keys(self) -> list[KeyRow]:
         """Every API key (never their secrets), oldest first."""
         return keys.list_keys(self.store)
 
-    def revoke_key(self, key_id: str) -> KeyRow:
-        """Revoke an API key at once. Raises NotFound: no such key."""
-        return keys.revoke_key(self.store, key_id)
+    def revoke_key(self, key_id: str, *, last_admin: bool = False) -> KeyRow:
+        """Revoke an API key at once; `last_admin` revokes even the last admin key. Raises as `keys.revoke_key`."""
+        return keys.revoke_key(self.store, key_id, last_admin=last_admin, by=self.principal)
 
     # -- drills (`reversi manifest drill` and `coverage`) -----------------------------------------------
 

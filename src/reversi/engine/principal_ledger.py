@@ -235,7 +235,8 @@ class PrincipalLedger:
         """
         self.run_record(run_id, Access.OPERATE)
         return jobs.submit_rollback(self._base.store, run_id, actor=actor or self.principal.name,
-                                    approve_compensations=approve_compensations, attempts=attempts)
+                                    approve_compensations=approve_compensations, attempts=attempts,
+                                    principal=self.principal.name)
 
     def latest_job(self, run_id: str) -> jobs.Job:
         """The run's newest rollback job.
@@ -315,7 +316,7 @@ class PrincipalLedger:
         """
         require_role(self.principal, Role.ADMIN)
         scope = HaltScope(tool, actor, halt_tenant(self.principal, tenant), environment)
-        return halts.add_halt(self._base.store, reason, scope, self.principal.name)
+        return halts.add_halt(self._base.store, reason, scope, self.principal.name, self.principal.name)
 
     def lift_halts(self, halt_id: str | None = None) -> int:
         """Lift one halt, or all this principal sees; returns how many.
@@ -325,7 +326,8 @@ class PrincipalLedger:
             NotFound: `halt_id` names no active halt this principal sees.
         """
         require_role(self.principal, Role.ADMIN)
-        return halts.lift_halts(self._base.store, halt_id, self.principal.name, self.principal.tenant)
+        return halts.lift_halts(self._base.store, halt_id, self.principal.name, self.principal.tenant,
+                                principal=self.principal.name)
 
     # -- keys --------------------------------------------------------------------------------------
 
@@ -337,7 +339,7 @@ class PrincipalLedger:
             BadInput, Conflict: as `keys.create_key`.
         """
         require_role(self.principal, Role.ADMIN)
-        return keys.create_key(self._base.store, name, role, key_tenant(self.principal, tenant))
+        return keys.create_key(self._base.store, name, role, key_tenant(self.principal, tenant), by=self.principal.name)
 
     def list_keys(self) -> list[KeyRow]:
         """The keys this admin manages: every one, or (confined to a tenant) that tenant's.
@@ -356,4 +358,4 @@ class PrincipalLedger:
             NotFound: no such key (of the admin's tenant, when it is confined to one).
         """
         require_role(self.principal, Role.ADMIN)
-        return keys.revoke_key(self._base.store, key_id, self.principal.tenant)
+        return keys.revoke_key(self._base.store, key_id, self.principal.tenant, by=self.principal.name)

@@ -85,6 +85,7 @@ class RollbackOptions:
     verifier: ReadBack | None = None
     approve_compensations: bool = False
     actor: str = "local"
+    principal: str | None = None  # who runs it, as authenticated: journaled in each event's data beside `actor`
     progress: Progress | None = None
 
 
@@ -286,10 +287,9 @@ class RollbackExecutor:
                 continue
             found = first_mismatch(expect, answer, error)
             if found is None:
-                verified = NewEvent(
+                verified = self._event(
                     EventType.VERIFIED,
                     call.step,
-                    self.options.actor,
                     {"tool": check.tool, "arguments": arguments, "answer": answer}
                     | ({"error": error} if error is not None else {}),
                 )
@@ -320,7 +320,8 @@ class RollbackExecutor:
         )
 
     def _event(self, kind: EventType, step: int, data: dict[str, Any]) -> NewEvent:
-        return NewEvent(kind, step, self.options.actor, data)
+        principal = self.options.principal
+        return NewEvent(kind, step, self.options.actor, data | ({"principal": principal} if principal else {}))
 
     async def _journal(self, call: CompensationCall, events: list[NewEvent]) -> None:
         def append(q: Queries) -> None:
@@ -333,6 +334,7 @@ class RollbackExecutor:
         return compensation_approval(
             q, call.run_id, call.step, call.tool, call.args,
             requested_by=actor, approve_pending=self.options.approve_compensations, actor=actor,
+            principal=self.options.principal,
         )
 
     async def _write(self, run_id: str, fn: Callable[[Queries], T]) -> T:

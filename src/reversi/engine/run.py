@@ -290,6 +290,7 @@ class Run:
                 verifier=options.get("verifier"),
                 approve_compensations=options.get("approve_compensations", False),
                 actor=self._ledger.actor(options.get("actor")),
+                principal=self._ledger.principal,
                 progress=options.get("progress"),
             ),
         )
@@ -335,7 +336,7 @@ class Run:
             raise BadInput("a failed step has no result: pass one only to settle it as succeeded")
         if not note or not note.strip():
             raise BadInput("a note is required: say how you settled the step")
-        data: dict[str, Any] = {"status": status, "note": note}
+        data: dict[str, Any] = {"status": status, "note": note, "principal": self._ledger.principal}
         if result is not _NO_RESULT:
             from reversi.core.json_values import checked_arguments
 

@@ -9,6 +9,7 @@ run of its MCP session, else a new run.
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -63,7 +64,7 @@ class _Guard:
         self.runs = runs
         self.app: ASGIApp | None = None
 
-    def _admit(self, headers: Headers, client: Any) -> Principal:
+    def _admit(self, headers: Headers, scope: Scope) -> Principal:
         """The request's principal, once it may use its endpoint and the run its `Reversi-Run-Id`
         names (if any).
 
@@ -72,8 +73,10 @@ class _Guard:
             Forbidden: an agent key on the operator endpoint, or another principal's run.
             BadInput: a bad run id.
         """
-        host = str(client[0]) if client is not None else None
-        local_ok = keyless_request_allowed(host, headers.get("host"), headers.get("origin"))
+        client, server = scope.get("client"), scope.get("server")
+        local_ok = keyless_request_allowed(str(client[0]) if client else None, headers.get("host"),
+                                           headers.get("origin"), scheme=scope.get("scheme", "http"),
+                                           own_port=server[1] if server else None)
         principal = self.ledger.authenticate(bearer(headers.get("authorization")), local_ok=local_ok)
         require_role(principal, self.role)
         run_id = headers.get("reversi-run-id")
@@ -89,7 +92,7 @@ class _Guard:
         assert self.app is not None, "the gateway is still starting"
         headers = Headers(scope=scope)
         try:
-            principal = await anyio.to_thread.run_sync(self._admit, headers, scope.get("client"))
+            principal = await anyio.to_thread.run_sync(self._admit, headers, scope)
         except ReversiError as exc:  # answered before any of the body is read
             answer = _error(exc.http_status, exc.code, exc.message)
             if isinstance(exc, Unauthorized):
@@ -180,25 +183,29 @@ async def _principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:
     return _principal_of(ctx)
 
 
-def _security(host: str) -> TransportSecuritySettings | None:
+def _security(host: str, port: int) -> TransportSecuritySettings | None:
+    """The MCP SDK's Host and Origin checks on a loopback address: a browser page may call only from
+    this gateway's own origin (`port` is the one it listens on), never from another loopback port."""
     if not is_loopback(host):
         return None  # reachable by name from elsewhere: the keys are the protection
+    names = ["127.0.0.1", "localhost", "[::1]"]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"{scheme}://{name}:{port}" for scheme in ("http", "https") for name in names],
     )
 
 
-def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool) -> Starlette:
-    """The Starlette app; the upstreams in `pool` must already be started."""
+def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool, port: int) -> Starlette:
+    """The Starlette app, served on `port` (the one bound, when the options ask for any free one); the
+    upstreams in `pool` must already be started."""
     assert options.http is not None
     host = options.http[0]
     metrics = GatewayMetrics(pool)
     runs = RunBinder(ledger, options.mode)
     proxy = Proxy(pool, ledger, runs.run_for, options.call_timeout, metrics)
     operator = Operator(ledger, pool, _principal_for, options.call_timeout)
-    idle, security = options.session_idle_timeout, _security(host)
+    idle, security = options.session_idle_timeout, _security(host, port)
     managers = [
         Sessions(proxy.server(), idle_timeout=idle, security=security, on_end=runs.forget),
         Sessions(operator.server(), idle_timeout=idle, security=security),
@@ -264,11 +271,24 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
             print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
         warn_of_missing_compensations(pool, ledger.manifests)
         warn_of_misfits(pool, options.manifests, ledger.manifests)
-        app = create_app(options, ledger, pool)
+        sock = _listen(host, port)  # before the app: its origin checks need the port bound
+        app = create_app(options, ledger, pool, sock.getsockname()[1])
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         tg.start_soon(_announce, server)
-        await server.serve()
+        await server.serve(sockets=[sock])
         tg.cancel_scope.cancel()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port` (port 0: any free one).
+
+    Raises:
+        ConfigError: the address cannot be bound (in use, not this machine's).
+    """
+    try:
+        return socket.create_server((host.strip("[]"), port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 async def _announce(server: uvicorn.Server) -> None:

@@ -16,7 +16,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
@@ -33,6 +33,7 @@ from reversi.server.openapi import openapi_document
 log = logging.getLogger("reversi.server")
 _UNSET: Any = object()
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+CLIENT_GONE = 499  # as nginx counts a request whose client closed the connection first: in the metrics only
 
 
 ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
@@ -42,6 +43,10 @@ def _error_handler(ledger: Ledger, metrics: Metrics, console: Console | None = N
     async def on_error(request: Request, exc: Exception) -> Response:
         """The one place an error becomes an answer: `{"error": {"code", "message"}}` with its status
         (on a console path, the console's HTML page saying the same)."""
+        if isinstance(exc, ClientDisconnect):  # nobody is left to answer: one line, no traceback
+            log.info("%s %s: the client went away before its request's body arrived", request.method,
+                     request.url.path)
+            return Response(status_code=CLIENT_GONE)
         headers: dict[str, str] = {}
         if isinstance(exc, ReversiError):
             status, body = exc.http_status, {"error": exc.to_dict()}
@@ -194,7 +199,10 @@ def create_app(
     app = ReversiApp(
         routes=routes,
         middleware=[Middleware(Timing, metrics=metrics)],
-        exception_handlers={ReversiError: on_error, HTTPException: on_error, Exception: on_error},
+        # Every class but Exception is answered where it is raised; Exception (a bug) is answered, then re-raised
+        # for uvicorn to log it.
+        exception_handlers={ReversiError: on_error, HTTPException: on_error, ClientDisconnect: on_error,
+                            Exception: on_error},
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False  # `/v1/runs/` is no endpoint: a JSON 404, not a redirect

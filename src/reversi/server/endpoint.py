@@ -77,7 +77,7 @@ class ServerState:
         found = self._principals.get(authorization)
         if found is not None and found.key_id is not None:
             return found
-        local_ok = _local_ok(request)
+        local_ok = keyless_ok(request)
         if found is not None and local_ok:
             return found
         principal = await anyio.to_thread.run_sync(self.principal, authorization, local_ok)
@@ -226,27 +226,43 @@ class Endpoint:
         return inspect.iscoroutinefunction(self.handler)
 
     def asgi(self, server: ServerState) -> Callable[[Request], Awaitable[Response]]:
-        on_loop = self.on_loop
+        on_loop, reads_body = self.on_loop, self.body is not None
 
         async def endpoint(request: Request) -> Response:
-            raw = await read_body(request) if self.body is not None else b""
+            # Who asks, and whether their role may, is settled before the body is read: a request
+            # without a valid key is answered at once, whatever body it announces.
+            if on_loop:
+                principal = self._allowed(await server.cached_principal(request))
+            elif not reads_body:  # one trip to a thread for both the key and the answer
+                return await anyio.to_thread.run_sync(self._run, server, request, limiter=server.limiter)
+            else:
+                principal = await anyio.to_thread.run_sync(self._principal, server, request, limiter=server.limiter)
+            call = self._call(server, principal, request, await read_body(request) if reads_body else b"")
             if not on_loop:
-                return await anyio.to_thread.run_sync(self._run, server, request, raw, limiter=server.limiter)
-            principal = await server.cached_principal(request)
-            response = self.handler(self._call(server, principal, request, raw))
+                return await anyio.to_thread.run_sync(self._answer, call, limiter=server.limiter)
+            response = self.handler(call)
             assert inspect.isawaitable(response)
             return await response
 
         return endpoint
 
-    def _run(self, server: ServerState, request: Request, raw: bytes) -> Response:
-        principal = server.principal(request.headers.get("authorization"), _local_ok(request))
-        response = self.handler(self._call(server, principal, request, raw))
+    def _principal(self, server: ServerState, request: Request) -> Principal:
+        return self._allowed(server.principal(request.headers.get("authorization"), keyless_ok(request)))
+
+    def _allowed(self, principal: Principal) -> Principal:
+        require_role(principal, self.role)
+        return principal
+
+    def _run(self, server: ServerState, request: Request) -> Response:
+        return self._answer(self._call(server, self._principal(server, request), request, b""))
+
+    def _answer(self, call: Call) -> Response:
+        response = self.handler(call)
         assert isinstance(response, Response)
         return response
 
-    def _call(self, server: ServerState, principal: Principal, request: Request, raw: bytes) -> Call:
-        require_role(principal, self.role)
+    @staticmethod
+    def _call(server: ServerState, principal: Principal, request: Request, raw: bytes) -> Call:
         request.scope["reversi.principal"] = principal
         return Call(server, principal, request, raw)
 
@@ -256,11 +272,13 @@ def is_whole_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def _local_ok(request: Request) -> bool:
-    """Whether the request may act as the keyless admin `local` (if the store has no keys)."""
-    headers = request.headers
+def keyless_ok(request: Request) -> bool:
+    """Whether the request may act as the keyless admin `local` (if the store has no keys): see
+    `keyless_request_allowed`; the server's own port is the one the request's socket was accepted on."""
+    headers, server = request.headers, request.scope.get("server")
     return keyless_request_allowed(request.client.host if request.client else None, headers.get("host"),
-                                   headers.get("origin"))
+                                   headers.get("origin"), scheme=request.url.scheme,
+                                   own_port=server[1] if server else None)
 
 
 async def read_body(request: Request) -> bytes:

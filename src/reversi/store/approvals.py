@@ -130,12 +130,11 @@ class ApprovalQueries(Statements):
 
 
 def _derive_approval(row: ApprovalRow, events: list[tuple[str, str, str, Mapping[str, Any]]]) -> Approval:
-    status, decided_by, decided_at, note, used = ApprovalStatus.PENDING, None, None, None, False
+    status, decided_by, decided_at, note, used, principal = ApprovalStatus.PENDING, None, None, None, False, None
     for type_, at, actor, data in events:
-        if type_ == EventType.APPROVAL_GRANTED:
-            status, decided_by, decided_at, note = ApprovalStatus.APPROVED, actor, at, data.get("note")
-        elif type_ == EventType.APPROVAL_DENIED:
-            status, decided_by, decided_at, note = ApprovalStatus.DENIED, actor, at, data.get("note")
+        if type_ in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED):
+            status = ApprovalStatus.APPROVED if type_ == EventType.APPROVAL_GRANTED else ApprovalStatus.DENIED
+            decided_by, decided_at, note, principal = actor, at, data.get("note"), data.get("principal")
         elif type_ in (EventType.INTENDED, EventType.COMPENSATING):
             used = True
     return Approval(
@@ -152,4 +151,5 @@ def _derive_approval(row: ApprovalRow, events: list[tuple[str, str, str, Mapping
         decided_at,
         note,
         used,
+        principal,
     )

@@ -43,7 +43,7 @@ class HaltQueries(Statements):
         halts = []
         for halt_id, by, at, data, column in rows:
             d = json.loads(data)
-            halt = Halt(halt_id, d["reason"], HaltScope(**d.get("scope", {})), by, at)
+            halt = Halt(halt_id, d["reason"], HaltScope(**d.get("scope", {})), by, at, d.get("principal"))
             if column is not None or tenant is None or halt.scope.tenant == tenant:  # NULL: added before 0005
                 halts.append(halt)
         return halts

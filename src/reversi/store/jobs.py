@@ -11,7 +11,7 @@ from reversi.store.statements import Statements
 
 _COLUMNS = (
     "job_id, run_id, state, actor, approve_compensations, attempts, created_at, started_at, finished_at, "
-    "starts, current_step, report, error"
+    "starts, current_step, report, error, principal"
 )
 
 
@@ -30,6 +30,7 @@ class JobRow:
     current_step: int | None = None
     report: Any = None
     error: Any = None
+    principal: str | None = None  # who queued it, as authenticated (None: queued before 0009)
 
 
 def _row(r: Any) -> JobRow:
@@ -37,6 +38,7 @@ def _row(r: Any) -> JobRow:
         r[0], r[1], r[2], r[3], bool(r[4]), int(r[5]), r[6], r[7], r[8], int(r[9]), r[10],
         json.loads(r[11]) if r[11] is not None else None,
         json.loads(r[12]) if r[12] is not None else None,
+        r[13],
     )
 
 
@@ -49,9 +51,10 @@ class JobQueries(Statements):
 
     def insert_job(self, row: JobRow) -> None:
         self._exec(
-            f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (row.job_id, row.run_id, row.state, row.actor, int(row.approve_compensations), row.attempts, row.created_at,
-             row.started_at, row.finished_at, row.starts, row.current_step, _text(row.report), _text(row.error)),
+             row.started_at, row.finished_at, row.starts, row.current_step, _text(row.report), _text(row.error),
+             row.principal),
         )
 
     def get_job(self, job_id: str) -> JobRow | None:

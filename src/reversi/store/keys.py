@@ -7,7 +7,7 @@ from typing import Any
 
 from reversi.store.statements import Statements
 
-_COLUMNS = "key_id, name, role, tenant, secret_sha256, created_at, revoked_at"
+_COLUMNS = "key_id, name, role, tenant, secret_sha256, created_at, revoked_at, created_by, revoked_by"
 
 
 @dataclass(frozen=True)
@@ -19,19 +19,23 @@ class KeyRow:
     secret_sha256: str
     created_at: str
     revoked_at: str | None
+    created_by: str | None = None  # the principals that created and revoked it (None: before 0009)
+    revoked_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The key as listed: never its secret or hash."""
         return {"id": self.key_id, "name": self.name, "role": self.role, "tenant": self.tenant,
-                "created_at": self.created_at, "revoked_at": self.revoked_at}
+                "created_at": self.created_at, "revoked_at": self.revoked_at, "created_by": self.created_by,
+                "revoked_by": self.revoked_by}
 
 
 class KeyQueries(Statements):
     """The SQL of API keys (`api_keys`)."""
 
     def insert_key(self, row: KeyRow) -> None:
-        self._exec(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                  (row.key_id, row.name, row.role, row.tenant, row.secret_sha256, row.created_at, row.revoked_at))
+        self._exec(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (row.key_id, row.name, row.role, row.tenant, row.secret_sha256, row.created_at, row.revoked_at,
+                    row.created_by, row.revoked_by))
 
     def get_key(self, key_id: str) -> KeyRow | None:
         row = self._exec(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
@@ -43,8 +47,9 @@ class KeyQueries(Statements):
         rows = self._exec(f"SELECT {_COLUMNS} FROM api_keys{where} ORDER BY created_at, key_id", params).fetchall()
         return [KeyRow(*r) for r in rows]
 
-    def revoke_key(self, key_id: str, at: str) -> None:
-        self._exec("UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (at, key_id))
+    def revoke_key(self, key_id: str, at: str, by: str | None = None) -> None:
+        self._exec("UPDATE api_keys SET revoked_at = ?, revoked_by = ? WHERE key_id = ? AND revoked_at IS NULL",
+                   (at, by, key_id))
 
     def any_key(self) -> bool:
         """Whether the store holds any key, revoked or not."""

@@ -24,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from reversi.core.json_values import compact
+from reversi.core.models import who_acted
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.principal_ledger import PrincipalLedger
@@ -60,7 +61,7 @@ class Console:
         self.manifests = state.ledger.manifests
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, compact=views.compact,
-                                          age=views.age, refresh_ms=views.REFRESH_MS)
+                                          age=views.age, refresh_ms=views.REFRESH_MS, who=who_acted)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -145,11 +146,11 @@ class Console:
         again = f"/login?{urlencode({'next': target})}"
         if forms.too_large(request):
             return self.render(request, session, "login.html", 413, error=TOO_LARGE, next=target)
-        form = await request.form()
         try:
-            check_csrf(session, form.get("csrf"))
+            check_csrf(session, (await request.form()).get("csrf") if session.csrf else None)  # no token: no body read
         except CsrfRefused as exc:
             return self.render(request, session, "login.html", 403, error=exc.message, next=target)
+        form = await request.form()
         try:
             principal = await run_in_threadpool(
                 lambda: self.state.ledger.authenticate(str(form.get("key") or "") or None, local_ok=False))
@@ -165,7 +166,7 @@ class Console:
         session = await run_in_threadpool(self.sessions.read, request)
         if forms.too_large(request):
             return self.render(request, session, "error.html", 413, error=TOO_LARGE)
-        check_csrf(session, (await request.form()).get("csrf"))
+        check_csrf(session, (await request.form()).get("csrf") if session.csrf else None)
         await run_in_threadpool(self.sessions.end, session)
         response = RedirectResponse("/login", status_code=303)
         self.sessions.clear(request, response)

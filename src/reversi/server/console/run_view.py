@@ -8,7 +8,7 @@ from typing import Any
 
 from reversi.core.dependencies import dependencies_of
 from reversi.core.manifest import ManifestSet
-from reversi.core.models import Approval, Event, EventType, RunRecord, StepState
+from reversi.core.models import Approval, Event, EventType, RunRecord, StepState, who_acted
 from reversi.core.plan import Plan
 from reversi.engine.access import Access
 from reversi.engine.principal_ledger import PrincipalLedger
@@ -86,7 +86,8 @@ def _timings(events: list[Event]) -> dict[int, dict[str, Any]]:
         elif ev.type in _CALL_OUTCOMES:
             times["finished"] = ev.at
         elif ev.type == EventType.RESOLVED:
-            times["note"] = f"settled by {ev.actor}: {ev.data.get('note', '')} · {clock(ev.at)}"
+            who = who_acted(ev.actor, ev.data.get("principal"))
+            times["note"] = f"settled by {who}: {ev.data.get('note', '')} · {clock(ev.at)}"
     return found
 
 

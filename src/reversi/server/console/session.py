@@ -27,9 +27,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reversi.core.times import format_time
-from reversi.engine.keys import Principal, keyless_request_allowed
+from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger
 from reversi.errors import CsrfRefused
+from reversi.server.endpoint import keyless_ok
 
 COOKIE = "reversi_session"
 MAX_AGE_S = 12 * 3600
@@ -67,9 +68,7 @@ class Sessions:
                 data = {}
         csrf = str(data.get("csrf") or "")
         key_id = data.get("key") or None
-        local_ok = keyless_request_allowed(request.client.host if request.client else None,
-                                           request.headers.get("host"), request.headers.get("origin"))
-        principal = self.ledger.session_principal(key_id, csrf, local_ok=local_ok)
+        principal = self.ledger.session_principal(key_id, csrf, local_ok=keyless_ok(request))
         return Session(principal, csrf, key_id if principal is not None and principal.key_id else None)
 
     def save(self, request: Request, response: Response, key_id: str | None, csrf: str | None = None) -> None:
