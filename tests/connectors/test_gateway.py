@@ -61,7 +61,9 @@ async def test_the_gateways_operator_rolls_back_fs_and_sql_through_the_connector
     files_before = files_under(root)
 
     async with _gateway(*common, "--run-id", "run_gw") as agent:
-        _ok(await agent.call_tool("fs.write_file", {"path": "notes.txt", "content": "the agent's\n"}))
+        written = _ok(await agent.call_tool("fs.write_file", {"path": "notes.txt", "content": "the agent's\n"}))
+        # sealed to the step the gateway journaled it as: replayed in another step, it would not be undone
+        assert written["reversi_seal"]["args"]["reversi_call"] == {"run_id": "run_gw", "step": 0}
         _ok(await agent.call_tool("fs.write_file", {"path": "new.txt", "content": "new\n"}))
         _ok(await agent.call_tool("sql.update", {"table": "items", "key": {"id": 1}, "values": {"qty": 0}}))
         _ok(await agent.call_tool("sql.insert", {"table": "items", "rows": [{"name": "kiwi"}]}))

@@ -13,6 +13,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from reversi.core.calls import undoing
 from reversi.errors import BadArgument, UnknownTool
 
 
@@ -123,9 +124,12 @@ class Tool:
             ConnectorError: a bad argument, or whatever the tool itself raises.
         """
         kwargs = self.check(arguments)
-        if idempotency_key is not None and self.takes_idempotency_key:
+        if idempotency_key is None:
+            return self.fn(**kwargs)
+        if self.takes_idempotency_key:
             kwargs["idempotency_key"] = idempotency_key
-        return self.fn(**kwargs)
+        with undoing(self.name, idempotency_key):
+            return self.fn(**kwargs)
 
 
 @dataclass(frozen=True)

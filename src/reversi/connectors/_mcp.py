@@ -17,6 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -27,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reversi.connectors._base import Connector, Setting, Tool, ToolKind
 from reversi.connectors._errors import one_line
+from reversi.core.calls import CALL_META_KEY, CallId, making
 from reversi.errors import ConfigError, UnknownTool
 
 __all__ = ["IDEMPOTENCY_META_KEY", "TOKEN", "ToolServer", "serve_http", "serve_stdio", "serving_token"]
@@ -45,6 +47,16 @@ def _annotations(tool: Tool) -> types.ToolAnnotations:
         idempotent_hint=True if read else tool.idempotent,
         open_world_hint=False,
     )
+
+
+def _call_of(value: Any) -> CallId | None:
+    """The step the gateway journaled this call as (`_meta` `reversi/call`), if it said one."""
+    if not isinstance(value, dict):
+        return None
+    run_id, step = value.get("run_id"), value.get("step")
+    if not isinstance(run_id, str) or not isinstance(step, int) or isinstance(step, bool):
+        return None
+    return CallId(run_id, step)
 
 
 def _text(text: str, *, error: bool) -> types.CallToolResult:
@@ -72,10 +84,14 @@ class ToolServer:
         if tool is None:
             return _text(UnknownTool(params.name).message, error=True)
         key = (params.meta or {}).get(IDEMPOTENCY_META_KEY)
+        made_as = _call_of((params.meta or {}).get(CALL_META_KEY))
+
+        def run() -> Any:
+            with making(made_as.run_id, made_as.step) if made_as else nullcontext():
+                return tool.invoke(params.arguments or {}, idempotency_key=key if isinstance(key, str) else None)
+
         try:
-            result = await anyio.to_thread.run_sync(
-                lambda: tool.invoke(params.arguments or {}, idempotency_key=key if isinstance(key, str) else None)
-            )
+            result = await anyio.to_thread.run_sync(run)
         except Exception as exc:  # any failure is the tool's error (isError), not the server's
             return _text(one_line(exc), error=True)
         structured = result if isinstance(result, dict) else {"result": result}

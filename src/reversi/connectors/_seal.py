@@ -28,7 +28,9 @@ from typing import Any, ParamSpec
 
 from reversi.connectors import _snapshots
 from reversi.connectors._base import Setting
+from reversi.core.calls import current_call, current_undo
 from reversi.core.json_values import canonical
+from reversi.core.plan import compensation_key
 from reversi.errors import ConfigError, UntrustedResult
 
 __all__ = ["FIELD", "KEY", "Sealed", "key_id", "seal", "sealed", "unseal"]
@@ -36,6 +38,7 @@ __all__ = ["FIELD", "KEY", "Sealed", "key_id", "seal", "sealed", "unseal"]
 KEY = Setting("REVERSI_CONNECTOR_KEY", "the secret that seals forward results (32+ characters)",
               "seal.key in REVERSI_CONNECTOR_DIR, made on first use")
 FIELD = "reversi_seal"
+_CALL = "reversi_call"  # in a seal's args: the run and step that made the result, when known
 _VERSION = 1
 _MIN_KEY = 32
 
@@ -94,6 +97,9 @@ def seal(tool: str, result: Mapping[str, Any], args: Mapping[str, Any] | None = 
     """`result` with its seal under `FIELD`: the tool, the arguments kept for the undo, the key's id, the MAC."""
     key = _key()
     kept = dict(args or {})
+    call = current_call()
+    if call is not None:  # bound to its step: reported again in another step, the undo refuses it
+        kept[_CALL] = {"run_id": call.run_id, "step": call.step}
     bare = {k: v for k, v in result.items() if k != FIELD}
     return {**bare, FIELD: {"v": _VERSION, "tool": tool, "args": kept, "key": key_id(key),
                             "mac": _mac(key, tool, kept, bare)}}
@@ -134,7 +140,22 @@ def unseal(value: Any, tools: Collection[str]) -> Sealed:
     bare = {k: v for k, v in value.items() if k != FIELD}
     if not hmac.compare_digest(_mac(key, tool, args, bare).encode(), mac.encode("utf-8", "surrogatepass")):
         raise UntrustedResult(f"the result of {tool} was changed after it was sealed")
-    return Sealed(tool, dict(args), bare)
+    kept = dict(args)
+    _check_step(tool, kept.pop(_CALL, None))
+    return Sealed(tool, kept, bare)
+
+
+def _check_step(tool: str, made_by: Any) -> None:
+    """Refuse a result sealed to one step when the undo running is another step's (its idempotency
+    key is the digest of its run, step and tool). Unbound seals, and undos run without a key (by
+    the operator's own code), are not checked."""
+    undo = current_undo()
+    if undo is None or not isinstance(made_by, Mapping):
+        return
+    run_id, step = made_by.get("run_id"), made_by.get("step")
+    if undo.idempotency_key != compensation_key(str(run_id), step if isinstance(step, int) else -1, undo.tool):
+        raise UntrustedResult(f"the result of {tool} was made by step {_shown(step)} of {_shown(run_id)}, not by"
+                              " the step being undone: a result is undone only in the step that made it")
 
 
 def _shown(value: Any) -> str:

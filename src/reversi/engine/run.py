@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from reversi.core.backoff import Retry
+from reversi.core.calls import making
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import (
     Event,
@@ -180,7 +181,8 @@ class Run:
     ) -> Iterator[StepHandle]:
         """A block that makes the call: an exception marks it failed (uncertain for timeouts and
         connection errors) and is re-raised; report success with `step.succeeded(result)`."""
-        with tracing.call_span(self.id, tool), reporting(self.begin(tool, args, depends_on, before=before)) as handle:
+        with tracing.call_span(self.id, tool), reporting(self.begin(tool, args, depends_on, before=before)) as handle,\
+                making(self.id, handle.index):
             yield handle
 
     def call(
@@ -200,7 +202,8 @@ class Run:
         how = self._reader(tool, args, capture)
         before = run_coroutine(self._capture(tool, args, how)) if how else None
         with tracing.call_span(self.id, tool), reporting(self._begin(tool, args, depends_on, before)) as handle:
-            result = awaited(fn(**(args or {})))
+            with making(self.id, handle.index):
+                result = awaited(fn(**(args or {})))
             handle.succeeded(result)
         return result
 
@@ -231,9 +234,10 @@ class Run:
         with tracing.call_span(self.id, tool):
             handle = await asyncio.to_thread(self._begin, tool, args, depends_on, before)
             try:
-                result = fn(**(args or {}))
-                if inspect.isawaitable(result):
-                    result = await result
+                with making(self.id, handle.index):
+                    result = fn(**(args or {}))
+                    if inspect.isawaitable(result):
+                        result = await result
             except BaseException as exc:
                 await asyncio.to_thread(handle._from_exception, exc)
                 raise

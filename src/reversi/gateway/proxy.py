@@ -19,6 +19,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from reversi.core.calls import CALL_META_KEY
 from reversi.core.models import RunRecord, StepStatus
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, take_capture
@@ -138,7 +139,8 @@ class Proxy:
                 self.metrics.refusal(exc.code)
             return from_error(exc)
         upstream = route.upstream
-        clean = for_upstream(ctx.params, upstream.protocol_version, forward_meta(params.meta))
+        meta = {**(forward_meta(params.meta) or {}), CALL_META_KEY: {"run_id": run.run_id, "step": step}}
+        clean = for_upstream(ctx.params, upstream.protocol_version, meta)
         request = AsSent(method="tools/call", params=clean | {"name": route.tool})
         try:
             with self._relaying(upstream, ctx):
