@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from reversi.connectors._base import Setting
@@ -44,6 +45,7 @@ _SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
 _STORE_MARKS = (("steps", "compensation_needs_approval"), ("api_keys", "secret_sha256"))
 
 Row = dict[str, Any]
+_CONNECT_TIMEOUT_S = 10  # unless the URL says otherwise (`connect_timeout=`)
 
 
 def configured() -> dict[str, str]:
@@ -272,7 +274,8 @@ def _connect(name: str, url: str) -> Database:
             raise BadArgument("db", f"{name}: no SQLite database at {path}") from None
         return Database("sqlite", name, conn)
     try:
-        pg = psycopg.connect(url, autocommit=True)
+        given = conninfo_to_dict(url)  # an unreachable host stalls no call for long, unless the URL says so
+        pg = psycopg.connect(url, autocommit=True, connect_timeout=given.get("connect_timeout", _CONNECT_TIMEOUT_S))
     except psycopg.Error as exc:
         raise ConnectorError(f"cannot connect to the database {name}: {_without_password(str(exc), url)}") from exc
     return Database("postgresql", name, pg)

@@ -18,6 +18,7 @@ import anyio
 from mcp.server import ServerRequestContext
 
 from reversi.core.models import RunRecord
+from reversi.core.printable import for_terminal
 from reversi.engine.config import load_settings, principal_from_env
 from reversi.engine.keys import Principal, Role
 from reversi.engine.ledger import Ledger
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         first: BaseException = group.exceptions[0]
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
-        print(f"{PROG}: error: {cast(ReversiError, first).message}", file=sys.stderr)
+        print(f"{PROG}: error: {for_terminal(cast(ReversiError, first).message)}", file=sys.stderr)
         sys.exit(1)
     except* KeyboardInterrupt:
         sys.exit(130)

@@ -14,6 +14,8 @@ from typing import TextIO
 
 import anyio
 
+from reversi.core.printable import for_terminal
+
 _HELD_LINES = 200  # a server that chats a lot while it starts keeps only its last ones
 _LINE_LIMIT = 64 * 1024  # a longer run without a newline counts as a line
 _SHOWN = 500  # characters of a line quoted in an error
@@ -88,4 +90,4 @@ class StderrRelay:
             self._show(line)
 
     def _show(self, line: str) -> None:
-        print(line, file=self._out, flush=True)
+        print(for_terminal(line), file=self._out, flush=True)  # an upstream's words, escaped

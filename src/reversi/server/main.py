@@ -13,9 +13,11 @@ from typing import Any
 
 import click
 
+from reversi.core.printable import for_terminal
+
 
 def _say(message: str) -> None:
-    click.echo(f"reversi-server: {message}", err=True)
+    click.echo(f"reversi-server: {for_terminal(message)}", err=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
