@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reversi.connectors._base import Connector, Setting, Tool, ToolKind
 from reversi.connectors._errors import one_line
-from reversi.core.calls import CALL_META_KEY, CallId, making
+from reversi.core.calls import CALL_META_KEY, CONNECTORS_SERVER, CallId, making
 from reversi.errors import ConfigError, UnknownTool
 
 __all__ = ["IDEMPOTENCY_META_KEY", "TOKEN", "ToolServer", "serve_http", "serve_stdio", "serving_token"]
@@ -106,7 +106,7 @@ class ToolServer:
         from importlib.metadata import version
 
         return Server(
-            "reversi-connectors",
+            CONNECTORS_SERVER,
             version=version("reversi"),
             instructions="Reversible tools: each forward result names what its compensation needs.",
             on_list_tools=self.list_tools,

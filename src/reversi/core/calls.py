@@ -14,9 +14,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["CALL_META_KEY", "CallId", "Undo", "current_call", "current_undo", "making", "undoing"]
+__all__ = ["CALL_META_KEY", "CONNECTORS_SERVER", "CallId", "Undo", "current_call", "current_undo", "making", "undoing"]
 
 CALL_META_KEY = "reversi/call"  # the gateway's `_meta` to an upstream: {"run_id": ..., "step": ...}
+# The one server the gateway tells the step to (by its `serverInfo.name`): to every other upstream the
+# gateway passes calls on as the agent sent them.
+CONNECTORS_SERVER = "reversi-connectors"
 
 
 @dataclass(frozen=True)

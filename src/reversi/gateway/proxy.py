@@ -139,7 +139,9 @@ class Proxy:
                 self.metrics.refusal(exc.code)
             return from_error(exc)
         upstream = route.upstream
-        meta = {**(forward_meta(params.meta) or {}), CALL_META_KEY: {"run_id": run.run_id, "step": step}}
+        meta = forward_meta(params.meta)
+        if upstream.wants_steps:
+            meta = cast(types.RequestParamsMeta, {**(meta or {}), CALL_META_KEY: {"run_id": run.run_id, "step": step}})
         clean = for_upstream(ctx.params, upstream.protocol_version, meta)
         request = AsSent(method="tools/call", params=clean | {"name": route.tool})
         try:

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from pydantic import TypeAdapter, ValidationError
 
+from reversi.core.calls import CONNECTORS_SERVER
 from reversi.errors import ConfigError
 from reversi.gateway.options import UpstreamSpec
 from reversi.gateway.relay import Relay
@@ -164,6 +165,11 @@ class Upstream:
     def identity(self) -> dict[str, str]:
         """What the journal keeps of where a call went (`UpstreamSpec.identity`, worked out once)."""
         return self.spec.identity()
+
+    @property
+    def wants_steps(self) -> bool:
+        """Whether this upstream is a Reversi connector server, which seals results to their step."""
+        return self.server_info is not None and self.server_info.name == CONNECTORS_SERVER
 
     @property
     def connected(self) -> bool:
