@@ -151,7 +151,8 @@ def test_the_manifest_gives_each_compensation_the_sealed_result_and_the_connecto
     with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
         run = ledger.start_run()
         made = run.call("http.put_widget", {"id": "w_named", "name": "bolt"}, put.fn)
-    assert made[FIELD]["args"] == {"id": "w_named"}  # what the undo refers to, not the name
+    # what the undo refers to, not the name; and the step that made it
+    assert made[FIELD]["args"] == {"id": "w_named", "reversi_call": {"run_id": run.id, "step": 0}}
 
     done = rollback(run.id, manifest)
 
