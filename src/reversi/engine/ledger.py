@@ -29,7 +29,7 @@ from reversi.core.models import (
     new_run_id,
     utc_now,
 )
-from reversi.engine import access, approvals, drills, halts, jobs, keys
+from reversi.engine import access, approvals, drills, halts, jobs, keys, retention
 from reversi.engine.capture import Captured
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
 from reversi.engine.keys import Principal, store_has_keys
@@ -259,6 +259,12 @@ class Ledger:
             halts = q.system_events(since)
         yield from events
         yield from halts
+
+    def pruning(self, older_than: str | None = None, **options: Any) -> retention.Pruning:
+        """A pass of retention over this store (`retention.Pruning`; `options` are its fields) by the window
+        `older_than`, else the configured `retention:`. Raises as `retention.retention_window`."""
+        window = retention.retention_window(self.settings, older_than)
+        return retention.Pruning(self.store, self.manifests, window, **options)
 
     # -- halts, the kill file, approvals -----------------------------------------------------------
 
