@@ -92,7 +92,7 @@ class Pruning:
         return cutoff(self.now or datetime.now(UTC), self.window)
 
     def run(self) -> Iterator[PruneOutcome]:
-        """Each run opened before the cutoff, newest first, as it is decided (and deleted).
+        """Each run opened before the cutoff, oldest first, as it is decided (and deleted).
 
         Raises:
             BadInput: the export file exists already or cannot be written (nothing more is deleted).
@@ -106,7 +106,7 @@ class Pruning:
             after: tuple[str, str] | None = None
             while not self.stop():
                 with self.store.read() as q:
-                    batch = q.list_runs(opened_before=before, before=after, limit=BATCH)
+                    batch = q.runs_opened_before(before, after, BATCH)
                     decided = [(facts, seq, holds(facts, self.manifests, before)) for facts, seq in _facts(q, batch)]
                 if not batch:
                     return

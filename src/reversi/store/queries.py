@@ -131,6 +131,16 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
             sql += f" LIMIT {int(limit)}"
         return [_run(r) for r in self._exec(sql, params).fetchall()]
 
+    def runs_opened_before(self, at: str, after: tuple[str, str] | None = None, limit: int = 500) -> list[RunRecord]:
+        """Runs opened before `at`, oldest first; `after` is the (created_at, run_id) of the last run of the
+        previous batch."""
+        sql, params = f"SELECT {_RUN_COLUMNS} FROM runs WHERE created_at < ?", [at]
+        if after is not None:
+            sql += " AND (created_at > ? OR (created_at = ? AND run_id > ?))"
+            params += [after[0], after[0], after[1]]
+        sql += f" ORDER BY created_at, run_id LIMIT {int(limit)}"
+        return [_run(r) for r in self._exec(sql, params).fetchall()]
+
     def count_runs(self, *, opened_before: str, tenant: str | None = None, principal: str | None = None) -> int:
         """How many runs were opened before a time (of `tenant`, of `principal`, when given)."""
         sql, params = "SELECT COUNT(*) FROM runs WHERE created_at < ?", [opened_before]
