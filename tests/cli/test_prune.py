@@ -106,15 +106,17 @@ def test_an_export_file_is_never_overwritten(here: Path) -> None:
     assert reversi_cli("show", run_id, cwd=here).returncode == 0
 
 
-def seed_settled(db: str, count: int) -> list[str]:
-    """`count` runs of a few events each, opened an hour ago, whose one step failed: all may go."""
-    ids = [f"run_seed{i:05d}" for i in range(count)]
+def seed_old(db: str, count: int, outcome: EventType = EventType.FAILED, tenant: str = "t") -> list[str]:
+    """`count` runs opened in 2020, of one step whose last event is `outcome`: `failed`, they may go;
+    `uncertain`, they are kept."""
+    ids = [f"run_{outcome.value}{i:05d}" for i in range(count)]
     with reversi.open(db) as ledger, ledger.store.write() as q:
         for run_id in ids:
-            q.insert_run(RunRecord(run_id, "local", Mode.OBSERVE, Scope("a", "t"), {}, "2020-01-01T00:00:00.000000Z"))
+            q.insert_run(RunRecord(run_id, "local", Mode.OBSERVE, Scope("a", tenant), {},
+                                   "2020-01-01T00:00:00.000000Z"))
             q.insert_step(StepRecord(run_id, 0, "stripe.create_charge", {"amount": 1}))
             q.append(run_id, [NewEvent(EventType.RUN_OPENED, None, "a"), NewEvent(EventType.INTENDED, 0, "a"),
-                              NewEvent(EventType.FAILED, 0, "a", {"error": "declined"})])
+                              NewEvent(outcome, 0, "a", {"error": "declined"})])
         q.execute("UPDATE events SET at = ?", ("2020-01-01T00:00:01.000000Z",))
     return ids
 
@@ -128,7 +130,7 @@ def rows_by_run(db: str, run_ids: list[str]) -> dict[str, list[str]]:
 
 
 def test_a_prune_killed_midway_leaves_whole_runs_and_a_second_prune_finishes(db_url: str, tmp_path: Path) -> None:
-    ids = seed_settled(db_url, 400)
+    ids = seed_old(db_url, 400)
     before = rows_by_run(db_url, ids)
     exe = Path(sys.executable).with_name("reversi")
     child = subprocess.Popen([str(exe), "--db", db_url, "prune", "--older-than", "1h"], stdout=subprocess.PIPE,
