@@ -173,7 +173,7 @@ def test_prune_deletes_exactly_the_runs_the_model_lets_go_and_leaves_the_others_
         snapshots = {run_id: q.snapshot(run_id) for run_id in staying}
     rows, before = rows_of(store, staying), store_state(store)
 
-    window = f"{window_h}h"
+    window = timedelta(hours=window_h)
     dry = list(store.pruning(window, now=NOW, dry_run=True).run())
     assert store_state(store) == before
     assert {o.run.run_id for o in dry if o.pruned} == going

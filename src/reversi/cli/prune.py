@@ -22,16 +22,21 @@ def prune(ctx: click.Context, older_than: str | None, dry_run: bool, export_file
           manifests: tuple[str, ...], as_json: bool) -> int:
     """Delete the runs opened before the window whose every step is settled; list the runs kept back and why."""
     from reversi.core.retention import texts
-    from reversi.errors import BadInput
+    from reversi.core.times import parse_duration
+    from reversi.errors import BadInput, ConfigError
 
     if dry_run and export_file is not None:
         raise BadInput("--dry-run writes no export: leave out --dry-run or --export")
     if export_file is not None and not export_file.strip():
         raise BadInput("--export is empty: give a new file's name")
+    window = parse_duration(older_than, what="--older-than") if older_than is not None else None
     pruned = kept = 0
     found: list[dict[str, object]] = []
     with state(ctx).ledger(manifests) as ledger:
-        pass_ = ledger.pruning(older_than, dry_run=dry_run, export=Path(export_file) if export_file else None)
+        if window is None and ledger.settings.retention is None:
+            raise ConfigError("no retention window: pass --older-than DURATION (e.g. 90d), or set `retention: 90d` "
+                              "in reversi.yaml or REVERSI_RETENTION=90d")
+        pass_ = ledger.pruning(window, dry_run=dry_run, export=Path(export_file) if export_file else None)
         before = pass_.cutoff
         for outcome in pass_.run():
             pruned, kept = pruned + outcome.pruned, kept + (not outcome.pruned)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, NoReturn
 
 import anyio
@@ -260,11 +261,17 @@ class Ledger:
         yield from events
         yield from halts
 
-    def pruning(self, older_than: str | None = None, **options: Any) -> retention.Pruning:
-        """A pass of retention over this store (`retention.Pruning`; `options` are its fields) by the window
-        `older_than`, else the configured `retention:`. Raises as `retention.retention_window`."""
-        window = retention.retention_window(self.settings, older_than)
-        return retention.Pruning(self.store, self.manifests, window, **options)
+    def pruning(self, window: timedelta | None = None, **options: Any) -> retention.Pruning:
+        """A pass of retention over this store (`retention.Pruning`; `options` are its fields) by `window`,
+        else the configured `retention:`. Raises ConfigError: neither is given."""
+        chosen = window if window is not None else retention.retention_window(self.settings)
+        return retention.Pruning(self.store, self.manifests, chosen, **options)
+
+    def apply_retention(self, stop: Callable[[], bool], on_pruned: Callable[[], None]) -> retention.PassResult | None:
+        """A server's pass of the configured retention; see `retention.apply_retention`. Raises as that,
+        and ConfigError: no retention is configured."""
+        return retention.apply_retention(self.store, self.manifests, retention.retention_window(self.settings),
+                                         lease_s=self.settings.rollback_lease_s, stop=stop, on_pruned=on_pruned)
 
     # -- halts, the kill file, approvals -----------------------------------------------------------
 

@@ -23,7 +23,6 @@ from reversi.core.json_values import compact
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import RunRecord
 from reversi.core.retention import Hold, HoldKind, RetentionFacts, cutoff, holds
-from reversi.core.times import parse_duration
 from reversi.engine.config import Settings
 from reversi.errors import BadInput, ConfigError
 from reversi.store.base import Store
@@ -53,18 +52,14 @@ class PruneOutcome:
         return out if self.pruned else out | {"kept_because": [h.to_dict() for h in self.holds]}
 
 
-def retention_window(settings: Settings, older_than: str | None) -> timedelta:
-    """The window to prune by: `older_than` (a duration), else the configured retention.
+def retention_window(settings: Settings) -> timedelta:
+    """The configured retention.
 
     Raises:
-        BadInput: `older_than` is not a duration.
-        ConfigError: neither is given.
+        ConfigError: none is configured.
     """
-    if older_than is not None:
-        return parse_duration(older_than, what="--older-than")
     if settings.retention is None:
-        raise ConfigError("no retention window: pass --older-than DURATION (e.g. 90d), or set `retention: 90d` "
-                          "in reversi.yaml or REVERSI_RETENTION=90d")
+        raise ConfigError("no retention window: set `retention: 90d` in reversi.yaml or REVERSI_RETENTION=90d")
     return settings.retention
 
 
@@ -214,3 +209,38 @@ def _fsync_dir(folder: Path) -> None:
     with contextlib.suppress(OSError):
         os.fsync(fd)
     os.close(fd)
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one pass of `apply_retention` did: `pruned` runs deleted (0 in a dry run), `kept` held back."""
+
+    pruned: int
+    kept: int
+    cutoff: str | None
+    dry_run: bool
+
+
+def apply_retention(store: Store, manifests: ManifestSet, window: timedelta, *, lease_s: float,
+                    stop: Callable[[], bool], on_pruned: Callable[[], None]) -> PassResult | None:
+    """One pass of retention by a server: prune under the store's `LEASE_NAME` lease, or, while another
+    process holds it, a dry run that counts what is held back. Calls `on_pruned` after each deletion;
+    None when `stop` cut the pass short.
+
+    Raises:
+        StoreUnavailable: the store failed (what was deleted stays deleted, whole runs).
+        Fenced: the lease was taken over midway.
+    """
+    lease = store.try_lock_run(LEASE_NAME, lease_s)
+    pruning = Pruning(store, manifests, window, dry_run=lease is None, lease=lease, stop=stop)
+    pruned = kept = 0
+    try:
+        for outcome in pruning.run():
+            if outcome.pruned and not pruning.dry_run:
+                pruned += 1
+                on_pruned()
+            kept += not outcome.pruned
+    finally:
+        if lease is not None:
+            lease.release()
+    return None if stop() else PassResult(pruned, kept, pruning.cutoff, pruning.dry_run)

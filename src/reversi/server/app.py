@@ -168,7 +168,7 @@ def create_app(
         else None
     )
     every_s = retention_every_s or settings.retention_interval_s
-    retention = RetentionTask(ledger, settings.retention, metrics, every_s) if settings.retention else None
+    retention = RetentionTask(ledger, metrics, every_s) if settings.retention else None
     state = ServerState(ledger, metrics, compensator_cmd, reader_cmd, worker.wake if worker else lambda: None)
     document = openapi_document(ENDPOINTS)
     console = console_for(state)
