@@ -67,7 +67,7 @@ def retention_window(settings: Settings) -> timedelta:
 class Pruning:
     """One pass of retention over `store`; iterate `run()` for each run's outcome.
 
-    `dry_run` changes nothing. `export` is a new file that gets the events of each run before it
+    `dry_run` changes nothing (and writes no export). `export` is a new file that gets the events of each run before it
     goes, as `reversi export` prints them. `lease` (a server's hold on `LEASE_NAME`) is checked in
     every deletion, so a pass that was taken over deletes nothing more. `stop` is asked between runs.
     """
@@ -97,7 +97,7 @@ class Pruning:
         before = self.cutoff
         if before is None:
             return
-        with _Export.open(self.export) as export:
+        with _Export.open(None if self.dry_run else self.export) as export:
             after: tuple[str, str] | None = None
             while not self.stop():
                 with self.store.read() as q:
