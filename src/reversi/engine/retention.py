@@ -67,9 +67,10 @@ def retention_window(settings: Settings) -> timedelta:
 class Pruning:
     """One pass of retention over `store`; iterate `run()` for each run's outcome.
 
-    `dry_run` changes nothing (and writes no export). `export` is a new file that gets the events of each run before it
-    goes, as `reversi export` prints them. `lease` (a server's hold on `LEASE_NAME`) is checked in
-    every deletion, so a pass that was taken over deletes nothing more. `stop` is asked between runs.
+    `dry_run` changes nothing (and writes no export). `export` is a new file that gets the events of
+    each run before it goes, as `reversi export` prints them. `lease` (a server's hold on `LEASE_NAME`)
+    is checked in every deletion, so a pass that was taken over deletes nothing more. `stop` is asked
+    between runs.
     """
 
     store: Store
