@@ -65,6 +65,10 @@ def test_help_does_not_import_the_engine_or_its_drivers() -> None:
     ["rollback", "run_x", "--compensator-cmd", ""],
     ["rollback", "run_x", "--retry-base-ms", "-1"],
     ["--db", "postgresql://postgres@127.0.0.1:1/nothing", "runs"],  # psycopg's error is two lines
+    ["prune"],                                       # no window configured
+    ["prune", "--older-than", "ninety days"],
+    ["prune", "--older-than", "0s", "--export", ""],
+    ["prune", "--older-than", "0s", "--export", "no-such-dir/archive.jsonl"],
 ])
 def test_user_errors_exit_1_with_one_line_and_no_traceback(here: Path, args: list[str]) -> None:
     p = reversi_cli(*args, cwd=here)

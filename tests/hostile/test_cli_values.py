@@ -90,6 +90,7 @@ class Place:
             "cmd": st.sampled_from(["", "'unclosed", "/nonexistent/undo", "false", f"{python} -c 'import sys; "
                                     "sys.exit(3)'", f"{python} -c 'print(1)' ; touch pwned", "$(touch pwned)"]),
             "since": st.sampled_from(["30m", "2h", "7d", "2026-12-03", "999999999999d", "-1h", "0s"]) | TEXT,
+            "older_than": st.sampled_from(["0s", "90d", "12h", "99999999d", "999999999999d", "-1h", "1y"]) | TEXT,
             "result_json": st.sampled_from(['{"id": "ch_6"}', "[" * 100_000, '"x"', "null", "{", "NaN",
                                             '{"a": "\\ud800"}']) | TEXT,
         }

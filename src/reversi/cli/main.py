@@ -19,6 +19,7 @@ COMMANDS = {
     "runs": "reversi.cli.runs:runs",
     "show": "reversi.cli.runs:show",
     "export": "reversi.cli.runs:export",
+    "prune": "reversi.cli.prune:prune",
     "plan": "reversi.cli.rollback:plan",
     "rollback": "reversi.cli.rollback:rollback",
     "resolve": "reversi.cli.rollback:resolve",

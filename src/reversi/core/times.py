@@ -21,6 +21,21 @@ def parse_time(at: str) -> datetime:
     return datetime.fromisoformat(at.replace("Z", "+00:00"))
 
 
+def parse_duration(text: str, *, what: str = "duration") -> timedelta:
+    """A span of time people type: a whole number and a unit, `30s`, `15m`, `12h`, `90d` or `2w`.
+
+    Raises:
+        BadInput: not that form, or longer than `datetime` can count (the message names `what`).
+    """
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise BadInput(f"{what} {text!r}: expected a duration like 90d, 12h or 30m")
+    try:
+        return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        raise BadInput(f"{what} {text!r}: too long to be a duration") from None
+
+
 def parse_since(text: str, now: datetime | None = None, *, what: str = "since") -> str:
     """A moment as the ledger writes it, from a duration ago (`30m`, `2h`, `7d`) or an RFC 3339 date or time.
 

@@ -10,17 +10,21 @@ import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from reversi.core.models import Mode
-from reversi.errors import ConfigError
+from reversi.core.times import parse_duration
+from reversi.errors import BadInput, ConfigError
 from reversi.store.base import DEFAULT_URL, STORE_URL_FORMS, is_store_url
 from reversi.store.leases import DEFAULT_LEASE_S
 
-CONFIG_KEYS = frozenset({"db", "manifests", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd", "upstreams"})
+CONFIG_KEYS = frozenset({"db", "manifests", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd", "upstreams",
+                         "retention"})
+RETENTION_INTERVAL_S = 3600.0  # how often a server applies `retention:` (REVERSI_RETENTION_INTERVAL_S)
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class Settings:
     reader_cmd: str | None = None
     upstreams: Mapping[str, Any] = field(default_factory=dict)
     rollback_lease_s: float = DEFAULT_LEASE_S
+    retention: timedelta | None = None  # prune settled runs older than this (`reversi prune`, the server)
+    retention_interval_s: float = RETENTION_INTERVAL_S
 
 
 _MODES = tuple(m.value for m in Mode)
@@ -107,8 +113,18 @@ def _upstreams(value: Any) -> str | None:
     return None  # the gateway checks each entry's keys when it starts them
 
 
+def _duration(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"must be a duration like 90d or 12h, not {value!r}"
+    try:
+        parse_duration(value)
+    except BadInput:
+        return f"must be a duration like 90d or 12h, not {value!r}"
+    return None
+
+
 _CHECKS = {"db": _store_url, "manifests": _paths, "kill_switch_file": _text, "mode": _mode,
-           "compensator_cmd": _command, "reader_cmd": _command, "upstreams": _upstreams}
+           "compensator_cmd": _command, "reader_cmd": _command, "upstreams": _upstreams, "retention": _duration}
 
 
 def _mode_from_env() -> str | None:
@@ -119,17 +135,27 @@ def _mode_from_env() -> str | None:
     return value or None
 
 
-def _lease_from_env() -> float:
-    value = os.environ.get("REVERSI_ROLLBACK_LEASE_S")
+def _seconds_from_env(name: str, default: float, highest: float) -> float:
+    value = os.environ.get(name)
     if not value:
-        return DEFAULT_LEASE_S
+        return default
     try:
         seconds = float(value)
     except ValueError:
         seconds = 0.0
-    if not 0.1 <= seconds <= 86_400:
-        raise ConfigError(f"REVERSI_ROLLBACK_LEASE_S must be a number of seconds from 0.1 to 86400, not {value!r}")
+    if not 0.1 <= seconds <= highest:
+        raise ConfigError(f"{name} must be a number of seconds from 0.1 to {highest:g}, not {value!r}")
     return seconds
+
+
+def _retention(data: dict[str, Any]) -> timedelta | None:
+    value = os.environ.get("REVERSI_RETENTION")
+    if value:
+        problem = _duration(value)
+        if problem:
+            raise ConfigError(f"REVERSI_RETENTION {problem}")
+        return parse_duration(value)
+    return parse_duration(data["retention"]) if data.get("retention") else None
 
 
 def _config_path(explicit: str | None) -> Path | None:
@@ -172,7 +198,8 @@ def load_settings(
     Raises:
         ConfigError: the config file is missing or unreadable, or has an unknown key or a value that is
             not what its key takes (the message names the file, the key and the value); REVERSI_MODE is
-            not a mode, or REVERSI_ROLLBACK_LEASE_S not a number of seconds; or a flag is empty.
+            not a mode, REVERSI_ROLLBACK_LEASE_S or REVERSI_RETENTION_INTERVAL_S not a number of seconds in
+            range, REVERSI_RETENTION not a duration; or a flag is empty.
     """
     if db is not None and not db.strip():
         raise ConfigError("the store URL is empty: give one, or leave it out for the default")
@@ -195,7 +222,9 @@ def load_settings(
         compensator_cmd=env.get("REVERSI_COMPENSATOR_CMD") or data.get("compensator_cmd"),
         reader_cmd=env.get("REVERSI_READER_CMD") or data.get("reader_cmd"),
         upstreams=data.get("upstreams") or {},
-        rollback_lease_s=_lease_from_env(),
+        rollback_lease_s=_seconds_from_env("REVERSI_ROLLBACK_LEASE_S", DEFAULT_LEASE_S, 86_400),
+        retention=_retention(data),
+        retention_interval_s=_seconds_from_env("REVERSI_RETENTION_INTERVAL_S", RETENTION_INTERVAL_S, 604_800),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, NoReturn
 
 import anyio
@@ -29,7 +30,7 @@ from reversi.core.models import (
     new_run_id,
     utc_now,
 )
-from reversi.engine import access, approvals, drills, halts, jobs, keys
+from reversi.engine import access, approvals, drills, halts, jobs, keys, retention
 from reversi.engine.capture import Captured
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
 from reversi.engine.keys import Principal, store_has_keys
@@ -259,6 +260,18 @@ class Ledger:
             halts = q.system_events(since)
         yield from events
         yield from halts
+
+    def pruning(self, window: timedelta | None = None, **options: Any) -> retention.Pruning:
+        """A pass of retention over this store (`retention.Pruning`; `options` are its fields) by `window`,
+        else the configured `retention:`. Raises ConfigError: neither is given."""
+        chosen = window if window is not None else retention.retention_window(self.settings)
+        return retention.Pruning(self.store, self.manifests, chosen, **options)
+
+    def apply_retention(self, stop: Callable[[], bool], on_pruned: Callable[[], None]) -> retention.PassResult | None:
+        """A server's pass of the configured retention; see `retention.apply_retention`. Raises as that,
+        and ConfigError: no retention is configured."""
+        return retention.apply_retention(self.store, self.manifests, retention.retention_window(self.settings),
+                                         lease_s=self.settings.rollback_lease_s, stop=stop, on_pruned=on_pruned)
 
     # -- halts, the kill file, approvals -----------------------------------------------------------
 

@@ -15,7 +15,7 @@ _BATCH = 200
 class RunQuery:
     """Which runs: every field that is set must match (`status`: a step in that status; `contains`:
     (where, text) pairs as `Queries.list_runs` takes them; `any_status`: a step in one of these
-    statuses, or the run is one of `or_runs`)."""
+    statuses, or the run is one of `or_runs`; `opened_before`: a time)."""
 
     status: str | None = None
     actor: str | None = None
@@ -25,6 +25,7 @@ class RunQuery:
     contains: tuple[tuple[str, str], ...] = ()
     any_status: frozenset[str] | None = None
     or_runs: frozenset[str] = frozenset()
+    opened_before: str | None = None
 
     def matches(self, summary: RunSummary) -> bool:
         """Whether a run (read by the store's filters already) passes the filters applied to its steps."""
@@ -58,7 +59,7 @@ def list_runs_page(store: Store, query: RunQuery, *, after: tuple[str, str] | No
         cursor = after
         while len(found) <= limit:
             batch = q.list_runs(actor=query.actor, tenant=query.tenant, since=query.since, before=cursor, limit=_BATCH,
-                                contains=query.contains)
+                                contains=query.contains, opened_before=query.opened_before)
             for record in batch:
                 if query.principal is not None and record.principal != query.principal:
                     continue

@@ -8,6 +8,7 @@ console, the gateway) acts only through it, so none can forget a filter.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,6 +16,7 @@ from reversi.core.halts import can_stop_tenant
 from reversi.core.models import Approval, Event, Halt, HaltScope, RunRecord, StepState, StepStatus, check_run_id
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
+from reversi.core.retention import cutoff
 from reversi.engine import approvals, halts, jobs, keys
 from reversi.engine.access import (
     Access,
@@ -32,7 +34,7 @@ from reversi.engine.capture import Captured
 from reversi.engine.keys import Principal, Role
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.run import Run
-from reversi.errors import Forbidden, NotFound
+from reversi.errors import BadInput, Forbidden, NotFound
 from reversi.store.keys import KeyRow
 from reversi.store.queries import Queries
 
@@ -43,12 +45,14 @@ T = TypeVar("T")
 
 
 class Attention(Enum):
-    """Runs that need a person: a step whose outcome is unknown, an undo that failed, an approval asked."""
+    """Runs that need a person: a step whose outcome is unknown, an undo that failed, an approval asked;
+    and the runs retention keeps past its window (`retained`: it found something in them still open)."""
 
     ANY = "any"
     UNRESOLVED = "unresolved"
     UNDO_FAILED = "undo_failed"
     APPROVAL = "approval"
+    RETAINED = "retained"
 
     @property
     def statuses(self) -> frozenset[str]:
@@ -135,19 +139,40 @@ class PrincipalLedger:
         need it, in that way.
 
         Raises:
-            BadInput: `status` is not a step status, or `limit` is not 1-1000.
+            BadInput: `status` is not a step status, `limit` is not 1-1000, or `attention` is `retained`
+                and no retention is configured.
         """
         possible, tenant = listing_tenant(self.principal, tenant)
         if not possible:  # a confined principal filtering on another tenant
             return RunPage([], None)
-        any_status, or_runs = None, frozenset[str]()
-        if attention is not None:
+        any_status, or_runs, opened_before = None, frozenset[str](), None
+        if attention is Attention.RETAINED:
+            opened_before = self.retention_cutoff()
+            if opened_before is None:
+                raise BadInput("no retention is configured: no run is kept past it")
+        elif attention is not None:
             any_status = attention.statuses
             if attention.approvals and self.principal.is_operator:
                 or_runs = frozenset(self.awaiting_approval())
         searched = tuple((part, text) for part, text in (contains or {}).items() if text)
-        query = RunQuery(status, actor, tenant, since, listing_owner(self.principal), searched, any_status, or_runs)
+        query = RunQuery(status, actor, tenant, since, listing_owner(self.principal), searched, any_status, or_runs,
+                         opened_before)
         return list_runs_page(self._base.store, query, after=after, limit=limit)
+
+    def retention_cutoff(self) -> str | None:
+        """Runs opened before this time are past the configured retention (None: none is configured)."""
+        window = self._base.settings.retention
+        return None if window is None else cutoff(datetime.now(UTC), window)
+
+    def retained_count(self) -> int | None:
+        """How many of the runs this principal sees are past the retention window and still kept (retention
+        found something still open in them, or has not passed since they crossed it); None: no retention."""
+        before = self.retention_cutoff()
+        if before is None:
+            return None
+        with self._base.store.read() as q:
+            return q.count_runs(opened_before=before, tenant=self.principal.tenant,
+                                principal=listing_owner(self.principal))
 
     def awaiting_approval(self) -> dict[str, int]:
         """The runs of this operator's reach with pending approvals, and how many each has."""

@@ -29,6 +29,7 @@ from reversi.server.endpoint import ServerState
 from reversi.server.jobs import JobWorker
 from reversi.server.metrics import Metrics, Timing
 from reversi.server.openapi import openapi_document
+from reversi.server.retention import RetentionTask
 
 log = logging.getLogger("reversi.server")
 _UNSET: Any = object()
@@ -146,13 +147,16 @@ def create_app(
     run_jobs: bool = True,
     poll_s: float = 2.0,
     threads: int = 64,
+    retention_every_s: float | None = None,
 ) -> Starlette:
     """The server over `ledger` (which the caller closes).
 
     `compensator_cmd` and `reader_cmd` default to the ledger's settings (REVERSI_COMPENSATOR_CMD,
     REVERSI_READER_CMD). With `run_jobs`, a worker runs rollback jobs while the app's lifespan lasts,
     looking for jobs left by other servers every `poll_s` seconds. Endpoints run in up to `threads`
-    threads at once, so that concurrent journal writes share commits.
+    threads at once, so that concurrent journal writes share commits. With `retention:` configured, a
+    task prunes the runs past it every `retention_every_s` seconds (default REVERSI_RETENTION_INTERVAL_S,
+    else an hour) while the lifespan lasts.
     """
     settings = ledger.settings
     compensator_cmd = settings.compensator_cmd if compensator_cmd is _UNSET else compensator_cmd
@@ -163,6 +167,8 @@ def create_app(
         if run_jobs and compensator_cmd
         else None
     )
+    every_s = retention_every_s or settings.retention_interval_s
+    retention = RetentionTask(ledger, metrics, every_s) if settings.retention else None
     state = ServerState(ledger, metrics, compensator_cmd, reader_cmd, worker.wake if worker else lambda: None)
     document = openapi_document(ENDPOINTS)
     console = console_for(state)
@@ -182,9 +188,13 @@ def create_app(
         state.limiter = anyio.CapacityLimiter(threads)
         if worker is not None:
             await anyio.to_thread.run_sync(worker.start)
+        if retention is not None:
+            retention.start()
         try:
             yield
         finally:
+            if retention is not None:
+                await anyio.to_thread.run_sync(retention.stop)
             if worker is not None:
                 await anyio.to_thread.run_sync(worker.stop)
 

@@ -1,11 +1,12 @@
-"""Prometheus metrics: calls recorded, refusals by reason, rollbacks by outcome, request latencies."""
+"""Prometheus metrics: calls recorded, refusals by reason, rollbacks by outcome, request latencies, and
+what retention pruned and holds back."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -32,7 +33,14 @@ class Metrics:
             "reversi_http_request_duration_seconds", "Time to answer a request, by route and status.",
             ["method", "route", "status"], buckets=_LATENCY_BUCKETS, registry=self.registry,
         )
-
+        self.retention_pruned = Counter(
+            "reversi_retention_pruned_runs", "Runs deleted by this server's retention passes.", registry=self.registry,
+        )
+        self.retention_held = Gauge(
+            "reversi_retention_held_runs",
+            "Runs opened before the retention window that its last pass kept (something in them is still open).",
+            registry=self.registry,
+        )
         self._series: dict[tuple[str, str, str], Any] = {}  # labels() looks its child up each time; this once
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:

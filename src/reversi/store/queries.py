@@ -3,8 +3,8 @@
 The SQL is portable; each back end supplies a cursor whose placeholders are `?` and the few
 statements that differ (row locks, advisory locks), through `Dialect` (`statements.py`). Every
 table's SQL is a method of a query class (`ApprovalQueries`, `DrillQueries`, `HaltQueries`, `JobQueries`,
-`KeyQueries`, `LeaseQueries`, `SessionQueries`, and the runs, steps and events here); `Queries` is all
-of them.
+`KeyQueries`, `LeaseQueries`, `RetentionQueries`, `SessionQueries`, and the runs, steps and events
+here); `Queries` is all of them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from reversi.store.halts import HaltQueries
 from reversi.store.jobs import JobQueries
 from reversi.store.keys import KeyQueries
 from reversi.store.leases import LeaseQueries
+from reversi.store.retention import RetentionQueries
 from reversi.store.sessions import SessionQueries
 from reversi.store.statements import CHUNK
 
@@ -63,7 +64,8 @@ def _event(row: Any) -> Event:
     return Event(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
 
 
-class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, LeaseQueries, SessionQueries):
+class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, LeaseQueries, RetentionQueries,
+              SessionQueries):
     """Every read and write of the ledger, inside one transaction of the back end's choosing: runs,
     steps and events here, the rest from the query class of each table."""
 
@@ -97,11 +99,15 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
         before: tuple[str, str] | None = None,
         limit: int | None = None,
         contains: Sequence[tuple[str, str]] = (),
+        opened_before: str | None = None,
     ) -> list[RunRecord]:
         """Runs newest first; `before` is the (created_at, run_id) of the last run of the previous page;
         `contains`: (where, text) pairs, each text found whatever its case in the run's `actor`, its
-        `tenant`, or `any` of its id, actor, tenant and environment."""
+        `tenant`, or `any` of its id, actor, tenant and environment; `opened_before`: a time."""
         where, params = [], []
+        if opened_before is not None:
+            where.append("created_at < ?")
+            params.append(opened_before)
         for column, value in (("actor", actor), ("tenant", tenant)):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -124,6 +130,25 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [_run(r) for r in self._exec(sql, params).fetchall()]
+
+    def runs_opened_before(self, at: str, after: tuple[str, str] | None = None, limit: int = 500) -> list[RunRecord]:
+        """Runs opened before `at`, oldest first; `after` is the (created_at, run_id) of the last run of the
+        previous batch."""
+        sql, params = f"SELECT {_RUN_COLUMNS} FROM runs WHERE created_at < ?", [at]
+        if after is not None:
+            sql += " AND (created_at > ? OR (created_at = ? AND run_id > ?))"
+            params += [after[0], after[0], after[1]]
+        sql += f" ORDER BY created_at, run_id LIMIT {int(limit)}"
+        return [_run(r) for r in self._exec(sql, params).fetchall()]
+
+    def count_runs(self, *, opened_before: str, tenant: str | None = None, principal: str | None = None) -> int:
+        """How many runs were opened before a time (of `tenant`, of `principal`, when given)."""
+        sql, params = "SELECT COUNT(*) FROM runs WHERE created_at < ?", [opened_before]
+        for column, value in (("tenant", tenant), ("principal", principal)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                params.append(value)
+        return int(self._exec(sql, params).fetchone()[0])
 
     # -- steps ---------------------------------------------------------------------------------
 

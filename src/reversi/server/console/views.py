@@ -151,15 +151,17 @@ def runs_page(ledger: PrincipalLedger, filters: RunFilters,
 
 
 def attention_counts(ledger: PrincipalLedger) -> dict[str, int]:
-    """How many of the latest `TRIAGE_SCAN` runs need attention, in each way (`Attention` values)."""
+    """How many of the latest `TRIAGE_SCAN` runs need attention, in each way (`Attention` values); and
+    `retained`, when retention is configured: how many runs of every age are kept past it."""
     pending = ledger.awaiting_approval() if ledger.principal.is_operator else {}
-    counts = {a.value: 0 for a in Attention}
+    counts = {a.value: 0 for a in Attention if a is not Attention.RETAINED}
     for s in ledger.list_runs(limit=TRIAGE_SCAN).items:
-        ways = [a for a in Attention if a is not Attention.ANY
+        ways = [a for a in Attention if a not in (Attention.ANY, Attention.RETAINED)
                 and (a.statuses & s.statuses or (a.approvals and s.run.run_id in pending))]
         for a in [*ways, Attention.ANY] if ways else []:
             counts[a.value] += 1
-    return counts
+    retained = ledger.retained_count()
+    return counts if retained is None else counts | {Attention.RETAINED.value: retained}
 
 
 def nav_badges(ledger: PrincipalLedger) -> dict[str, int]:
