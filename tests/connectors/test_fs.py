@@ -157,6 +157,35 @@ def test_the_connector_folder_is_out_of_the_agents_reach(tmp_path: Path) -> None
     assert (tmp_path / blob).read_bytes() == b"one"
 
 
+def test_reversis_own_files_are_out_of_the_agents_reach(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A root that holds the store, the configuration or a manifest: an agent cannot rewrite what judges it."""
+    (world / ".reversi").mkdir()
+    (world / ".reversi" / "reversi.db").write_bytes(b"the store")
+    (world / "reversi.yaml").write_text("db: sqlite:///elsewhere.db\n")
+    for name in ("store.db", "tools.yaml", "STOP", "http-tools.yaml", "team.yaml"):
+        (world / name).write_text(f"{name}\n")
+    monkeypatch.setenv("REVERSI_DB", f"sqlite:///{world / 'store.db'}")
+    monkeypatch.setenv("REVERSI_MANIFEST", f"{tmp_path / 'nowhere.yaml'}:{world / 'tools.yaml'}")
+    monkeypatch.setenv("REVERSI_KILL_FILE", str(world / "STOP"))
+    monkeypatch.setenv("REVERSI_HTTP_TOOLS", str(world / "http-tools.yaml"))
+    monkeypatch.setenv("REVERSI_CONFIG", str(world / "team.yaml"))
+    before = files_under(world)
+    refused = [".reversi/reversi.db", ".reversi/new.txt", "docs/.reversi/x", "reversi.yaml", "docs/reversi.yaml",
+               "store.db", "store.db-wal", "store.db-journal", "tools.yaml", "STOP", "http-tools.yaml", "team.yaml"]
+    for path in refused:
+        for call, arguments in [(fs.write_file, {"path": path, "content": "rewritten"}), (fs.delete, {"path": path}),
+                                (fs.move, {"source": "keep.txt", "destination": path}),
+                                (fs.move, {"source": path, "destination": "taken.txt"})]:
+            with pytest.raises(BadArgument, match="one of Reversi's own files, which fs tools never touch"):
+                call(**arguments)
+    with pytest.raises(BadArgument, match="one of Reversi's own files"):
+        fs.make_dir(path=".reversi")
+    assert files_under(world) == before
+    assert fs.write_file(path="reversi.yaml.bak", content="a name that only starts alike")["after"]["exists"]
+
+
 def test_each_result_is_sealed_and_its_snapshot_named_by_digest_in_the_connector_folder(world: Path) -> None:
     written = fs.write_file(path="gone.bin", content="replaced")
     assert written["root"] == str(world) and written["path"] == "gone.bin"

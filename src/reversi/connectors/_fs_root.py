@@ -6,7 +6,8 @@ time with `openat(O_DIRECTORY | O_NOFOLLOW)`, and its last part is acted on rela
 descriptor of the folder that holds it. A folder swapped for a link mid-call is met as a link and
 refused; a folder the walk already holds stays the one acted in. So nothing is reached outside the
 root, whatever another process does meanwhile. The connector folder (snapshots, the sealing key) is
-refused by name and, once it exists, by identity (device and inode) too.
+refused by name and, once it exists, by identity (device and inode) too; so are Reversi's own files
+(`own_files`): an agent whose root holds the store or the manifests cannot rewrite what judges it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,14 @@ ABSENT: State = {"exists": False, "type": None, "sha256": None, "size": None, "m
 
 _MAX_PATH, _MAX_NAME = 4096, 255
 _KEPT = "{!r} is inside the connector folder, which keeps the snapshots"
+_OWN = "{!r} is {what}, one of Reversi's own files, which fs tools never touch"
+# Reversi's data folder and configuration file, by name, wherever they are under the root.
+_OWN_FOLDER, _OWN_CONFIG = ".reversi", "reversi.yaml"
+# The settings naming Reversi's files; each may list several, separated by ':'.
+_OWN_SETTINGS = {"REVERSI_DB": "the store", "REVERSI_CONFIG": "the configuration",
+                 "REVERSI_MANIFEST": "a manifest", "REVERSI_KILL_FILE": "the kill file",
+                 "REVERSI_HTTP_TOOLS": "the http tools file"}
+_STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO swapped in opens, and is not read
 
@@ -63,6 +72,8 @@ class Root:
     fd: int
     keep: Path
     keep_id: tuple[int, int] | None  # (device, inode) of the connector folder, once it exists
+    own: dict[Path, str]  # Reversi's files named by the environment, resolved, and what each is
+    own_ids: dict[tuple[int, int], str]  # (device, inode) of those that exist
 
 
 @dataclass(frozen=True)
@@ -101,10 +112,41 @@ def opened_root() -> Iterator[Root]:
         keep_id = (info.st_dev, info.st_ino) if stat.S_ISDIR(info.st_mode) else None
     except OSError:
         keep_id = None
+    own = own_files()
+    own_ids = {}
+    for file, what in own.items():
+        with suppress(OSError):
+            info = os.stat(file)
+            own_ids[(info.st_dev, info.st_ino)] = what
     try:
-        yield Root(path, fd, keep, keep_id)
+        yield Root(path, fd, keep, keep_id, own, own_ids)
     finally:
         os.close(fd)
+
+
+def own_files() -> dict[Path, str]:
+    """Reversi's files named by this process's settings (the store's SQLite file and its journals, the
+    configuration, the manifests, the kill file, the http tools file), resolved, and what each is."""
+    found: dict[Path, str] = {}
+    for name, what in _OWN_SETTINGS.items():
+        setting = os.environ.get(name, "")
+        for value in filter(None, setting.split(":") if name == "REVERSI_MANIFEST" else [setting]):
+            if name == "REVERSI_DB":
+                if not value.startswith("sqlite:///"):
+                    continue
+                value = value.removeprefix("sqlite:///")
+            for suffix in _STORE_SUFFIXES if name == "REVERSI_DB" else ("",):
+                found[Path(os.path.realpath(value + suffix))] = what
+    return found
+
+
+def _own(root: Root, parts: list[str]) -> str | None:
+    """What Reversi file the path names, if it names one (by name, or as a file the settings name)."""
+    if _OWN_FOLDER in parts:
+        return "inside Reversi's data folder"
+    if parts[-1] == _OWN_CONFIG:
+        return "a Reversi configuration file"
+    return root.own.get(root.path.joinpath(*parts))
 
 
 def _parts(root: Root, relative: Any, argument: str) -> list[str]:
@@ -130,6 +172,9 @@ def _parts(root: Root, relative: Any, argument: str) -> list[str]:
         raise BadArgument(argument, f"{relative!r} has an empty or '.' part: name each folder once, as in 'docs/a.txt'")
     if root.path.joinpath(*parts).is_relative_to(root.keep) or root.path.is_relative_to(root.keep):
         raise BadArgument(argument, _KEPT.format(relative))
+    what = _own(root, parts)
+    if what is not None:
+        raise BadArgument(argument, _OWN.format(relative, what=what))
     return parts
 
 
@@ -169,6 +214,9 @@ def _walk(root: Root, parts: list[str], relative: str, argument: str) -> Entry:
             last = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
             if root.keep_id is not None and _identity(last) == root.keep_id:
                 raise BadArgument(argument, _KEPT.format(relative))
+            what = root.own_ids.get((last.st_dev, last.st_ino))
+            if what is not None:  # the same file by another name: a hard link, a bind mount
+                raise BadArgument(argument, _OWN.format(relative, what=what))
         found = Entry(relative, parts[-1], fd)
         fd = -1
         return found
