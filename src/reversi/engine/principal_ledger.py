@@ -233,9 +233,9 @@ class PrincipalLedger:
     async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: Any = None,
                        error: str | None = None, only_request: Callable[[], bool] | None = None) -> StepState:
         """Journal a call's outcome in the principal's own run; returns the step. Raises as `abegin`,
-        and NotFound or Conflict as `Recorder.outcome`."""
+        NotFound or Conflict as `Recorder.outcome`, and Forbidden for a step the gateway called."""
         record = await self.arun_record(run_id, Access.RECORD)
-        write = self._base.recorder.outcome_write(record, step, status, result=result, error=error)
+        write = self._base.recorder.outcome_write(record, step, status, result=result, error=error, reported=True)
         return await self._awrite(write, only_request, run_id)
 
     async def _awrite(self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None, run_id: str,

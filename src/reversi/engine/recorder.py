@@ -42,6 +42,7 @@ from reversi.errors import (
     BadInput,
     Conflict,
     Duplicate,
+    Forbidden,
     Halted,
     NoManifestEntry,
     NotFound,
@@ -234,14 +235,20 @@ class Recorder:
         await self.store.arun_write(self._outcome_write(run, step, status, result, error), only_request, run.run_id)
 
     def outcome_write(
-        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
+        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None,
+        reported: bool = False,
     ) -> WriteFn[StepState]:
         """`outcome` as a write function that also returns the step's new state, for a caller that runs
-        it in its own transaction."""
-        journal = self._outcome_write(run, step, status, result, error)
+        it in its own transaction. `reported`: the outcome is the caller's word (an agent over HTTP), not
+        what the gateway saw, so a step the gateway called is refused.
+
+        Raises:
+            Forbidden: `reported`, of a step the gateway called (it journals that outcome itself).
+        """
+        event = _outcome_event(run, step, status, result, error)
 
         def write(q: Queries) -> StepState:
-            events = journal(q)
+            events = _journal_outcome(q, run.run_id, step, event, reported=reported)
             record = q.step_record(run.run_id, step)
             assert record is not None  # it has events
             return derive_step(record, events)
@@ -291,11 +298,14 @@ def _outcome_event(run: RunRecord, step: int, status: StepStatus, result: Any, e
     return NewEvent(EventType(status.value), step, _who(run), data)
 
 
-def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent) -> list[Event]:
+def _journal_outcome(q: Queries, run_id: str, step: int, event: NewEvent, *, reported: bool = False) -> list[Event]:
     """Append the outcome; returns the step's events with it."""
     events = q.step_events(run_id, step, lock_run=True)
     if not events:
         raise NotFound(f"no step {step} in {run_id}")
+    if reported and "upstream" in events[0].data:
+        # Only the gateway saw what the upstream did: an agent's word first would hide the change.
+        raise Forbidden(f"step {step} of {run_id} was called through the gateway, which journals its outcome itself")
     current = derive_status(events)
     if current is not StepStatus.INTENDED:  # an uncertain step is settled by `resolve`, with a note
         raise Conflict(f"step {step} of {run_id} already has an outcome ({current.value})")
