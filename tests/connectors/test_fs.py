@@ -175,9 +175,11 @@ def test_reversis_own_files_are_out_of_the_agents_reach(
     refused = [".reversi/reversi.db", ".reversi/new.txt", "docs/.reversi/x", "reversi.yaml", "docs/reversi.yaml",
                "store.db", "store.db-wal", "store.db-journal", "tools.yaml", "STOP", "http-tools.yaml", "team.yaml"]
     for path in refused:
-        for call, arguments in [(fs.write_file, {"path": path, "content": "rewritten"}), (fs.delete, {"path": path}),
-                                (fs.move, {"source": "keep.txt", "destination": path}),
-                                (fs.move, {"source": path, "destination": "taken.txt"})]:
+        calls: list[tuple[Callable[..., Any], dict[str, str]]]
+        calls = [(fs.write_file, {"path": path, "content": "rewritten"}), (fs.delete, {"path": path}),
+                 (fs.move, {"source": "keep.txt", "destination": path}),
+                 (fs.move, {"source": path, "destination": "taken.txt"})]
+        for call, arguments in calls:
             with pytest.raises(BadArgument, match="one of Reversi's own files, which fs tools never touch"):
                 call(**arguments)
     with pytest.raises(BadArgument, match="one of Reversi's own files"):

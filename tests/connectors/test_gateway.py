@@ -98,3 +98,41 @@ async def test_the_operator_rollback_sends_its_key_through_mcp_to_stripes_idempo
     key = hashlib.sha256(b"run_pay:0:stripe.refund").hexdigest()
     assert fake.effects == {f"/v1/refunds {key}": 1}
     assert fake.charges[charge["id"]]["refunded"] is True
+
+
+async def test_a_prefixed_connector_behind_a_gateway_with_two_upstreams_is_undone_in_the_step_that_made_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With several upstreams the run journals `c.fs.write_file` and its undo as `c.fs.restore...`: the
+    connector is told that name, so the undo's key matches the step its result is sealed to."""
+    from reversi.core.manifest_prefix import prefixed
+
+    root = tmp_path / "world"
+    root.mkdir()
+    (root / "notes.txt").write_text("mine\n")
+    monkeypatch.setenv("REVERSI_FS_ROOT", str(root))
+    shop = tmp_path / "shop.db"
+    with sqlite3.connect(shop) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, qty INTEGER)")
+        conn.execute("INSERT INTO items VALUES (1, 5)")
+    monkeypatch.setenv("REVERSI_SQL_URL", f"sqlite:///{shop}")
+    manifests = []
+    for name, connector in (("c", "fs"), ("d", "sql")):
+        manifests += ["-m", str(tmp_path / f"{name}.yaml")]
+        (tmp_path / f"{name}.yaml").write_text(prefixed(connectors_cli("manifest", connector).out, name))
+    common = ["--upstream", f"c={shlex.join([CONNECTORS, 'serve', 'fs'])}",
+              "--upstream", f"d={shlex.join([CONNECTORS, 'serve', 'sql'])}",
+              "--db", f"sqlite:///{tmp_path}/reversi.db", *manifests]
+    files_before = files_under(root)
+
+    async with _gateway(*common, "--run-id", "run_two") as agent:
+        _ok(await agent.call_tool("c.fs.write_file", {"path": "notes.txt", "content": "the agent's\n"}))
+        _ok(await agent.call_tool("d.sql.update", {"table": "items", "key": {"id": 1}, "values": {"qty": 0}}))
+
+    async with _gateway("operator", *common) as operator:
+        report = _ok(await operator.call_tool("reversi.execute_rollback", {"run_id": "run_two", "confirm": True}))
+
+    assert report["complete"] is True and report["compensated"] == [1, 0], report
+    assert files_under(root) == files_before
+    with sqlite3.connect(shop) as conn:
+        assert conn.execute("SELECT * FROM items").fetchall() == [(1, 5)]

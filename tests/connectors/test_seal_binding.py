@@ -80,3 +80,14 @@ def test_an_unbound_seal_is_undone_in_any_step(root: Path) -> None:
     assert "reversi_call" not in made["reversi_seal"]["args"]
     assert _undo("run_any", 5, made).code == 0
     assert not (root / "b.txt").exists()
+
+
+@pytest.mark.parametrize(("said", "taken"), [
+    ("fs.restore_file", "fs.restore_file"), ("c.fs.restore_file", "c.fs.restore_file"),
+    ("c.fs.delete", None), ("fs.delete", None), ("a b.fs.restore_file", None), (".fs.restore_file", None),
+    (7, None), (None, None), ("c.d.fs.restore_file", None),
+])
+def test_the_gateways_name_for_an_undo_is_taken_only_when_it_names_the_tool_run(said: object, taken: object) -> None:
+    from reversi.connectors._mcp import _journaled_name
+
+    assert _journaled_name(said, "fs.restore_file") == taken

@@ -16,8 +16,8 @@ from tests.gateway.conftest import SHOP_MANIFEST, Shop
 from tests.gateway.test_http import _bearer, connect
 
 import reversi
+from reversi.core.calls import IDEMPOTENCY_META_KEY
 from reversi.engine.keys import create_key
-from reversi.gateway.undo_calls import IDEMPOTENCY_META_KEY
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,8 @@ from tests.gateway.conftest import SHOP_MANIFEST, Shop
 from tests.gateway.http_wire import ENVELOPE
 
 import reversi
+from reversi.core.calls import IDEMPOTENCY_META_KEY
 from reversi.gateway.operator import TOOLS as OPERATOR_TOOLS
-from reversi.gateway.undo_calls import IDEMPOTENCY_META_KEY
 
 COMPENSATION_KEY = IDEMPOTENCY_META_KEY
 

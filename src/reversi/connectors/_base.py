@@ -117,8 +117,9 @@ class Tool:
                 raise BadArgument(param.name, "required")
         return dict(arguments)
 
-    def invoke(self, arguments: Any, *, idempotency_key: str | None = None) -> Any:
-        """Check the arguments and call the tool's function with them.
+    def invoke(self, arguments: Any, *, idempotency_key: str | None = None, journaled_as: str | None = None) -> Any:
+        """Check the arguments and call the tool's function with them; with `idempotency_key`, as the undo
+        of a step, journaled as `journaled_as` (default: the tool's own name).
 
         Raises:
             ConnectorError: a bad argument, or whatever the tool itself raises.
@@ -128,7 +129,7 @@ class Tool:
             return self.fn(**kwargs)
         if self.takes_idempotency_key:
             kwargs["idempotency_key"] = idempotency_key
-        with undoing(self.name, idempotency_key):
+        with undoing(journaled_as or self.name, idempotency_key):
             return self.fn(**kwargs)
 
 

@@ -28,12 +28,19 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reversi.connectors._base import Connector, Setting, Tool, ToolKind
 from reversi.connectors._errors import one_line
-from reversi.core.calls import CALL_META_KEY, CONNECTORS_SERVER, CallId, making
+from reversi.core.calls import (
+    CALL_META_KEY,
+    COMPENSATION_META_KEY,
+    CONNECTORS_SERVER,
+    IDEMPOTENCY_META_KEY,
+    CallId,
+    making,
+)
+from reversi.core.upstream_names import is_upstream_name
 from reversi.errors import ConfigError, UnknownTool
 
 __all__ = ["IDEMPOTENCY_META_KEY", "TOKEN", "ToolServer", "serve_http", "serve_stdio", "serving_token"]
 
-IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
 TOKEN = Setting("REVERSI_CONNECTORS_TOKEN", "the bearer token every request to `serve --http` must carry",
                 "none: serve --http does not start without it")
 _MIN_TOKEN = 32
@@ -57,6 +64,15 @@ def _call_of(value: Any) -> CallId | None:
     if not isinstance(run_id, str) or not isinstance(step, int) or isinstance(step, bool):
         return None
     return CallId(run_id, step)
+
+
+def _journaled_name(value: Any, tool: str) -> str | None:
+    """The compensation's name as the run journaled it (`_meta` `reversi/compensation`), if the gateway
+    said one that names this tool: the tool itself, or it under an upstream's prefix (`NAME.tool`)."""
+    if not isinstance(value, str):
+        return None
+    prefix, _, rest = value.partition(".")
+    return value if value == tool or (rest == tool and is_upstream_name(prefix)) else None
 
 
 def _text(text: str, *, error: bool) -> types.CallToolResult:
@@ -83,12 +99,15 @@ class ToolServer:
         tool = self.tools.get(params.name)
         if tool is None:
             return _text(UnknownTool(params.name).message, error=True)
-        key = (params.meta or {}).get(IDEMPOTENCY_META_KEY)
-        made_as = _call_of((params.meta or {}).get(CALL_META_KEY))
+        meta = params.meta or {}
+        key = meta.get(IDEMPOTENCY_META_KEY)
+        made_as = _call_of(meta.get(CALL_META_KEY))
+        journaled_as = _journaled_name(meta.get(COMPENSATION_META_KEY), tool.name)
 
         def run() -> Any:
             with making(made_as.run_id, made_as.step) if made_as else nullcontext():
-                return tool.invoke(params.arguments or {}, idempotency_key=key if isinstance(key, str) else None)
+                return tool.invoke(params.arguments or {}, idempotency_key=key if isinstance(key, str) else None,
+                                   journaled_as=journaled_as)
 
         try:
             result = await anyio.to_thread.run_sync(run)

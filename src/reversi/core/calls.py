@@ -14,9 +14,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["CALL_META_KEY", "CONNECTORS_SERVER", "CallId", "Undo", "current_call", "current_undo", "making", "undoing"]
+__all__ = ["CALL_META_KEY", "COMPENSATION_META_KEY", "CONNECTORS_SERVER", "IDEMPOTENCY_META_KEY", "CallId", "Undo",
+           "current_call", "current_undo", "making", "undoing"]
 
 CALL_META_KEY = "reversi/call"  # the gateway's `_meta` to an upstream: {"run_id": ..., "step": ...}
+# The gateway's `_meta` on an undo: the compensation's name as the run journaled it (`NAME.tool` where
+# the gateway prefixes names), from which its idempotency key was made.
+COMPENSATION_META_KEY = "reversi/compensation"
+IDEMPOTENCY_META_KEY = "reversi/idempotency_key"  # a rollback's `_meta` on each compensation: its key
 # The one server the gateway tells the step to (by its `serverInfo.name`): to every other upstream the
 # gateway passes calls on as the agent sent them.
 CONNECTORS_SERVER = "reversi-connectors"

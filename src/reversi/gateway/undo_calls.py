@@ -9,10 +9,10 @@ from typing import Any, cast
 from mcp import types
 
 from reversi.core.backoff import Retry
+from reversi.core.calls import IDEMPOTENCY_META_KEY
 from reversi.gateway.upstream import UpstreamPool
 from reversi.gateway.upstream_calls import call_upstream
 
-IDEMPOTENCY_META_KEY = "reversi/idempotency_key"
 ROLLBACK_RETRY = Retry(attempts=3, base_ms=250)
 
 

@@ -3,10 +3,11 @@ and read-backs during a rollback. None of them is journaled as a step."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from mcp import types
 
+from reversi.core.calls import COMPENSATION_META_KEY, IDEMPOTENCY_META_KEY
 from reversi.errors import ToolAnsweredError
 from reversi.gateway.results import error_text, is_error, result_value
 from reversi.gateway.upstream import UpstreamPool
@@ -25,6 +26,9 @@ async def call_upstream(
     route = pool.route(tool)
     if route is None:
         raise LookupError(f"no upstream serves {tool}")
+    if meta is not None and IDEMPOTENCY_META_KEY in meta and route.upstream.wants_steps:
+        # a connector checks the key against the compensation's name as the run journaled it
+        meta = cast(types.RequestParamsMeta, {**meta, COMPENSATION_META_KEY: tool})
     params = types.CallToolRequestParams(name=route.tool, arguments=arguments, _meta=meta)
     raw = await route.upstream.request(types.CallToolRequest(params=params), timeout)
     if is_error(raw):
