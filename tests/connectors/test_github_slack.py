@@ -84,6 +84,48 @@ def test_a_file_edited_since_is_not_deleted_and_its_repository_waits(
     assert [a["kind"] for a in plan(run.id, GITHUB_MANIFEST).json()["actions"]] == ["compensate", "compensate"]
 
 
+def test_a_repository_made_again_under_the_same_name_is_not_the_steps_to_delete(
+    db_url: str, hub: FakeGitHub, rollback: Callable[..., Done]
+) -> None:
+    """The step made repository scratch; someone deleted it and made another of that name since. The undo
+    matches by id, not by name, and leaves the newcomer (and its issue) alone."""
+    with reversi.open(db_url, manifests=[str(GITHUB_MANIFEST)]) as ledger:
+        run = ledger.start_run()
+        made = run.call("github.create_repo", {"name": "scratch"}, github.create_repo)
+        issue = run.call("github.create_issue", {"repo": made["full_name"], "title": "Plan"}, github.create_issue)
+    del hub.repos[made["full_name"]]
+    again = hub.make_repo("scratch")
+    hub.issues[made["full_name"]][1] = {"id": 1, "number": 1, "title": "theirs", "state": "open",
+                                        "state_reason": None}
+
+    done = rollback(run.id, GITHUB_MANIFEST)
+
+    assert done.code == 2
+    errors = {f["step"]: f["error"] for f in done.json()["failed"]}
+    assert errors[1] == (f"changed since step 1: issue 1 of {made['full_name']} is not the one the step made"
+                         f" (id 1, the step made {issue['id']})")
+    assert hub.repos[made["full_name"]] == again and hub.issues[made["full_name"]][1]["state"] == "open"
+    assert not hub.effects
+
+
+def test_a_repository_made_again_since_the_step_is_left_standing(
+    db_url: str, hub: FakeGitHub, rollback: Callable[..., Done]
+) -> None:
+    with reversi.open(db_url, manifests=[str(GITHUB_MANIFEST)]) as ledger:
+        run = ledger.start_run()
+        made = run.call("github.create_repo", {"name": "scratch"}, github.create_repo)
+    del hub.repos[made["full_name"]]
+    again = hub.make_repo("scratch")
+
+    done = rollback(run.id, GITHUB_MANIFEST)
+
+    assert done.code == 2
+    assert done.json()["failed"][0]["error"] == (
+        f"changed since step 0: the repository {made['full_name']} is not the one the step made"
+        f" (id {again['id']}, the step made {made['id']})")
+    assert hub.repos[made["full_name"]] == again and not hub.effects
+
+
 def test_each_github_compensation_repeated_reads_first_and_does_nothing_twice(
     db_url: str, hub: FakeGitHub, plan: Callable[[str, Path], Done]
 ) -> None:

@@ -126,11 +126,22 @@ def delete_repo(result: dict[str, Any], step: int | None = None) -> dict[str, An
     Raises:
         UntrustedResult: the result is not one this connector's `github.create_repo` made.
     """
-    full_name = str(_opened(result, "github.create_repo", "full_name").result["full_name"])
+    made = _opened(result, "github.create_repo", "full_name", "id").result
+    full_name = str(made["full_name"])
     path = _repo(full_name, "full_name")
-    if GITHUB.request("GET", path, tolerate=(404,)).status != 404:
+    found = GITHUB.request("GET", path, tolerate=(404,))
+    if found.status != 404:
+        _same(found.body, made["id"], step, f"the repository {full_name}")
         GITHUB.request("DELETE", path, tolerate=(404,))
     return {"deleted": full_name}
+
+
+def _same(found: Any, made_id: Any, step: int | None, what: str) -> None:
+    """Raises ChangedSince unless `found` (GitHub's answer now) is the object the step made (by its id):
+    a name or number reused since, by a repository made again or moved, is not the step's to undo."""
+    now = found.get("id") if isinstance(found, dict) else None
+    if now != made_id:
+        raise ChangedSince(step, f"{what} is not the one the step made (id {now}, the step made {made_id})")
 
 
 def close_issue(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
@@ -140,12 +151,14 @@ def close_issue(result: dict[str, Any], step: int | None = None) -> dict[str, An
     Raises:
         UntrustedResult: the result is not one this connector's `github.create_issue` made.
     """
-    opened = _opened(result, "github.create_issue", "repo", "number")
+    opened = _opened(result, "github.create_issue", "repo", "number", "id")
     repo, number = str(opened.args["repo"]), opened.result["number"]
     if not isinstance(number, int) or isinstance(number, bool):
         raise UntrustedResult("the sealed result of github.create_issue has no issue number")
     path = f"{_repo(repo)}/issues/{number}"
-    if GITHUB.request("GET", path).body.get("state") != "closed":
+    found = GITHUB.request("GET", path).body
+    _same(found, opened.result["id"], step, f"issue {number} of {repo}")
+    if found.get("state") != "closed":
         GITHUB.request("PATCH", path, json={"state": "closed", "state_reason": "not_planned"})
     return {"repo": repo, "number": number, "state": "closed"}
 
