@@ -73,3 +73,16 @@ def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(
             assert status_before_body(server.url, "POST", path, headers) == expected, (path, authorization)
     agent = {"Content-Type": "application/json", "Content-Length": length, "Authorization": f"Bearer {keyed['agent']}"}
     assert status_before_body(server.url, "POST", "/v1/keys", agent) == 403, "the role is checked before the body too"
+
+
+def test_the_log_line_of_a_cut_off_request_escapes_what_its_path_carries(
+    spawn_server: Callable[[dict[str, str]], ServerProcess], keyed: dict[str, str],
+) -> None:
+    """The path is the client's: an escape sequence in it (`%1b`, a C1 `%c2%9b`) is logged escaped."""
+    server = spawn_server({})
+    path = "/v1/runs/run_%1b%5d0%3bpwned%07%c2%9b2J%e2%80%ae/steps"
+    send_cut_off(server.url, "POST", path, {"Authorization": f"Bearer {keyed['admin']}",
+                                            "Content-Type": "application/json", "Content-Length": "4096"}, b'{"to')
+    line = server.search(r"the client went away")
+    assert "\\x1b]0;pwned\\x07\\x9b2J\\u202e" in line.string, line.string
+    assert not {"\x1b", "\x07", "\x9b", "\u202e"} & set(line.string)

@@ -9,7 +9,9 @@ stay, as the layout needs them. JSON stays exact: it escapes them the JSON way (
 
 from __future__ import annotations
 
-__all__ = ["ESCAPED", "for_terminal", "json_for_terminal"]
+import logging
+
+__all__ = ["ESCAPED", "TerminalFormatter", "for_terminal", "json_for_terminal"]
 
 # Unicode's bidirectional formatting characters (marks, embeddings, overrides, isolates) and its
 # line and paragraph separators, which some terminals lay out as breaks.
@@ -35,3 +37,10 @@ def json_for_terminal(text: str) -> str:
     """JSON text (as `json.dumps` writes it) with the characters `for_terminal` escapes that JSON leaves
     raw (DEL, C1, the bidirectional ones) written as JSON escapes: the same JSON value, safe to print."""
     return text.translate(_JSON)
+
+
+class TerminalFormatter(logging.Formatter):
+    """A log formatter whose lines are `for_terminal`: a log line quotes what agents and upstreams sent."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().format(record))

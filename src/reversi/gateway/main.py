@@ -18,7 +18,7 @@ import anyio
 from mcp.server import ServerRequestContext
 
 from reversi.core.models import RunRecord
-from reversi.core.printable import for_terminal
+from reversi.core.printable import TerminalFormatter, for_terminal
 from reversi.engine.config import load_settings, principal_from_env
 from reversi.engine.keys import Principal, Role
 from reversi.engine.ledger import Ledger
@@ -172,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     operator = bool(args) and args[0] == "operator"
     if operator:
         args = args[1:]
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{PROG}: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TerminalFormatter(f"{PROG}: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         options = parse_options(args)
         if operator and (options.http is not None or options.run_id is not None):

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from reversi.core.printable import for_terminal
+from reversi.core.printable import TerminalFormatter, for_terminal
 
 
 def _say(message: str) -> None:
@@ -68,7 +68,7 @@ def _log_to_stderr(level: str) -> None:
     import logging
 
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("reversi-server: %(message)s"))
+    handler.setFormatter(TerminalFormatter("reversi-server: %(message)s"))
     logger = logging.getLogger("reversi")
     logger.addHandler(handler)
     logger.setLevel(level.upper())
