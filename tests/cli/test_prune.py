@@ -91,6 +91,7 @@ def test_export_then_prune_loses_no_event(here: Path) -> None:
     assert [line.split(":")[0].split(" (")[0] for line in lines if line.startswith("kept ")] == [f"kept {standing}"]
     assert lines[-1] == "their events are in archive.jsonl"
     archived = [json.loads(line) for line in (here / "archive.jsonl").read_text().splitlines()]
+    assert (here / "archive.jsonl").stat().st_mode & 0o777 == 0o600  # it holds what agents sent
     assert archived == [e for e in before if e["run_id"] in settled]  # every event, run by run, in seq order
     after = [json.loads(line) for line in reversi_cli("export", cwd=here).stdout.splitlines()]
     assert after == [e for e in before if e["run_id"] not in settled]

@@ -32,6 +32,7 @@ from reversi.core.calls import current_call, current_undo
 from reversi.core.json_values import canonical
 from reversi.core.plan import compensation_key
 from reversi.errors import ConfigError, UntrustedResult
+from reversi.private_files import make_private_folders
 
 __all__ = ["FIELD", "KEY", "Sealed", "key_id", "seal", "sealed", "unseal"]
 
@@ -61,7 +62,7 @@ def _key() -> bytes:
         return _read_key(path)
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_folders(path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:  # another process made it first: use theirs

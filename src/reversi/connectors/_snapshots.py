@@ -17,6 +17,7 @@ from pathlib import Path
 
 from reversi.connectors._base import Setting
 from reversi.errors import ConnectorError
+from reversi.private_files import make_private_folders
 
 __all__ = ["SETTING", "connector_dir", "load", "store"]
 
@@ -37,7 +38,7 @@ def store(data: bytes) -> str:
     path = blobs / sha
     if path.exists():
         return sha
-    blobs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_folders(blobs)
     temporary = blobs / f".{sha}.{uuid.uuid4().hex}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as out:

@@ -25,6 +25,7 @@ from reversi.core.models import RunRecord
 from reversi.core.retention import Hold, HoldKind, RetentionFacts, cutoff, holds
 from reversi.engine.config import Settings
 from reversi.errors import BadInput, ConfigError
+from reversi.private_files import FILE_MODE
 from reversi.store.base import Store
 from reversi.store.leases import Lease
 from reversi.store.queries import Queries
@@ -158,7 +159,7 @@ class _Export:
         if path is None:
             return cls(None, None)
         try:
-            file = path.open("xb")
+            file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE), "wb")
         except FileExistsError:
             raise BadInput(f"export file {path} exists already: give a new file (an export is never "
                            "overwritten)") from None

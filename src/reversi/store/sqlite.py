@@ -14,6 +14,7 @@ from pathlib import Path
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from reversi.errors import StoreUnavailable
+from reversi.private_files import FILE_MODE, make_private_folders, private_file
 from reversi.store.base import Store, migrations, statements
 from reversi.store.group_commit import GroupCommit, WouldWait
 from reversi.store.leases import ProcessLock
@@ -97,7 +98,9 @@ class SQLiteStore(Store):
         try:
             if self.path.is_dir():
                 raise StoreUnavailable(f"cannot open the store at {self.path}: it is a directory, not a database file")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_folders(self.path.parent)
+            # SQLite gives the -wal and -shm files the mode of the database file
+            private_file(self.path)
             self._conn = _open_wal(self.path)
         except (OSError, sqlite3.Error) as exc:
             said = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
@@ -204,8 +207,8 @@ class SQLiteStore(Store):
         directory = self.lock_dir()
         path = directory / f"{run_id}.{token}.lock"
         try:
-            directory.mkdir(exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            make_private_folders(directory)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         except OSError as exc:
             raise StoreUnavailable(f"cannot make the rollback lock {path}: {exc.strerror or exc}") from exc
         try:
