@@ -37,16 +37,18 @@ async def test_the_agent_marks_a_checkpoint_and_the_operator_undoes_only_what_ca
         assert made["name"] == "before the risky part" and made["after_step"] == 0
         await agent.call_tool("create_order", {"order_id": "undo1", "amount": 4})
         await agent.call_tool("create_order", {"order_id": "undo2", "amount": 5})
-        assert "conflict" not in _text(await agent.call_tool("reversi.checkpoint", {"name": "before the risky part"}))
+        again = await agent.call_tool("reversi.checkpoint", {"name": "before the risky part"})
+        assert "already has a checkpoint named" in _text(again)
 
-        for arguments, message in [
+        cases: list[tuple[dict[str, Any], str]] = [
             ({"name": "a\x1b[2Jb"}, "printable: it holds U+001B"),
             ({"name": "x\u202ey"}, "printable: it holds U+202E"),
             ({"name": "x" * 10_000}, "1-200 characters, not 10000"),
             ({"name": 7}, "must be a string, not int"),
             ({}, "reversi.checkpoint needs a name"),
             ({"name": "n", "\x1bextra": 1}, "has no argument '\\x1bextra'"),
-        ]:
+        ]
+        for arguments, message in cases:
             assert message in _text(await agent.call_tool("reversi.checkpoint", arguments)), arguments
         assert shop.calls("reversi.checkpoint") == []  # never forwarded upstream
 
