@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -156,3 +157,30 @@ def test_a_checkpoint_keeps_earlier_dependencies_standing(ledger: reversi.Ledger
     plan = run.plan(to="repo made")
     assert [(a.step, a.kind.value) for a in plan.actions] == [(1, "compensate")]
     assert plan.fully_reversible
+
+
+def test_racing_writers_of_one_name_leave_one_checkpoint(db_url: str, manifest: Any) -> None:
+    """Eight ledgers (eight connections) take the same name at once: the run's lock lets one through."""
+    with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+        run_id = ledger.start_run().id
+    barrier = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def take() -> None:
+        with reversi.open(db_url, manifests=[str(manifest)]) as mine:
+            run = mine.get_run(run_id)
+            barrier.wait(timeout=30)
+            try:
+                run.checkpoint("the one")
+                outcomes.append("made")
+            except Conflict:
+                outcomes.append("conflict")
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(outcomes) == ["conflict"] * 7 + ["made"]
+    with reversi.open(db_url) as ledger:
+        assert [c.name for c in ledger.get_run(run_id).checkpoints()] == ["the one"]
