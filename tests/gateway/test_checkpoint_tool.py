@@ -3,14 +3,18 @@ through the official MCP client on stdio."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 from tests.gateway.conftest import Shop, gateway
+from tests.gateway.test_http import _bearer, connect
 
 import reversi
+from reversi.engine.keys import create_key
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +93,25 @@ async def test_without_the_option_the_agent_is_offered_no_checkpoint_tool(
     with reversi.open(db_url) as ledger:
         assert all(ledger.get_run(s.run.run_id).checkpoints() == [] for s in ledger.list_runs())
     assert len(shop.calls("reversi.checkpoint")) == 1  # without the option it is the upstream's to answer
+
+
+async def test_over_http_the_checkpoint_lands_in_the_keys_run_and_another_key_cannot_reach_it(
+    db_url: str, http_shop: tuple[Shop, str], serve: Callable[..., str]
+) -> None:
+    shop, upstream_url = http_shop
+    with reversi.open(db_url) as ledger:
+        bot = create_key(ledger.store, "bot", "agent")[1]
+        eve = create_key(ledger.store, "eve", "agent")[1]
+    base = serve("--upstream", f"web={upstream_url}", "--db", db_url, "--checkpoint-tool")
+    async with connect(f"{base}/mcp", _bearer(bot, **{"Reversi-Run-Id": "run_webck"})) as agent:
+        await agent.call_tool("create_order", {"order_id": "w1"})
+        made = _ok(await agent.call_tool("reversi.checkpoint", {"name": "one order in"}))
+        assert made["after_step"] == 0
+    async with httpx.AsyncClient(timeout=30) as raw:
+        intruder = await raw.post(f"{base}/mcp", headers=_bearer(eve, **{"Reversi-Run-Id": "run_webck"}), json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "reversi.checkpoint", "arguments": {"name": "mine"}}})
+    assert intruder.status_code == 403
+    with reversi.open(db_url) as ledger:
+        assert [c.name for c in ledger.get_run("run_webck").checkpoints()] == ["one order in"]
+    assert [c["tool"] for c in shop.calls()] == ["create_order"]
