@@ -200,19 +200,19 @@ class PrincipalLedger:
         with self._base.store.read() as q:
             return q.run_events(run_id, after=after, limit=limit)
 
-    def plan(self, run_id: str, *, to: object = None, after_step: object = None) -> Plan:
+    def plan(self, run_id: str, *, to: str | None = None, after_step: int | None = None) -> Plan:
         """The run's rollback plan, of the steps after checkpoint `to` or step `after_step` when given;
         raises as `run_record`, and as `Run.scope`."""
-        return self.get_run(run_id, Access.READ).plan(to=to, after_step=after_step)  # type: ignore[arg-type]
+        return self.get_run(run_id, Access.READ).plan(to=to, after_step=after_step)
 
-    def checkpoint(self, run_id: str, name: object) -> Checkpoint:
+    def checkpoint(self, run_id: str, name: str) -> Checkpoint:
         """Journal a checkpoint in the principal's own run (see `Run.checkpoint`).
 
         Raises:
             Forbidden: another principal's run.
             BadInput, Conflict: as `Run.checkpoint`.
         """
-        return self.get_run(run_id, Access.RECORD).checkpoint(name)  # type: ignore[arg-type]
+        return self.get_run(run_id, Access.RECORD).checkpoint(name)
 
     def checkpoints(self, run_id: str) -> list[Checkpoint]:
         """The run's checkpoints, oldest first; raises as `run_record`."""
@@ -266,7 +266,7 @@ class PrincipalLedger:
     # -- rollback jobs -----------------------------------------------------------------------------
 
     def submit_rollback(self, run_id: str, *, actor: str | None = None, approve_compensations: bool = False,
-                        attempts: int = 3, to: object = None, after_step: object = None) -> jobs.Job:
+                        attempts: int = 3, to: str | None = None, after_step: int | None = None) -> jobs.Job:
         """Queue a rollback job of the run (see `jobs.submit_rollback`): of the steps after checkpoint
         `to` or step `after_step` when given.
 
