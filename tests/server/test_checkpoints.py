@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from tests.server.conftest import Site, compensator_cmd, wait_for
-from tests.server.test_jobs import finished, log_lines
+from tests.server.conftest import ServerProcess, Site, compensator_cmd, wait_for
+from tests.server.test_jobs import Fifo, finished, log_lines
+
+import reversi
 
 
 def charges(client: httpx.Client, run_id: str, count: int) -> None:
@@ -115,3 +120,38 @@ def test_a_rollback_job_after_a_checkpoint_then_a_whole_one_undoes_each_step_onc
     applied = [line["key"] for line in log_lines(tmp_path / "applied.log")]
     assert len(applied) == 5 and len(set(applied)) == 5
     assert len(log_lines(tmp_path / "calls.log")) == 5  # the compensator was called once per step
+
+
+def test_a_scoped_job_killed_mid_way_is_finished_by_another_server_within_its_scope(
+    spawn_server: Callable[[dict[str, str]], ServerProcess], db_url: str, manifest: Path, tmp_path: Path,
+) -> None:
+    ready, gate = Fifo(tmp_path / "ready"), tmp_path / "gate"
+    os.mkfifo(gate)
+    env = {"REVERSI_MANIFEST": str(manifest)}
+    blocking = compensator_cmd(tmp_path, "--block", "before", "--block-step", "3", "--ready", str(ready.path),
+                               "--gate", str(gate))
+    first = spawn_server(env | {"REVERSI_COMPENSATOR_CMD": blocking})
+    with httpx.Client(base_url=first.url, timeout=30) as client:
+        run_id = client.post("/v1/runs", json={}).json()["run_id"]
+        charges(client, run_id, 2)
+        assert client.post(f"/v1/runs/{run_id}/checkpoints", json={"name": "kept"}).status_code == 201
+        charges(client, run_id, 3)
+        assert client.post(f"/v1/runs/{run_id}/rollback", json={"confirm": True, "to": "kept"}).status_code == 202
+        stuck = ready.pid()
+        job = client.get(f"/v1/runs/{run_id}/rollback").json()
+        assert (job["state"], job["current_step"], job["report"]["compensated"]) == ("running", 3, [4])
+    first.signal(signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(stuck, signal.SIGKILL)
+
+    second = spawn_server(env | {"REVERSI_COMPENSATOR_CMD": compensator_cmd(tmp_path)})
+    with httpx.Client(base_url=second.url, timeout=30) as client:
+        job = wait_for(lambda: finished(client, run_id), "the other server to finish the job")
+    assert job["report"]["compensated"] == [3, 2] and job["report"]["complete"] is True
+    assert job["scope"] == {"after_step": 1, "checkpoint": "kept"}
+    with reversi.open(db_url) as ledger:
+        statuses = [s.status.value for s in ledger.get_run(run_id).steps()]
+    assert statuses == ["succeeded", "succeeded", "compensated", "compensated", "compensated"]
+    applied = log_lines(tmp_path / "applied.log")
+    assert len(applied) == 3 and len({a["key"] for a in applied}) == 3
+    assert sorted(c["step"] for c in log_lines(tmp_path / "calls.log")) == [2, 3, 3, 4]
