@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 import reversi
-from reversi.core.checkpoints import Checkpoint
 from reversi.core.plan import compensation_key
 from reversi.errors import BadInput, Conflict, NotFound
 
@@ -49,7 +48,7 @@ def test_a_checkpoint_is_journaled_after_the_last_step(ledger: reversi.Ledger) -
         (None, "bot", {"name": "start", "after_step": -1}),
         (None, "bot", {"name": "before refactor", "after_step": 1}),
     ]
-    assert isinstance(asyncio.run(run.acheckpoint("async")), Checkpoint)
+    assert isinstance(asyncio.run(run.acheckpoint("async")), reversi.Checkpoint)
 
 
 def test_a_second_checkpoint_of_the_same_name_is_a_conflict_naming_it(ledger: reversi.Ledger) -> None:
