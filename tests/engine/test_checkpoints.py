@@ -8,9 +8,14 @@ import threading
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.engine.test_planner_properties import MANIFESTS, model, runs, snapshot
 
 import reversi
+from reversi.core.checkpoints import RollbackScope
 from reversi.core.plan import compensation_key
+from reversi.core.planner import plan_rollback
 from reversi.errors import BadInput, Conflict, NotFound
 
 
@@ -183,3 +188,18 @@ def test_racing_writers_of_one_name_leave_one_checkpoint(db_url: str, manifest: 
     assert sorted(outcomes) == ["conflict"] * 7 + ["made"]
     with reversi.open(db_url) as ledger:
         assert [c.name for c in ledger.get_run(run_id).checkpoints()] == ["the one"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_plan_after_step_n_is_the_whole_plan_cut_at_n(data: st.DataObject) -> None:
+    """A step's dependents are later steps, so cutting the run after N changes no later step's action."""
+    steps = data.draw(runs())
+    after = data.draw(st.integers(-1, max(len(steps) - 1, -1)))
+    snap = snapshot(steps)
+    whole = plan_rollback(snap, MANIFESTS)
+    cut = plan_rollback(snap, MANIFESTS, RollbackScope(after))
+    assert cut.actions == tuple(a for a in whole.actions if a.step > after)
+    expected = model(steps)
+    assert all((a.kind, a.blocked_by) == expected[a.step] for a in cut.actions)
+    assert cut.to_dict()["scope"] == {"after_step": after, "checkpoint": None}
