@@ -20,6 +20,7 @@ from reversi import errors
 
 if TYPE_CHECKING:
     from reversi.core.backoff import Retry
+    from reversi.core.checkpoints import Checkpoint
     from reversi.core.plan import Action, ActionKind, Plan
     from reversi.core.report import RollbackReport
     from reversi.engine.ledger import Ledger, RunFilter, open
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "Action": "reversi.core.plan",
     "ActionKind": "reversi.core.plan",
+    "Checkpoint": "reversi.core.checkpoints",
     "CompensationWork": "reversi.engine.remote",
     "Ledger": "reversi.engine.ledger",
     "Outcome": "reversi.engine.run",
@@ -45,6 +47,7 @@ _HOMES = {
 __all__ = [
     "Action",
     "ActionKind",
+    "Checkpoint",
     "CompensationWork",
     "Ledger",
     "Outcome",

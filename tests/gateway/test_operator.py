@@ -72,8 +72,8 @@ async def test_an_operator_plans_rolls_back_resolves_and_halts(tmp_path: Path, s
             assert missing.is_error and missing.content[0].text == "no run run_nope"  # type: ignore[union-attr]
             misspelt = await operator.call_tool("reversi.execute_rollback", {"run_id": "run_ops", "confrim": True})
             assert misspelt.is_error and misspelt.content[0].text == (  # type: ignore[union-attr]
-                "reversi.execute_rollback has no argument 'confrim' (its arguments: approve_compensations, confirm, "
-                "run_id)")
+                "reversi.execute_rollback has no argument 'confrim' (its arguments: after_step, approve_compensations, "
+                "confirm, run_id, to)")
 
             halt = _ok(await operator.call_tool("reversi.halt", {"reason": "incident 7"}))
             assert halt["halt_id"].startswith("halt_")

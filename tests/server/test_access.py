@@ -44,6 +44,7 @@ SAMPLES: dict[str, dict[str, object]] = {
     "add_halt": {"reason": "testing", "scope": {"tool": "nothing.*"}},
     "resume": {"halt_id": "halt_none"},
     "create_key": {"name": "extra", "role": "agent", "tenant": "acme"},
+    "add_checkpoint": {"name": "checked"},
 }
 
 

@@ -23,6 +23,7 @@ COMMANDS = {
     "plan": "reversi.cli.rollback:plan",
     "rollback": "reversi.cli.rollback:rollback",
     "resolve": "reversi.cli.rollback:resolve",
+    "checkpoint": "reversi.cli.rollback:checkpoint",
     "halt": "reversi.cli.stopping:halt",
     "kill-switch": "reversi.cli.stopping:kill_switch",
     "approvals": "reversi.cli.approvals:approvals",

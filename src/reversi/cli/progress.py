@@ -17,7 +17,9 @@ class RollbackProgress:
     """A bar with `done/total` and the step being undone. Use as a context manager; pass it as the
     rollback's `progress` callback."""
 
-    def __init__(self, run_id: str, total: int) -> None:
+    def __init__(self, run_id: str, total: int, after_step: int = -1) -> None:
+        """`total`: the steps the rollback covers, those after `after_step` (its scope's; -1: every one)."""
+        self._after = after_step
         from rich.console import Console
         from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -27,7 +29,7 @@ class RollbackProgress:
             TextColumn("{task.fields[now]}"),
             console=Console(stderr=True), transient=True,
         )
-        self._task = self._bar.add_task("", total=total, now=_now(step_after(0, total)))
+        self._task = self._bar.add_task("", total=total, now=_now(step_after(0, total, after_step)))
 
     def __enter__(self) -> RollbackProgress:
         self._bar.start()
@@ -38,7 +40,7 @@ class RollbackProgress:
 
     def __call__(self, done: int, total: int) -> None:
         """The executor's callback: `done` of `total` steps are through."""
-        self.show(done, total, step_after(done, total))
+        self.show(done, total, step_after(done, total, self._after))
 
     def show(self, done: int, total: int, step: int | None) -> None:
         """`done` of `total` steps are through and `step` is being undone (None: nothing left)."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -13,25 +14,65 @@ from reversi.cli.context import echo, echo_json, json_option, manifest_option, s
 
 if TYPE_CHECKING:
     from reversi.cli.progress import RollbackProgress
+    from reversi.core.checkpoints import RollbackScope
     from reversi.engine.run import Run
     from reversi.errors import Interrupted
 
 NO_MANIFESTS = "no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def scope_options(fn: F) -> F:
+    """`--to NAME` and `--after-step N`: the part of the run to plan or roll back (one of them, or neither)."""
+    fn = click.option("--after-step", type=click.IntRange(min=-1), metavar="N",
+                      help="Only the steps after step N (earlier steps are kept).")(fn)
+    return click.option("--to", "to", metavar="NAME",
+                        help="Only the steps after checkpoint NAME (earlier steps are kept).")(fn)
+
+
+def _scope(to: str | None, after_step: int | None) -> dict[str, Any]:
+    from reversi.errors import BadInput
+
+    if to is not None and after_step is not None:
+        raise BadInput("give --to or --after-step, not both")
+    return {"to": to, "after_step": after_step}
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@click.argument("name")
+@json_option
+@click.pass_context
+def checkpoint(ctx: click.Context, run_id: str, name: str, as_json: bool) -> int:
+    """Mark a checkpoint after the run's last step, to roll back to later (rollback --to NAME)."""
+    from reversi.core.models import check_run_id
+
+    check_run_id(run_id)
+    with state(ctx).ledger() as ledger:
+        made = ledger.get_run(run_id).checkpoint(name)
+    if as_json:
+        echo_json(made.to_dict())
+    else:
+        echo(f"checkpoint {made.name!r} after step {made.after_step} of {run_id}")
+    return 0
 
 
 @click.command()
 @click.argument("run_id", metavar="RUN")
 @manifest_option
+@scope_options
 @json_option
 @click.pass_context
-def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], as_json: bool) -> int:
+def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], to: str | None, after_step: int | None,
+         as_json: bool) -> int:
     """Show what a rollback would do (a dry run). Exit 2 when the run is not fully reversible."""
     import dataclasses
 
     from reversi.core.plan import ActionKind
 
+    scope = _scope(to, after_step)
     with state(ctx).ledger(manifests) as ledger:
-        result = ledger.get_run(run_id).plan()
+        result = ledger.get_run(run_id).plan(**scope)
         if not ledger.settings.manifests and any(a.kind is ActionKind.UNMANIFESTED for a in result.actions):
             result = dataclasses.replace(result, notes=(*result.notes, NO_MANIFESTS))
     if as_json:
@@ -55,11 +96,13 @@ def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], as_json: b
 @click.option("--cmd-timeout", type=float, default=30.0, show_default=True, help="Seconds each command may take.")
 @click.option("--approve-compensations", is_flag=True, help="Grant every pending compensation approval.")
 @click.option("--actor", help="Who is rolling back (default: REVERSI_ACTOR, else the principal).")
+@scope_options
 @json_option
 @click.pass_context
 def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compensator_cmd: str | None,
              verify_cmd: str | None, reader_cmd: str | None, retries: int, retry_base_ms: int, retry_max_ms: int,
-             cmd_timeout: float, approve_compensations: bool, actor: str | None, as_json: bool) -> int:
+             cmd_timeout: float, approve_compensations: bool, actor: str | None, to: str | None,
+             after_step: int | None, as_json: bool) -> int:
     """Undo a run's standing steps, newest first. Exit 2 when the rollback is incomplete."""
     from reversi.core.backoff import Retry
     from reversi.core.models import check_run_id
@@ -67,6 +110,7 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     from reversi.errors import BadInput, ConfigError
 
     check_run_id(run_id)
+    scope = _scope(to, after_step)
     for flag, value in (("--compensator-cmd", compensator_cmd), ("--verify-cmd", verify_cmd),
                         ("--reader-cmd", reader_cmd)):
         if value is not None and not value.strip():
@@ -83,10 +127,12 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     verifier = command_reader(reader_cmd, cmd_timeout, what="--reader-cmd") if reader_cmd else None
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
+        covered = run.scope(**scope)
         try:
-            with _progress(run) as progress:
+            with _progress(run, covered) as progress:
                 report = run.rollback(compensate, retry=retry, verify=verify, verifier=verifier,
-                                      approve_compensations=approve_compensations, actor=actor, progress=progress)
+                                      approve_compensations=approve_compensations, actor=actor, progress=progress,
+                                      **scope)
         except KeyboardInterrupt:
             raise _interrupted(run) from None
         except ConfigError as exc:  # the only one a rollback raises: nothing to run the undo with
@@ -99,13 +145,14 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
     return 0 if report.complete else 2
 
 
-def _progress(run: Run) -> AbstractContextManager[RollbackProgress | None]:
+def _progress(run: Run, scope: RollbackScope | None) -> AbstractContextManager[RollbackProgress | None]:
     """A progress bar when stderr is a terminal, else nothing."""
     if not sys.stderr.isatty():
         return contextlib.nullcontext()
     from reversi.cli.progress import RollbackProgress
 
-    return RollbackProgress(run.id, len(run.steps()))
+    after = scope.after_step if scope is not None else -1
+    return RollbackProgress(run.id, len(run.steps()) - 1 - after, after)
 
 
 def _interrupted(run: Run) -> Interrupted:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from reversi.cli.context import echo, echo_json, echo_json_text, json_option, state
 from reversi.core.json_values import compact
+
+if TYPE_CHECKING:
+    from reversi.core.checkpoints import Checkpoint
 
 
 def _since(value: str | None) -> str | None:
@@ -52,8 +57,9 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
 def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
     """Show one run and its steps."""
     with state(ctx).ledger() as ledger:
-        snap = ledger.get_run(run_id).snapshot()
-    out = snap.to_dict()
+        run = ledger.get_run(run_id)
+        snap, marks = run.snapshot(), run.checkpoints()
+    out = snap.to_dict() | {"checkpoints": [c.to_dict() for c in marks]}
     if as_json:
         echo_json(out)
         return 0
@@ -63,10 +69,19 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
                f"{out['unresolved']} unresolved")
     if out["labels"]:
         echo("labels: " + ", ".join(f"{k}={v}" for k, v in sorted(out["labels"].items())))
+    _checkpoints_after(-1, marks)
     for step in snap.steps:
         detail = compact(step.result) if step.has_result else (step.error or "")
         echo(f"step {step.index}  {step.tool}  {step.status.value}  {compact(step.args)}  {detail}".rstrip())
+        _checkpoints_after(step.index, marks)
     return 0
+
+
+def _checkpoints_after(step: int, marks: list[Checkpoint]) -> None:
+    """The timeline's lines for the checkpoints taken right after `step`."""
+    for mark in marks:
+        if mark.after_step == step:
+            echo(f"-- checkpoint {mark.name!r}  {mark.at}")
 
 
 def _count(n: int, thing: str) -> str:

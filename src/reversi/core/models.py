@@ -80,6 +80,7 @@ class EventType(StrEnum):
     UNVERIFIED = "unverified"
     HALT_ADDED = "halt_added"
     HALT_LIFTED = "halt_lifted"
+    CHECKPOINT = "checkpoint"
 
 
 class StepStatus(StrEnum):

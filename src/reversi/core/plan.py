@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from reversi.core.checkpoints import RollbackScope
 from reversi.core.manifest import CompensationKind, Verification
 
 
@@ -147,6 +148,7 @@ class Plan:
     run_id: str
     actions: tuple[Action, ...]
     notes: tuple[str, ...] = field(default=())
+    scope: RollbackScope | None = None  # the steps after a checkpoint, when not the whole run
 
     @property
     def fully_reversible(self) -> bool:
@@ -156,15 +158,17 @@ class Plan:
         return all(a.kind in (ActionKind.COMPENSATE, ActionKind.SKIP) for a in self.actions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "run_id": self.run_id,
             "actions": [a.to_dict() for a in self.actions],
             "fully_reversible": self.fully_reversible,
             "notes": list(self.notes),
         }
+        return out | ({"scope": self.scope.to_dict()} if self.scope is not None else {})
 
     def to_text(self) -> str:
-        lines = [f"step {a.step}  {a.tool}  {a.describe()}" for a in self.actions]
+        lines = [self.scope.describe()] if self.scope is not None else []
+        lines += [f"step {a.step}  {a.tool}  {a.describe()}" for a in self.actions]
         lines += [f"note: {n}" for n in self.notes]
         lines.append("fully reversible" if self.fully_reversible else "NOT fully reversible: see above")
         return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from reversi.core.checkpoints import RollbackScope
 from reversi.core.gc_pause import gc_paused
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState
@@ -9,18 +10,19 @@ from reversi.core.plan import Plan
 from reversi.core.walk import RollbackWalk
 
 
-def plan_rollback(snapshot: RunSnapshot, manifests: ManifestSet) -> Plan:
-    """The plan for undoing `snapshot`'s run with `manifests`: one action per step, newest first.
+def plan_rollback(snapshot: RunSnapshot, manifests: ManifestSet, scope: RollbackScope | None = None) -> Plan:
+    """The plan for undoing `snapshot`'s run with `manifests`: one action per step, newest first; with
+    `scope`, one per step it covers (the steps after a checkpoint), the earlier ones kept unlisted.
 
     A step to compensate is deferred while a dependent would still stand when the rollback ends;
     deferral is transitive, and a step that needs no undo is never deferred. Every compensation
     is assumed to succeed (the rollback itself walks the same way with what really happened).
     """
     with gc_paused():
-        walk = RollbackWalk(snapshot, manifests)
+        walk = RollbackWalk(snapshot, manifests, scope)
         actions = tuple(walk)
-        notes = [note for step in snapshot.steps if (note := _manifest_note(step, walk.entry(step.index)))]
-        return Plan(snapshot.run.run_id, actions, tuple(notes))
+        notes = [note for step in walk.steps if (note := _manifest_note(step, walk.entry(step.index)))]
+        return Plan(snapshot.run.run_id, actions, tuple(notes), scope)
 
 
 def _manifest_note(step: StepState, entry: ToolEntry | None) -> str | None:

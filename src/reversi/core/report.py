@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from reversi.core.checkpoints import RollbackScope
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -59,6 +61,7 @@ class RollbackReport:
     deferred: list[Deferred] = field(default_factory=list)
     awaiting_approval: list[AwaitingApproval] = field(default_factory=list)
     lines: list[str] = field(default_factory=list, repr=False)
+    scope: RollbackScope | None = None  # the steps after a checkpoint, when not the whole run
 
     @property
     def complete(self) -> bool:
@@ -85,12 +88,12 @@ class RollbackReport:
             "deferred": [d.to_dict() for d in self.deferred],
             "awaiting_approval": [a.to_dict() for a in self.awaiting_approval],
             "complete": self.complete,
-        }
+        } | ({"scope": self.scope.to_dict()} if self.scope is not None else {})
 
     def to_text(self, read_back_hint: str = "") -> str:
         """One line per step, then the verdict. `read_back_hint` says how to run the declared read-backs
         next time, in the caller's terms (the CLI: `pass --reader-cmd`)."""
-        out = list(self.lines)
+        out = ([self.scope.describe()] if self.scope is not None else []) + self.lines
         if self.unverified:
             steps = ", ".join(str(s) for s in self.unverified)
             hint = f"; {read_back_hint}" if read_back_hint else ""

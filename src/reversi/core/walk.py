@@ -11,7 +11,8 @@ An action that leaves its step standing (unresolved, unmanifested, unrecoverable
 compensation whose approval was denied) holds back what the step depends on by itself. A
 `compensate` action is assumed to succeed, which is what the planner wants; the executor says
 otherwise with `still_stands` when an undo fails or waits, before it asks for the next action, and
-remote claims say so for every newer step that nobody is undoing now.
+remote claims say so for every newer step that nobody is undoing now. A walk given a scope (the
+steps after a checkpoint) covers only those steps: the planner and the executor take it the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from reversi.core.checkpoints import RollbackScope
 from reversi.core.dependencies import Blockers
 from reversi.core.expect import unmet_condition
 from reversi.core.manifest import Effect, ManifestSet, ToolEntry
@@ -109,8 +111,12 @@ class RollbackWalk:
     before taking the next action.
     """
 
-    def __init__(self, snapshot: RunSnapshot, manifests: ManifestSet) -> None:
+    def __init__(self, snapshot: RunSnapshot, manifests: ManifestSet, scope: RollbackScope | None = None) -> None:
+        """`scope`: walk only the steps it covers (those after a checkpoint); the earlier ones are kept
+        as they are, and no action is made for them."""
         self.snapshot = snapshot
+        self.scope = scope
+        self._first = scope.after_step + 1 if scope is not None else 0
         self._entries = [manifests.lookup(step.tool) for step in snapshot.steps]
         self._blockers = Blockers(
             [step.record.depends_on for step in snapshot.steps],
@@ -125,11 +131,16 @@ class RollbackWalk:
         """Whether some step has an undo to run (now, or once what holds it back is gone)."""
         return any(
             classify(self.snapshot, step, self._entries[step.index]).kind is ActionKind.COMPENSATE
-            for step in self.snapshot.steps
+            for step in self.steps
         )
 
+    @property
+    def steps(self) -> tuple[StepState, ...]:
+        """The steps the walk covers, oldest first."""
+        return self.snapshot.steps[self._first:]
+
     def __iter__(self) -> Iterator[Action]:
-        for step in reversed(self.snapshot.steps):
+        for step in reversed(self.steps):
             action = self._decide(step)
             if action.leaves_standing:
                 self._blockers.stands(step.index)

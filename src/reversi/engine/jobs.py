@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from reversi.core.backoff import Retry
+from reversi.core.checkpoints import RollbackScope
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
 from reversi.core.report import RollbackReport
@@ -67,13 +68,14 @@ class Job:
             "created_at": r.created_at,
             "started_at": r.started_at,
             "finished_at": r.finished_at,
-        }
+        } | ({"scope": r.scope} if r.scope is not None else {})
 
 
 def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensations: bool, attempts: int,
-                    principal: str | None = None) -> Job:
+                    principal: str | None = None, scope: RollbackScope | None = None) -> Job:
     """Queue a rollback of `run_id` (the caller has checked that the run exists and may be rolled back),
-    done as `actor` (who the operator says acts) by `principal` (who they are authenticated as).
+    done as `actor` (who the operator says acts) by `principal` (who they are authenticated as); of the
+    steps `scope` covers only, when given (it is kept with the job, so a job run again covers the same).
 
     Raises:
         RollbackInProgress: a job of this run is not done yet, or another process is rolling it back.
@@ -83,7 +85,7 @@ def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensati
     if store.rollback_held(run_id):
         raise RollbackInProgress(run_id)
     row = JobRow(f"job_{uuid.uuid4().hex}", run_id, JobState.QUEUED.value, actor, approve_compensations, attempts,
-                 utc_now(), principal=principal)
+                 utc_now(), principal=principal, scope=scope.to_dict() if scope is not None else None)
     with store.write() as q:
         q.lock_run(run_id)
         latest = q.latest_job(run_id)
@@ -180,7 +182,7 @@ class JobRunner:
         report: RollbackReport | None = None
         error: dict[str, str] | None = None
         try:
-            report = await executor.execute(row.run_id)
+            report = await executor.execute(row.run_id, RollbackScope.from_dict(row.scope))
         except (StoreUnavailable, Fenced):
             raise
         except ReversiError as exc:
@@ -195,9 +197,10 @@ class JobRunner:
     def _start(self, row: JobRow, lease: Lease) -> None:
         with self.store.read() as q:
             snapshot = q.snapshot(row.run_id)
-        total = len(snapshot.steps) if snapshot is not None else 0
+        after = _after_step(row)
+        total = max(len(snapshot.steps) - 1 - after, 0) if snapshot is not None else 0
         with self._fenced(row.run_id, lease) as q:
-            q.start_job(row.job_id, utc_now(), step_after(0, total))
+            q.start_job(row.job_id, utc_now(), step_after(0, total, after))
 
     def _finish(self, row: JobRow, lease: Lease, report: RollbackReport | None, error: dict[str, str] | None) -> Job:
         with self._fenced(row.run_id, lease) as q:
@@ -208,7 +211,7 @@ class JobRunner:
         return Job(done)
 
     def _progress(self, row: JobRow, lease: Lease, executor: RollbackExecutor, done: int, total: int) -> None:
-        current = step_after(done, total)
+        current = step_after(done, total, _after_step(row))
         report = executor.report.to_dict() if executor.report is not None else None
         if report is not None:
             report["complete"] = False  # so far: a client polling the job must not read it as done
@@ -222,3 +225,9 @@ class JobRunner:
             q.lock_run(run_id)
             lease.check(q)
             yield q
+
+
+def _after_step(row: JobRow) -> int:
+    """The last step the job keeps: it rolls back the steps after it (-1: the whole run)."""
+    scope = RollbackScope.from_dict(row.scope)
+    return scope.after_step if scope is not None else -1

@@ -12,6 +12,7 @@ import anyio
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
 from reversi.core.bounded_cache import BoundedCache
+from reversi.core.checkpoints import Checkpoint
 from reversi.core.drill import Drill
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
@@ -329,6 +330,10 @@ class Ledger:
         """`Recorder.abegin`: journal `intended` without blocking the loop. Raises as `Recorder.begin`."""
         return await self.recorder.abegin(run, tool, args, depends_on, only_request=only_request, via=via,
                                           before=before)
+
+    async def acheckpoint(self, run: RunRecord, name: object) -> Checkpoint:
+        """`Recorder.checkpoint` without blocking the loop (the gateway's `reversi.checkpoint` tool)."""
+        return await self.store.arun_write(self.recorder.checkpoint_write(run, name), order=run.run_id)
 
     async def astopped(self, run: RunRecord, tool: str) -> bool:
         """`Recorder.stopped` off the loop: would a halt or the kill switch refuse this call now?"""

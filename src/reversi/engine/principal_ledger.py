@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from reversi.core.checkpoints import Checkpoint
 from reversi.core.halts import can_stop_tenant
 from reversi.core.models import Approval, Event, Halt, HaltScope, RunRecord, StepState, StepStatus, check_run_id
 from reversi.core.plan import Plan
@@ -199,9 +200,23 @@ class PrincipalLedger:
         with self._base.store.read() as q:
             return q.run_events(run_id, after=after, limit=limit)
 
-    def plan(self, run_id: str) -> Plan:
-        """The run's rollback plan; raises as `run_record`."""
-        return self.get_run(run_id, Access.READ).plan()
+    def plan(self, run_id: str, *, to: str | None = None, after_step: int | None = None) -> Plan:
+        """The run's rollback plan, of the steps after checkpoint `to` or step `after_step` when given;
+        raises as `run_record`, and as `Run.scope`."""
+        return self.get_run(run_id, Access.READ).plan(to=to, after_step=after_step)
+
+    def checkpoint(self, run_id: str, name: str) -> Checkpoint:
+        """Journal a checkpoint in the principal's own run (see `Run.checkpoint`).
+
+        Raises:
+            Forbidden: another principal's run.
+            BadInput, Conflict: as `Run.checkpoint`.
+        """
+        return self.get_run(run_id, Access.RECORD).checkpoint(name)
+
+    def checkpoints(self, run_id: str) -> list[Checkpoint]:
+        """The run's checkpoints, oldest first; raises as `run_record`."""
+        return self.get_run(run_id, Access.READ).checkpoints()
 
     def resolve(self, run_id: str, step: int, status: str, *, note: str | None, actor: str | None = None,
                 **result: Any) -> StepState:
@@ -251,17 +266,19 @@ class PrincipalLedger:
     # -- rollback jobs -----------------------------------------------------------------------------
 
     def submit_rollback(self, run_id: str, *, actor: str | None = None, approve_compensations: bool = False,
-                        attempts: int = 3) -> jobs.Job:
-        """Queue a rollback job of the run (see `jobs.submit_rollback`).
+                        attempts: int = 3, to: str | None = None, after_step: int | None = None) -> jobs.Job:
+        """Queue a rollback job of the run (see `jobs.submit_rollback`): of the steps after checkpoint
+        `to` or step `after_step` when given.
 
         Raises:
             Forbidden: not an operator of the run's tenant.
+            BadInput, NotFound: as `Run.scope`.
             RollbackInProgress, BadInput: as `jobs.submit_rollback`.
         """
-        self.run_record(run_id, Access.OPERATE)
+        scope = self.get_run(run_id, Access.OPERATE).scope(to=to, after_step=after_step)
         return jobs.submit_rollback(self._base.store, run_id, actor=actor or self.principal.name,
                                     approve_compensations=approve_compensations, attempts=attempts,
-                                    principal=self.principal.name)
+                                    principal=self.principal.name, scope=scope)
 
     def latest_job(self, run_id: str) -> jobs.Job:
         """The run's newest rollback job.

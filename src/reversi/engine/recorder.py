@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from reversi.core.checkpoints import Checkpoint, check_name, checkpoints_of, new_checkpoint_data
 from reversi.core.halts import halt_message, matching_halt
 from reversi.core.json_values import checked_arguments, digest, to_json, valid_text
 from reversi.core.manifest import ManifestSet, ToolEntry
@@ -260,6 +261,32 @@ class Recorder:
     ) -> WriteFn[list[Event]]:
         event = _outcome_event(run, step, status, result, error)
         return lambda q: _journal_outcome(q, run.run_id, step, event)
+
+    def checkpoint(self, run: RunRecord, name: object) -> Checkpoint:
+        """Journal a checkpoint named `name` after the run's last step (see `reversi.core.checkpoints`).
+
+        Raises:
+            BadInput: the name is not 1-200 printable characters.
+            Conflict: the run has a checkpoint of that name already.
+        """
+        return self.store.run_write(self.checkpoint_write(run, name), run.run_id)
+
+    def checkpoint_write(self, run: RunRecord, name: object) -> WriteFn[Checkpoint]:
+        """`checkpoint` as a write function, for a caller that runs it in its own transaction.
+
+        Raises:
+            BadInput: as `checkpoint` (before any write).
+        """
+        check_name(name)
+
+        def write(q: Queries) -> Checkpoint:
+            q.lock_run(run.run_id)
+            existing = checkpoints_of(q.checkpoint_events(run.run_id))
+            data = new_checkpoint_data(name, existing, q.step_count(run.run_id) - 1, run.run_id)
+            (event,) = q.append(run.run_id, [NewEvent(EventType.CHECKPOINT, None, _who(run), data)])
+            return checkpoints_of([event])[0]
+
+        return write
 
     def stopped(self, run: RunRecord, tool: str) -> bool:
         """Whether a new call of `tool` in `run` would be refused now by the kill file or a halt: a read,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from reversi.core.backoff import Retry
+from reversi.core.checkpoints import RollbackScope
 from reversi.core.expect import first_mismatch
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet
@@ -48,15 +49,16 @@ from reversi.store.queries import Queries
 Compensate = Callable[[dict[str, Any]], Any]
 UndoCheck = Callable[[dict[str, Any]], Any]
 ReadBack = Callable[[str, Any], Any]
-# Told (done, total) after each step (`step_after` says which step comes next). It may be async.
+# Told (done, total) after each step of the rollback's scope (`step_after` says which step comes next). It
+# may be async.
 Progress = Callable[[int, int], Any]
 T = TypeVar("T")
 
 
-def step_after(done: int, total: int) -> int | None:
+def step_after(done: int, total: int, after_step: int = -1) -> int | None:
     """The step a rollback of `total` steps works on once `done` are through (None: none is left). It
-    goes newest first, one step at a time."""
-    return total - 1 - done if done < total else None
+    goes newest first, one step at a time, down to the first step after `after_step` (its scope's)."""
+    return after_step + total - done if done < total else None
 
 NOT_VERIFIED = "no verifier is available to run the declared read-back"
 CANNOT_VERIFY = "cannot verify: arguments unavailable"
@@ -102,8 +104,9 @@ class RollbackExecutor:
     # The report as it grows while `execute` runs, for progress displays (`progress` is told when it grows).
     report: RollbackReport | None = field(default=None, init=False, repr=False)
 
-    async def execute(self, run_id: str) -> RollbackReport:
-        """Undo every standing step of `run_id` that can be undone; report everything else.
+    async def execute(self, run_id: str, scope: RollbackScope | None = None) -> RollbackReport:
+        """Undo every standing step of `run_id` that can be undone (of those `scope` covers, when given:
+        the steps after a checkpoint); report everything else.
 
         Raises:
             NotFound: no such run.
@@ -112,19 +115,19 @@ class RollbackExecutor:
             Fenced: the lease was taken over by another process; nothing more was journaled.
         """
         with tracing.rollback_span(run_id) as span:
-            report = await self._execute(run_id)
+            report = await self._execute(run_id, scope)
             tracing.rolled_back(span, report.complete)
             return report
 
-    async def _execute(self, run_id: str) -> RollbackReport:
+    async def _execute(self, run_id: str, scope: RollbackScope | None) -> RollbackReport:
         snapshot = await asyncio.to_thread(self._snapshot, run_id)
         if snapshot is None:
             raise NotFound(f"no run {run_id}")
-        walk = RollbackWalk(snapshot, self.manifests)
+        walk = RollbackWalk(snapshot, self.manifests, scope)
         if self.options.compensate is None and walk.needs_compensator():
             raise ConfigError(NO_COMPENSATOR)
-        report = self.report = RollbackReport(run_id)
-        total = len(snapshot.steps)
+        report = self.report = RollbackReport(run_id, scope=scope)
+        total = len(walk.steps)
         for done, action in enumerate(walk, start=1):
             step = snapshot.step(action.step)
             if action.kind is ActionKind.COMPENSATE:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from reversi.core.backoff import Retry
 from reversi.core.calls import making
+from reversi.core.checkpoints import Checkpoint, RollbackScope, checkpoints_of, rollback_scope
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import (
     Event,
@@ -55,6 +56,8 @@ class RollbackArguments(TypedDict, total=False):
     actor: str | None
     progress: Progress | None
     manifests: ManifestSet | None
+    to: str | None
+    after_step: int | None
 
 _NO_RESULT: Any = object()
 
@@ -244,7 +247,41 @@ class Run:
             await asyncio.to_thread(handle.succeeded, result)
         return result
 
+    def checkpoint(self, name: str) -> Checkpoint:
+        """Journal a checkpoint after the run's last step, to roll back to later (`plan(to=name)`,
+        `rollback(to=name)`: only the steps recorded after it are undone).
+
+        Raises:
+            BadInput: the name is not 1-200 printable characters.
+            Conflict: the run has a checkpoint of that name already.
+        """
+        return self._ledger.recorder.checkpoint(self.record, name)
+
+    async def acheckpoint(self, name: str) -> Checkpoint:
+        """`checkpoint` for async code: the journal write runs off the loop."""
+        return await asyncio.to_thread(self.checkpoint, name)
+
     # -- reading ---------------------------------------------------------------------------------
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """The run's checkpoints, oldest first."""
+        with self._ledger.store.read() as q:
+            return checkpoints_of(q.checkpoint_events(self.id))
+
+    def scope(self, *, to: object = None, after_step: object = None) -> RollbackScope | None:
+        """The part of the run after checkpoint `to`, or after step `after_step`; None for neither
+        (the whole run). See `reversi.core.checkpoints.rollback_scope`.
+
+        Raises:
+            BadInput: both are given, or one is malformed.
+            NotFound: no checkpoint of that name, or no such step.
+        """
+        if to is None and after_step is None:
+            return None
+        with self._ledger.store.read() as q:
+            found = checkpoints_of(q.checkpoint_events(self.id)) if to is not None else []
+            steps = q.step_count(self.id)
+        return rollback_scope(found, steps, self.id, to=to, after_step=after_step)
 
     def snapshot(self) -> RunSnapshot:
         with self._ledger.store.read() as q:
@@ -275,15 +312,19 @@ class Run:
 
     # -- operating -------------------------------------------------------------------------------
 
-    def plan(self, manifests: ManifestSet | None = None) -> Plan:
-        """The rollback plan with the manifests in force (those the ledger was opened with)."""
-        return plan_rollback(self.snapshot(), manifests or self._ledger.manifests)
+    def plan(self, manifests: ManifestSet | None = None, *, to: str | None = None,
+             after_step: int | None = None) -> Plan:
+        """The rollback plan with the manifests in force (those the ledger was opened with); with `to`
+        (a checkpoint's name) or `after_step`, of the steps after it only. Raises as `scope`."""
+        scope = self.scope(to=to, after_step=after_step)
+        return plan_rollback(self.snapshot(), manifests or self._ledger.manifests, scope)
 
     async def arollback(
         self, compensate: Compensate | None = None, **options: Unpack[RollbackArguments]
     ) -> RollbackReport:
         """Roll the run back without blocking the event loop: every store read and write is awaited
         off it. See `rollback`."""
+        scope = await asyncio.to_thread(self.scope, to=options.get("to"), after_step=options.get("after_step"))
         executor = RollbackExecutor(
             self._ledger.store,
             options.get("manifests") or self._ledger.manifests,
@@ -302,7 +343,7 @@ class Run:
             functools.partial(self._ledger.store.lock_run, self.id, self._ledger.settings.rollback_lease_s))
         executor.lease = lock
         try:
-            return await executor.execute(self.id)
+            return await executor.execute(self.id, scope)
         finally:
             await asyncio.shield(asyncio.to_thread(lock.release))
 
@@ -314,9 +355,11 @@ class Run:
         `verify(call)`, truthy when the undo is visible; `verifier(tool, arguments)`, which runs a
         declared read-back; `approve_compensations`, to grant pending compensation approvals as one
         decision of `actor`; `progress(done, total)`, told after each step; `manifests`, instead of
-        the ledger's. Each callable may be async.
+        the ledger's; `to` (a checkpoint's name) or `after_step` (a step number), to undo only the steps
+        after it and keep the earlier ones. Each callable may be async.
 
         Raises:
+            BadInput, NotFound: as `scope`.
             RollbackInProgress: another rollback of this run is running.
             ConfigError: a step needs compensating and `compensate` is None.
             Fenced: this process was stopped past its lease and another took the rollback over.

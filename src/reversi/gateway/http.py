@@ -203,7 +203,7 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool, port
     host = options.http[0]
     metrics = GatewayMetrics(pool)
     runs = RunBinder(ledger, options.mode)
-    proxy = Proxy(pool, ledger, runs.run_for, options.call_timeout, metrics)
+    proxy = Proxy(pool, ledger, runs.run_for, options.call_timeout, metrics, checkpoint_tool=options.checkpoint_tool)
     operator = Operator(ledger, pool, _principal_for, options.call_timeout)
     idle, security = options.session_idle_timeout, _security(host, port)
     managers = [

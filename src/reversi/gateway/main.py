@@ -72,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--session-idle-timeout", type=float, default=DEFAULT_SESSION_IDLE_TIMEOUT_S, metavar="S",
                         help="--http: seconds an MCP session may go unused before it ends "
                         f"(default {DEFAULT_SESSION_IDLE_TIMEOUT_S:g}).")
+    parser.add_argument("--checkpoint-tool", action="store_true",
+                        help="Offer the agent a reversi.checkpoint tool {name}, journaled in its run.")
     parser.add_argument("--actor", default="", help="stdio: the run's actor (its scope, what halts match).")
     parser.add_argument("--tenant", default="", help="stdio: the run's tenant.")
     parser.add_argument("--environment", default="", help="stdio: the run's environment.")
@@ -109,6 +111,7 @@ def parse_options(argv: Sequence[str]) -> GatewayOptions:
         call_timeout=args.call_timeout,
         session_idle_timeout=args.session_idle_timeout,
         config=args.config,
+        checkpoint_tool=args.checkpoint_tool,
     )
 
 
@@ -157,7 +160,8 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
             async def run_for(ctx: ServerRequestContext[Any, Any]) -> RunRecord:
                 return record
 
-            server = Proxy(pool, ledger, run_for, options.call_timeout).server()
+            server = Proxy(pool, ledger, run_for, options.call_timeout,
+                           checkpoint_tool=options.checkpoint_tool).server()
         async with agent_stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()

@@ -34,11 +34,16 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 _RUN_ID = {"type": "string", "description": "The run, e.g. run_abc"}
+_SCOPE = {
+    "to": {"type": ["string", "null"], "description": "Only the steps after this checkpoint; earlier ones are kept"},
+    "after_step": {"type": ["integer", "null"], "minimum": -1,
+                   "description": "Only the steps after this step number (not with `to`)"},
+}
 TOOLS = [
     types.Tool(
         name="reversi.plan_rollback",
         description="The rollback plan of a run: what undoing it would do, step by step, newest first.",
-        input_schema=_schema({"run_id": _RUN_ID}, ["run_id"]),
+        input_schema=_schema({"run_id": _RUN_ID, **_SCOPE}, ["run_id"]),
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
     types.Tool(
@@ -49,6 +54,7 @@ TOOLS = [
                 "run_id": _RUN_ID,
                 "confirm": {"type": "boolean", "default": False},
                 "approve_compensations": {"type": "boolean", "default": False},
+                **_SCOPE,
             },
             ["run_id"],
         ),
@@ -116,6 +122,11 @@ def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...], default
     return value
 
 
+def _scope(args: dict[str, Any]) -> dict[str, Any]:
+    """The `to` and `after_step` arguments, of their types (the engine checks the rest)."""
+    return {"to": _arg(args, "to", str, None), "after_step": _arg(args, "after_step", int, None)}
+
+
 class Operator:
     """The operator tools, acting as the principal `principal_for` names."""
 
@@ -153,7 +164,7 @@ class Operator:
 
     async def _plan(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         run = await anyio.to_thread.run_sync(self._run, principal, args)
-        plan = await anyio.to_thread.run_sync(run.plan)
+        plan = await anyio.to_thread.run_sync(lambda: run.plan(**_scope(args)))
         return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
 
     async def _warned(self, run: Run, answer: types.CallToolResult) -> types.CallToolResult:
@@ -169,8 +180,9 @@ class Operator:
 
     async def _execute(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         run = await anyio.to_thread.run_sync(self._run, principal, args)
+        scope = _scope(args)
         if not _arg(args, "confirm", bool, False):
-            plan = await anyio.to_thread.run_sync(run.plan)
+            plan = await anyio.to_thread.run_sync(lambda: run.plan(**scope))
             return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
         report = await run.arollback(
             compensate=self.undo_calls.compensate,
@@ -178,6 +190,7 @@ class Operator:
             verifier=self.undo_calls.read_back,
             approve_compensations=_arg(args, "approve_compensations", bool, False),
             actor=principal.name,
+            **scope,
         )
         return await self._warned(run, structured(report.to_dict(), report.to_text()))
 

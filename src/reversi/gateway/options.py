@@ -62,6 +62,7 @@ class GatewayOptions:
     call_timeout: float = DEFAULT_CALL_TIMEOUT_S
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT_S
     config: str | None = None
+    checkpoint_tool: bool = False  # offer the agent `reversi.checkpoint`
 
 
 def _checked_name(name: str, where: str) -> str:

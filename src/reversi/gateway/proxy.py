@@ -24,9 +24,9 @@ from reversi.core.models import RunRecord, StepStatus
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, take_capture
 from reversi.engine.ledger import Ledger
-from reversi.errors import CaptureFailed, Refused, ReversiError
+from reversi.errors import BadInput, CaptureFailed, Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
-from reversi.gateway.results import error_text, from_error, is_error, result_value, tool_error
+from reversi.gateway.results import error_text, from_error, is_error, result_value, structured, tool_error
 from reversi.gateway.revisions import (
     ENVELOPE,
     AsSent,
@@ -72,6 +72,15 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any]
     return relay
 
 
+CHECKPOINT_TOOL = "reversi.checkpoint"
+_CHECKPOINT_LISTING = {
+    "name": CHECKPOINT_TOOL,
+    "description": "Mark a checkpoint in this session's run: an operator can later undo only what was done "
+                   "after it, and keep what came before.",
+    "inputSchema": {"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 200}},
+                    "required": ["name"], "additionalProperties": False},
+}
+
 _LISTINGS: dict[str, Callable[..., Any]] = {
     "resources/list": types.ListResourcesRequest,
     "resources/templates/list": types.ListResourceTemplatesRequest,
@@ -89,7 +98,10 @@ class Proxy:
         run_for: RunFor,
         call_timeout: float,
         metrics: GatewayMetrics | None = None,
+        *,
+        checkpoint_tool: bool = False,
     ) -> None:
+        """`checkpoint_tool`: offer the agent `reversi.checkpoint`, journaled in its run, never forwarded."""
         self.pool = pool
         self.ledger = ledger
         self.run_for = run_for
@@ -97,6 +109,7 @@ class Proxy:
         self.metrics = metrics or GatewayMetrics(pool)
         self._owners: dict[tuple[str, str], Upstream] = {}
         self._calls = 0  # tools/call being answered
+        self.checkpoint_tool = checkpoint_tool
 
     def _only_request(self) -> bool:
         """Whether one tool call is being answered: its journal writes then need no group commit."""
@@ -106,9 +119,12 @@ class Proxy:
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> Any:
         await self.pool.refresh_tools(self.call_timeout)  # upstreams may add or drop tools while they run
-        return passed_through("tools/list", {"tools": self.pool.listed_tools()})
+        ours = [_CHECKPOINT_LISTING] if self.checkpoint_tool else []
+        return passed_through("tools/list", {"tools": self.pool.listed_tools() + ours})
 
     async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        if self.checkpoint_tool and params.name == CHECKPOINT_TOOL:  # ours, before any upstream's of that name
+            return await self._checkpoint(ctx, params.arguments or {})
         route = self.pool.route(params.name)
         if route is None:  # no upstream to ask: answered as the servers answer a tool they do not have
             return tool_error(f"Unknown tool: {params.name}")
@@ -161,6 +177,20 @@ class Proxy:
         else:
             await self._journal(run, step, StepStatus.SUCCEEDED, result=result_value(raw))
         return passed_through("tools/call", raw)
+
+    async def _checkpoint(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any]) -> Any:
+        """Journal a checkpoint in the agent's run; the agent's arguments are untrusted like any call's."""
+        try:
+            unknown = sorted(set(arguments) - {"name"})
+            if unknown:
+                raise BadInput(f"{CHECKPOINT_TOOL} has no argument {unknown[0][:40]!r} (its one argument: name)")
+            if "name" not in arguments:
+                raise BadInput(f"{CHECKPOINT_TOOL} needs a name")
+            run = await self.run_for(ctx)
+            made = await self.ledger.acheckpoint(run, arguments["name"])
+        except ReversiError as exc:
+            return from_error(exc)
+        return structured(made.to_dict(), f"checkpoint {made.name!r} after step {made.after_step} of {run.run_id}")
 
     async def _capture(self, run: RunRecord, tool: str, arguments: dict[str, Any]) -> Captured | None:
         """The manifest entry's capture of this call, read on the upstreams before it is forwarded; a

@@ -17,7 +17,7 @@ from reversi.engine.capture import Captured
 from reversi.engine.keys import Role
 from reversi.errors import BadInput, NoCompensator
 from reversi.server import bodies
-from reversi.server.endpoint import Call, Endpoint, Param, offset_page, page, reply
+from reversi.server.endpoint import Call, Endpoint, Param, is_whole_number, offset_page, page, reply
 
 NDJSON = "application/x-ndjson"
 
@@ -82,21 +82,41 @@ def get_events(call: Call) -> Response:
 # -- operating on runs ----------------------------------------------------------------------------
 
 
+def _after_step(call: Call) -> int | None:
+    text = call.query.get("after_step")
+    if text is None:
+        return None
+    if text != "-1" and (not is_whole_number(text) or len(text) > 9):
+        raise BadInput(f"after_step {text[:40]!r}: expected a step number (a whole number from -1)")
+    return int(text)
+
+
 def get_plan(call: Call) -> Response:
-    return reply(call.ledger.plan(call.run_id).to_dict())
+    return reply(call.ledger.plan(call.run_id, to=call.query.get("to"), after_step=_after_step(call)).to_dict())
 
 
 def start_rollback(call: Call) -> Response:
     run = call.ledger.get_run(call.run_id, Access.OPERATE)
     body = call.body(bodies.Rollback)
     if not body.confirm:
-        return reply(run.plan().to_dict())
+        return reply(run.plan(to=body.to, after_step=body.after_step).to_dict())
+    run.scope(to=body.to, after_step=body.after_step)  # a bad scope says so, whatever else is missing
     if not call.server.compensator_cmd:
         raise NoCompensator()
     job = call.ledger.submit_rollback(run.id, actor=body.actor, approve_compensations=body.approve_compensations,
-                                      attempts=body.retries)
+                                      attempts=body.retries, to=body.to, after_step=body.after_step)
     call.server.wake_worker()
     return reply(job.to_dict(), 202)
+
+
+def add_checkpoint(call: Call) -> Response:
+    call.ledger.run_record(call.run_id, Access.RECORD)  # before the body: an intruder learns nothing
+    body = call.body(bodies.NewCheckpoint)
+    return reply(call.ledger.checkpoint(call.run_id, body.name).to_dict(), 201)
+
+
+def list_checkpoints(call: Call) -> Response:
+    return offset_page(call, [c.to_dict() for c in call.ledger.checkpoints(call.run_id)])
 
 
 def rollback_progress(call: Call) -> Response:
@@ -175,6 +195,9 @@ def revoke_key(call: Call) -> Response:
 _PAGE = (Param("limit", "At most this many items (1-1000, default 100).", {"type": "integer"}),
          Param("cursor", "The `next` of the previous page."))
 _RUNS = "/v1/runs/{run_id}"
+_SCOPE = (Param("to", "Only the steps after this checkpoint (earlier steps are kept)."),
+          Param("after_step", "Only the steps after this step number (-1: every step); not with `to`.",
+                {"type": "integer"}))
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/runs", open_run, Role.AGENT,
@@ -194,7 +217,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{_RUNS}/steps/{{step}}/outcome", record_outcome, Role.AGENT,
              "Record what the call did: succeeded with its result, failed or uncertain with an error.",
              {200: "Step"}, bodies.ReportOutcome),
-    Endpoint("GET", f"{_RUNS}/plan", get_plan, Role.AGENT, "The rollback plan (a dry run).", {200: "Plan"}),
+    Endpoint("GET", f"{_RUNS}/plan", get_plan, Role.AGENT, "The rollback plan (a dry run).", {200: "Plan"},
+             query=_SCOPE),
+    Endpoint("POST", f"{_RUNS}/checkpoints", add_checkpoint, Role.AGENT,
+             "Mark a checkpoint after the run's last step (the run's owner), to roll back to later.",
+             {201: "Checkpoint"}, bodies.NewCheckpoint),
+    Endpoint("GET", f"{_RUNS}/checkpoints", list_checkpoints, Role.AGENT, "The run's checkpoints, oldest first.",
+             {200: "CheckpointList"}, query=_PAGE),
     Endpoint("POST", f"{_RUNS}/rollback", start_rollback, Role.OPERATOR,
              "With confirm: true, start a rollback job (202); without, the plan (200).",
              {202: "Job", 200: "Plan"}, bodies.Rollback),

@@ -71,6 +71,12 @@ class Rollback(Body):
     approve_compensations: bool = False
     retries: Annotated[int, Field(ge=1, le=10)] = 1
     actor: str | None = None
+    to: str | None = None  # a checkpoint's name: only the steps after it (the engine checks the name)
+    after_step: int | None = None  # or a step number: only the steps after it
+
+
+class NewCheckpoint(Body):
+    name: str  # its form (1-200 printable characters) is checked by the engine, with the CLI's message
 
 
 class Approve(Body):

@@ -66,7 +66,11 @@ SCHEMAS: dict[str, Any] = {
          "needs_approval": _BOOL, "residue": {"type": "array", "items": _STR},
          "compensation_kind": _enum(CompensationKind), "verified": _BOOL, "blocked_by": _STEPS}),
     "Plan": _object({"run_id": _STR, "actions": {"type": "array", "items": _ref("Action")},
-                     "fully_reversible": _BOOL, "notes": {"type": "array", "items": _STR}}),
+                     "fully_reversible": _BOOL, "notes": {"type": "array", "items": _STR}},
+                    {"scope": _ref("Scope")}),
+    "Scope": _object({"after_step": _INT, "checkpoint": _nullable(_STR)}),
+    "Checkpoint": _object({"name": _STR, "after_step": _INT, "at": _STR}),
+    "CheckpointList": _list_of("Checkpoint"),
     "Report": _object({
         "run_id": _STR, "compensated": _STEPS, "skipped": _STEPS, "unresolved": _STEPS, "unmanifested": _STEPS,
         "unverified": _STEPS,
@@ -75,11 +79,12 @@ SCHEMAS: dict[str, Any] = {
         "deferred": {"type": "array", "items": _object({"step": _INT, "blocked_by": _STEPS})},
         "awaiting_approval": {"type": "array",
                               "items": _object({"step": _INT, "approval_id": _STR, "status": _STR})},
-        "complete": _BOOL}),
+        "complete": _BOOL}, {"scope": _ref("Scope")}),
     "Job": _object({"job_id": _STR, "run_id": _STR, "state": _enum(JobState),
                     "current_step": _nullable(_INT), "report": _nullable(_ref("Report")),
                     "error": _nullable(_ERROR_DETAIL), "actor": _STR, "principal": _nullable(_STR),
-                    "created_at": _STR, "started_at": _nullable(_STR), "finished_at": _nullable(_STR)}),
+                    "created_at": _STR, "started_at": _nullable(_STR), "finished_at": _nullable(_STR)},
+                   {"scope": _ref("Scope")}),
     "Event": _object({"run_id": _STR, "seq": _INT, "step": _nullable(_INT), "type": _enum(EventType), "at": _STR,
                       "actor": _STR, "data": {"type": "object"}}),
     "EventList": _list_of("Event"),
@@ -118,7 +123,7 @@ def _run_links(run: str) -> dict[str, Any]:
     """What a client does next with a run it has (its id taken from `run`)."""
     return {"GetRun": _link("get_run", run_id=run), "RecordStep": _link("record_step", run_id=run),
             "GetEvents": _link("get_events", run_id=run), "GetPlan": _link("get_plan", run_id=run),
-            "StartRollback": _link("start_rollback", run_id=run)}
+            "StartRollback": _link("start_rollback", run_id=run), "AddCheckpoint": _link("add_checkpoint", run_id=run)}
 
 
 def _link(operation: str, body: dict[str, str] | None = None, **parameters: str) -> dict[str, Any]:
@@ -129,8 +134,8 @@ def _link(operation: str, body: dict[str, str] | None = None, **parameters: str)
 
 
 # How one answer leads to the next request (OpenAPI links), keyed by the answering operation and
-# status: a run opened, a step recorded, its outcome, the plan, the rollback and its progress; an
-# approval asked for and decided; a key made and revoked; a halt and its lifting.
+# status: a run opened, a step recorded, its outcome, a checkpoint, the plan, the rollback and its
+# progress; an approval asked for and decided; a key made and revoked; a halt and its lifting.
 LINKS: dict[tuple[str, int], dict[str, Any]] = {
     ("open_run", 201): _run_links(_RUN),
     ("open_run", 200): _run_links(_RUN),
@@ -146,6 +151,8 @@ LINKS: dict[tuple[str, int], dict[str, Any]] = {
     ("resolve_step", 200): _run_links(_SAME_RUN),
     ("get_plan", 200): {"StartRollback": _link("start_rollback", run_id=_SAME_RUN)},
     ("start_rollback", 202): {"RollbackProgress": _link("rollback_progress", run_id=_SAME_RUN)},
+    ("add_checkpoint", 201): {"PlanAfterIt": _link("get_plan", run_id=_SAME_RUN, to="$response.body#/name"),
+                              "ListCheckpoints": _link("list_checkpoints", run_id=_SAME_RUN)},
     ("create_key", 201): {"RevokeKey": _link("revoke_key", key_id="$response.body#/id")},
     ("add_halt", 201): {"Resume": _link("resume", {"halt_id": "$response.body#/halt_id"})},
 }

@@ -11,7 +11,7 @@ from reversi.store.statements import Statements
 
 _COLUMNS = (
     "job_id, run_id, state, actor, approve_compensations, attempts, created_at, started_at, finished_at, "
-    "starts, current_step, report, error, principal"
+    "starts, current_step, report, error, principal, scope"
 )
 
 
@@ -31,6 +31,7 @@ class JobRow:
     report: Any = None
     error: Any = None
     principal: str | None = None  # who queued it, as authenticated (None: queued before 0009)
+    scope: Any = None  # the part of the run it rolls back (`RollbackScope.to_dict()`); None: the whole run
 
 
 def _row(r: Any) -> JobRow:
@@ -39,6 +40,7 @@ def _row(r: Any) -> JobRow:
         json.loads(r[11]) if r[11] is not None else None,
         json.loads(r[12]) if r[12] is not None else None,
         r[13],
+        json.loads(r[14]) if r[14] is not None else None,
     )
 
 
@@ -51,10 +53,10 @@ class JobQueries(Statements):
 
     def insert_job(self, row: JobRow) -> None:
         self._exec(
-            f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (row.job_id, row.run_id, row.state, row.actor, int(row.approve_compensations), row.attempts, row.created_at,
              row.started_at, row.finished_at, row.starts, row.current_step, _text(row.report), _text(row.error),
-             row.principal),
+             row.principal, _text(row.scope)),
         )
 
     def get_job(self, job_id: str) -> JobRow | None:

@@ -238,6 +238,18 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
             sql += f" LIMIT {int(limit)}"
         return [_event(r) for r in self._exec(sql, params).fetchall()]
 
+    def checkpoint_events(self, run_id: str) -> list[Event]:
+        """A run's `checkpoint` events in `seq` order."""
+        rows = self._exec(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND step IS NULL AND type = ? ORDER BY seq",
+            (run_id, EventType.CHECKPOINT.value),
+        )
+        return [_event(r) for r in rows.fetchall()]
+
+    def step_count(self, run_id: str) -> int:
+        """How many steps the run has (its last step's number is one less)."""
+        return int(self._exec("SELECT COUNT(*) FROM steps WHERE run_id = ?", (run_id,)).fetchone()[0])
+
     def step_events(self, run_id: str, step: int, *, lock_run: bool = False) -> list[Event]:
         """A step's events in seq order; with `lock_run`, also take the run's write lock (`lock_run()`)."""
         prefix, guard, params = self._run_guard(run_id if lock_run else None)

@@ -199,7 +199,8 @@ class Console:
         ledger = self.ledger_for(principal)
         run_id = request.path_params["run_id"]
         await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
-        view = await run_in_threadpool(run_view.run_page, ledger, run_id, self.manifests)
+        to = request.query_params.get("to") or None  # a rollback after this checkpoint
+        view = await run_in_threadpool(run_view.run_page, ledger, run_id, self.manifests, to)
         return self.render(request, session, "rollback.html", view=view)
 
     async def job(self, request: Request, session: Session, principal: Principal) -> Response:
@@ -217,8 +218,10 @@ class Console:
             await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
             if not self.state.compensator_cmd:
                 raise NoCompensator()
+            to = form.get("to")
             await run_in_threadpool(lambda: ledger.submit_rollback(
-                run_id, approve_compensations=form.get("approve_compensations") == "on", attempts=3))
+                run_id, approve_compensations=form.get("approve_compensations") == "on", attempts=3,
+                to=to if isinstance(to, str) and to else None))
         except ReversiError as exc:
             return self.after(request, f"/runs/{run_id}", "rollback", rollback_error=exc.message)
         self.state.wake_worker()

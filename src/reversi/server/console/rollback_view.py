@@ -75,16 +75,17 @@ class JobView:
 def job_view(job: Job, steps: tuple[StepState, ...], events: list[Event]) -> JobView:
     """The job with the state of the step it is on, from the run's steps and journal."""
     data = job.to_dict()
-    total = len(steps)
+    after = int((data.get("scope") or {}).get("after_step", -1))  # a job after a checkpoint keeps steps 0..after
+    total = max(len(steps) - 1 - after, 0)
     current_step = data["current_step"]
     if job.state is JobState.DONE:
         done = total
     elif job.state is JobState.RUNNING and current_step is not None:
-        done = total - 1 - current_step  # newest first, one by one
+        done = len(steps) - 1 - current_step  # newest first, one by one
     else:
         done = 0
     current = steps[current_step] if job.state is JobState.RUNNING and current_step is not None \
-        and 0 <= current_step < total else None
+        and 0 <= current_step < len(steps) else None
     attempt, last_error = 0, None
     if current is not None:
         since = data["started_at"] or data["created_at"]

@@ -46,6 +46,7 @@ class StepView:
         return self.state.status.unresolved
 
     refused = False
+    checkpoint = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,20 @@ class RefusedView:
     reason: str
     actor: str
     refused = True
+    checkpoint = False
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    """A checkpoint the run marked: the steps up to `after_step` came before it."""
+
+    seq: int
+    at: str
+    name: str
+    after_step: int
+    actor: str
+    refused = False
+    checkpoint = True
 
 
 @dataclass
@@ -71,8 +86,10 @@ class RunView:
     job: JobView | None
     summary: PlanSummary
     residue: dict[int, list[str]] = field(default_factory=dict)
-    timeline: list[StepView | RefusedView] = field(default_factory=list)  # newest first
+    timeline: list[StepView | RefusedView | CheckpointView] = field(default_factory=list)  # newest first
     dependencies: dict[int, list[Dependency]] = field(default_factory=dict)
+    checkpoints: list[CheckpointView] = field(default_factory=list)  # oldest first
+    to: str | None = None  # the checkpoint `summary` is after (the rollback confirmed from it), if any
 
 
 def _timings(events: list[Event]) -> dict[int, dict[str, Any]]:
@@ -99,11 +116,11 @@ def dependencies(steps: tuple[StepState, ...], manifests: ManifestSet) -> dict[i
     return {step: [Dependency(target, why) for target, why in on.items()] for step, on in found.items()}
 
 
-def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet) -> RunView:
-    """Everything the run page shows.
+def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: str | None = None) -> RunView:
+    """Everything the run page shows; with `to`, the summary is of a rollback after that checkpoint.
 
     Raises:
-        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record`.
+        BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record`; NotFound for an unknown `to`.
     """
     run = ledger.get_run(run_id, Access.READ)
     snap = run.snapshot()
@@ -123,15 +140,19 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet) -> Ru
                               t.get("seq", 0), deps.get(state.index, [])))
     refused = [RefusedView(e.seq, clock(e.at), str(e.data.get("tool", "")), pretty(e.data.get("args")),
                            str(e.data.get("reason", "")), e.actor) for e in events if e.type == EventType.REFUSED]
-    timeline: list[StepView | RefusedView] = sorted([*steps, *refused], key=lambda item: -item.seq)
+    marks = [CheckpointView(e.seq, clock(e.at), str(e.data.get("name", "")), int(e.data.get("after_step", -1)),
+                            e.actor) for e in events if e.type == EventType.CHECKPOINT]
+    timeline: list[StepView | RefusedView | CheckpointView] = sorted([*steps, *refused, *marks],
+                                                                     key=lambda item: -item.seq)
     approvals: list[Approval] = []
     job: JobView | None = None
     if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
         approvals = ledger.approvals(run_id=run.id)
         job = _job(ledger, run.id, snap.steps, events)
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
-    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summarize(plan, approvals), residue,
-                   timeline, deps)
+    summary = summarize(run.plan(to=to) if to is not None else plan, approvals)
+    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summary, residue,
+                   timeline, deps, marks, to)
 
 
 def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event]) -> JobView | None:
