@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
 
 from reversi.cli.context import echo, echo_json, json_option, state
+from reversi.core import redaction
 from reversi.core.json_values import compact
 from reversi.core.models import who_acted
 
@@ -35,7 +37,9 @@ def approvals() -> None:
 def approvals_list(ctx: click.Context, status: str | None, run_id: str | None, as_json: bool) -> int:
     """List approvals, pending first."""
     with state(ctx).ledger() as ledger:
-        found = ledger.approvals(status, run_id)
+        masker = ledger.masker()
+        found = [replace(a, args=redaction.approval_args(masker, a.tool, a.args))
+                 for a in ledger.approvals(status, run_id)]
     if as_json:
         echo_json([a.to_dict() for a in found])
     elif not found:

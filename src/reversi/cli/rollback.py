@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from reversi.cli.context import echo, echo_json, json_option, manifest_option, state
+from reversi.core import redaction
 
 if TYPE_CHECKING:
     from reversi.cli.progress import RollbackProgress
@@ -72,7 +73,8 @@ def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], to: str | 
 
     scope = _scope(to, after_step)
     with state(ctx).ledger(manifests) as ledger:
-        result = ledger.get_run(run_id).plan(**scope)
+        run = ledger.get_run(run_id)
+        result = redaction.plan(redaction.learn(ledger.masker(), run.snapshot().steps), run.plan(**scope))
         if not ledger.settings.manifests and any(a.kind is ActionKind.UNMANIFESTED for a in result.actions):
             result = dataclasses.replace(result, notes=(*result.notes, NO_MANIFESTS))
     if as_json:
@@ -138,10 +140,11 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
         except ConfigError as exc:  # the only one a rollback raises: nothing to run the undo with
             raise ConfigError(f"{exc.message}: pass --compensator-cmd, or set compensator_cmd in reversi.yaml") \
                 from None
+        masker = redaction.learn(ledger.masker(), run.snapshot().steps)
     if as_json:
-        echo_json(report.to_dict())
+        echo_json(redaction.report(masker, report.to_dict()))
     else:
-        echo(report.to_text(read_back_hint="pass --reader-cmd"))
+        echo(masker.text(report.to_text(read_back_hint="pass --reader-cmd")))
     return 0 if report.complete else 2
 
 

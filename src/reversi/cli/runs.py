@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reversi.cli.context import echo, echo_json, echo_json_text, json_option, state
+from reversi.core import redaction
 from reversi.core.json_values import compact
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
     """Show one run and its steps."""
     with state(ctx).ledger() as ledger:
         run = ledger.get_run(run_id)
-        snap, marks = run.snapshot(), run.checkpoints()
+        snap, marks = redaction.snapshot(ledger.masker(), run.snapshot()), run.checkpoints()
     out = snap.to_dict() | {"checkpoints": [c.to_dict() for c in marks]}
     if as_json:
         echo_json(out)
@@ -96,6 +97,11 @@ def _count(n: int, thing: str) -> str:
 def export(ctx: click.Context, run_id: str | None, since: str | None, as_json: bool) -> int:
     """Print the journal as JSON lines, in seq order (`--json` changes nothing: it is JSON already)."""
     with state(ctx).ledger() as ledger:
+        masker, current = ledger.masker(), None
+        tools: redaction.Tools = {}
         for event in ledger.export(run_id, _since(since)):
-            echo_json_text(compact(event.to_dict()))
+            if event.run_id != current:  # what one run holds masks the text of that run only
+                masker, tools, current = ledger.masker(), {}, event.run_id
+            for shown in redaction.events(masker, [event], tools):
+                echo_json_text(compact(shown.to_dict()))
     return 0

@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from reversi.core.json_values import quoted
+from reversi.core.sensitive import SensitivePath
 
 __all__ = [
     "Capture",
@@ -94,6 +95,7 @@ class ToolEntry:
         capture: The read made before each call (`$before`), if any.
         read_when: Conditions (a reference → the value it must match) under which a call of this write
             tool changed nothing, e.g. `{"$args.dryRun": True}`; such a step plans `skip` (`read`).
+        sensitive: Paths of its arguments and result that hold secrets: masked wherever shown.
         digest: Lowercase hex SHA-256 of the entry's canonical JSON as written; any edit changes it.
     """
 
@@ -111,6 +113,7 @@ class ToolEntry:
     irreversible_reason: str = ""
     capture: Capture | None = None
     read_when: Mapping[str, Any] | None = None
+    sensitive: tuple[SensitivePath, ...] = ()
     digest: str = ""
 
     @property

@@ -26,7 +26,9 @@ from reversi.core.manifest import (
     Verification,
 )
 from reversi.core.manifest_templates import AFTER_CALL, BEFORE_CALL, Templates
+from reversi.core.sensitive import KEPT, SensitivePath, parse_path, sensitive_references
 from reversi.core.yaml_nodes import INT, STR, describe, is_bool, is_null, plain, scalar
+from reversi.errors import BadInput
 
 __all__ = ["parse_manifest"]
 
@@ -121,7 +123,7 @@ def _survey(root: Node | None) -> tuple[int, list[Node]]:
 
 _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
-    | {"compensation", "verification", "capture", "read_when"}
+    | {"compensation", "verification", "capture", "read_when", "sensitive"}
 )
 _COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue", "when"})
 _CAPTURE_KEYS = frozenset({"tool", "args", "absent_on_error"})
@@ -191,10 +193,16 @@ class _Reader:
             irreversible_reason=irreversible if isinstance(irreversible, str) else "",
             capture=self.get(found, "capture", self.capture),
             read_when=self.get(found, "read_when", self.conditions),
+            sensitive=self.get(found, "sensitive", self.sensitive) or (),
             digest=_digest(plain(node) if not is_null(node) else {}),
         )
         if len(self.problems) > before:
             return None
+        undo = (("compensation", entry.compensation), ("read-back", entry.verification))
+        needed = [(what, ref) for what, call in undo if call is not None
+                  for ref in sensitive_references(call.args, entry.sensitive)]
+        for what, ref in needed:
+            self.problem(key, f"{pattern}: its {what} needs {ref}, a sensitive value: {KEPT}", warning=True)
         if entry.needs_undo and entry.compensation is None and not entry.irreversible:
             message = (
                 f"{pattern} has no compensation and is not marked irreversible: "
@@ -349,6 +357,18 @@ class _Reader:
             return None
 
         return read
+
+    def sensitive(self, key: Node, node: Node, label: str) -> tuple[SensitivePath, ...] | None:
+        found = self.strings(key, node, label)
+        if found is None:
+            return None
+        paths = []
+        for item, text in zip(node.value, found, strict=True):
+            try:
+                paths.append(parse_path(text))
+            except BadInput as exc:
+                self.problem(item, f"{label}: {exc.message}")
+        return tuple(paths) if len(paths) == len(found) else None
 
     def strings(self, key: Node, node: Node, label: str) -> tuple[str, ...] | None:
         if not isinstance(node, SequenceNode):

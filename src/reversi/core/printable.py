@@ -10,6 +10,9 @@ stay, as the layout needs them. JSON stays exact: it escapes them the JSON way (
 from __future__ import annotations
 
 import logging
+import secrets
+
+from reversi.core.sensitive import Masker
 
 __all__ = ["ESCAPED", "TerminalFormatter", "for_terminal", "json_for_terminal"]
 
@@ -40,7 +43,13 @@ def json_for_terminal(text: str) -> str:
 
 
 class TerminalFormatter(logging.Formatter):
-    """A log formatter whose lines are `for_terminal`: a log line quotes what agents and upstreams sent."""
+    """A log formatter whose lines are `for_terminal`, with the secrets text can hold masked (URL
+    passwords and keys, credentials, card numbers: `Masker.text`): a log line quotes what agents and
+    upstreams sent. Its masks are this process's own."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__(fmt)
+        self._masker = Masker(secrets.token_bytes(32))
 
     def format(self, record: logging.LogRecord) -> str:
-        return for_terminal(super().format(record))
+        return for_terminal(self._masker.text(super().format(record)))

@@ -23,7 +23,7 @@ from reversi.store.base import DEFAULT_URL, STORE_URL_FORMS, is_store_url
 from reversi.store.leases import DEFAULT_LEASE_S
 
 CONFIG_KEYS = frozenset({"db", "manifests", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd", "upstreams",
-                         "retention"})
+                         "retention", "sensitive_keys"})
 RETENTION_INTERVAL_S = 3600.0  # how often a server applies `retention:` (REVERSI_RETENTION_INTERVAL_S)
 
 
@@ -39,6 +39,7 @@ class Settings:
     rollback_lease_s: float = DEFAULT_LEASE_S
     retention: timedelta | None = None  # prune settled runs older than this (`reversi prune`, the server)
     retention_interval_s: float = RETENTION_INTERVAL_S
+    sensitive_keys: tuple[str, ...] = ()  # key names masked wherever values are shown, beside the default ones
 
 
 _MODES = tuple(m.value for m in Mode)
@@ -113,6 +114,12 @@ def _upstreams(value: Any) -> str | None:
     return None  # the gateway checks each entry's keys when it starts them
 
 
+def _names(value: Any) -> str | None:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() and len(v) <= 200 for v in value):
+        return f"must be a list of key names such as [ssn, customer_email], not {value!r}"
+    return None
+
+
 def _duration(value: Any) -> str | None:
     if not isinstance(value, str):
         return f"must be a duration like 90d or 12h, not {value!r}"
@@ -124,7 +131,8 @@ def _duration(value: Any) -> str | None:
 
 
 _CHECKS = {"db": _store_url, "manifests": _paths, "kill_switch_file": _text, "mode": _mode,
-           "compensator_cmd": _command, "reader_cmd": _command, "upstreams": _upstreams, "retention": _duration}
+           "compensator_cmd": _command, "reader_cmd": _command, "upstreams": _upstreams, "retention": _duration,
+           "sensitive_keys": _names}
 
 
 def _mode_from_env() -> str | None:
@@ -225,6 +233,7 @@ def load_settings(
         rollback_lease_s=_seconds_from_env("REVERSI_ROLLBACK_LEASE_S", DEFAULT_LEASE_S, 86_400),
         retention=_retention(data),
         retention_interval_s=_seconds_from_env("REVERSI_RETENTION_INTERVAL_S", RETENTION_INTERVAL_S, 604_800),
+        sensitive_keys=tuple(data.get("sensitive_keys") or ()),
     )
 
 

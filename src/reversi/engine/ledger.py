@@ -31,6 +31,7 @@ from reversi.core.models import (
     new_run_id,
     utc_now,
 )
+from reversi.core.sensitive import Masker, SensitivePath
 from reversi.engine import access, approvals, drills, halts, jobs, keys, retention
 from reversi.engine.capture import Captured
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
@@ -86,6 +87,17 @@ class Ledger:
     def for_principal(self, principal: Principal) -> PrincipalLedger:
         """The ledger as `principal` may use it: its role and tenant applied to every call (the surfaces' door)."""
         return PrincipalLedger(self, principal)
+
+    def masker(self) -> Masker:
+        """A new masker for one view: the store's masking key, the configured names, the manifests' paths
+        (see `reversi.core.redaction` for what it masks)."""
+        manifests = self.manifests
+
+        def paths(tool: str) -> tuple[SensitivePath, ...]:
+            entry = manifests.lookup(tool)
+            return entry.sensitive if entry is not None else ()
+
+        return Masker(self.store.secret("masking"), frozenset(self.settings.sensitive_keys), paths)
 
     def close(self) -> None:
         if self._owns_store:

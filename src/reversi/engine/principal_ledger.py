@@ -8,16 +8,29 @@ console, the gateway) acts only through it, so none can forget a filter.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from reversi.core import redaction
 from reversi.core.checkpoints import Checkpoint
 from reversi.core.halts import can_stop_tenant
-from reversi.core.models import Approval, Event, Halt, HaltScope, RunRecord, StepState, StepStatus, check_run_id
+from reversi.core.models import (
+    Approval,
+    Event,
+    Halt,
+    HaltScope,
+    RunRecord,
+    RunSnapshot,
+    StepState,
+    StepStatus,
+    check_run_id,
+)
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.retention import cutoff
+from reversi.core.sensitive import Masker
 from reversi.engine import approvals, halts, jobs, keys
 from reversi.engine.access import (
     Access,
@@ -192,18 +205,36 @@ class PrincipalLedger:
             check_run(self.principal, record, Access.READ)
         with self._base.store.read() as q:
             snapshots = q.snapshots(runs)
-        return [plan_rollback(snap, self._base.manifests) for snap in snapshots]
+        return [redaction.plan(redaction.learn(self._base.masker(), snap.steps),
+                               plan_rollback(snap, self._base.manifests)) for snap in snapshots]
+
+    # What a person is shown of a run: sensitive values masked (`reversi.core.redaction`).
+
+    def snapshot(self, run_id: str) -> RunSnapshot:
+        """The run and its steps as they may be shown; raises as `run_record`."""
+        return redaction.snapshot(self._base.masker(), self.get_run(run_id, Access.READ).snapshot())
 
     def events(self, run_id: str, *, after: int | None = None, limit: int | None = None) -> list[Event]:
-        """The run's journal in `seq` order: the events after `after`, at most `limit`; raises as `run_record`."""
+        """The run's journal in `seq` order as it may be shown: the events after `after`, at most
+        `limit`; raises as `run_record`."""
         self.run_record(run_id, Access.READ)
         with self._base.store.read() as q:
-            return q.run_events(run_id, after=after, limit=limit)
+            found = q.run_events(run_id, after=after, limit=limit)
+            snap = q.snapshot(run_id)
+        masker = redaction.learn(self._base.masker(), snap.steps if snap is not None else ())
+        tools: redaction.Tools = {(run_id, s.index): s.tool for s in (snap.steps if snap is not None else ())}
+        return list(redaction.events(masker, found, tools))
 
     def plan(self, run_id: str, *, to: str | None = None, after_step: int | None = None) -> Plan:
-        """The run's rollback plan, of the steps after checkpoint `to` or step `after_step` when given;
-        raises as `run_record`, and as `Run.scope`."""
-        return self.get_run(run_id, Access.READ).plan(to=to, after_step=after_step)
+        """The run's rollback plan as it may be shown, of the steps after checkpoint `to` or step
+        `after_step` when given; raises as `run_record`, and as `Run.scope`."""
+        run = self.get_run(run_id, Access.READ)
+        masker = redaction.learn(self._base.masker(), run.snapshot().steps)
+        return redaction.plan(masker, run.plan(to=to, after_step=after_step))
+
+    def masker(self) -> Masker:
+        """A masker for one view of what this principal reads (see `Ledger.masker`)."""
+        return self._base.masker()
 
     def checkpoint(self, run_id: str, name: str) -> Checkpoint:
         """Journal a checkpoint in the principal's own run (see `Run.checkpoint`).
@@ -302,8 +333,10 @@ class PrincipalLedger:
             BadInput: a bad status or run id.
         """
         require_role(self.principal, Role.OPERATOR)
-        return approvals.list_approvals(self._base.store, status, run_id, tenant=self.principal.tenant,
-                                        after=after, limit=limit)
+        found = approvals.list_approvals(self._base.store, status, run_id, tenant=self.principal.tenant,
+                                         after=after, limit=limit)
+        masker = self._base.masker()
+        return [replace(a, args=redaction.approval_args(masker, a.tool, a.args)) for a in found]
 
     def approve(self, approval_id: str, *, note: str | None = None, by: str | None = None) -> Approval:
         """Approve; see `Ledger.approve`. Raises as `deny`."""

@@ -14,6 +14,7 @@ import anyio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 
+from reversi.core import redaction
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger
@@ -164,7 +165,8 @@ class Operator:
 
     async def _plan(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         run = await anyio.to_thread.run_sync(self._run, principal, args)
-        plan = await anyio.to_thread.run_sync(lambda: run.plan(**_scope(args)))
+        door = self.ledger.for_principal(principal)
+        plan = await anyio.to_thread.run_sync(lambda: door.plan(run.id, **_scope(args)))
         return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
 
     async def _warned(self, run: Run, answer: types.CallToolResult) -> types.CallToolResult:
@@ -182,7 +184,8 @@ class Operator:
         run = await anyio.to_thread.run_sync(self._run, principal, args)
         scope = _scope(args)
         if not _arg(args, "confirm", bool, False):
-            plan = await anyio.to_thread.run_sync(lambda: run.plan(**scope))
+            door = self.ledger.for_principal(principal)
+            plan = await anyio.to_thread.run_sync(lambda: door.plan(run.id, **scope))
             return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
         report = await run.arollback(
             compensate=self.undo_calls.compensate,
@@ -192,7 +195,9 @@ class Operator:
             actor=principal.name,
             **scope,
         )
-        return await self._warned(run, structured(report.to_dict(), report.to_text()))
+        masker = await anyio.to_thread.run_sync(lambda: redaction.learn(self.ledger.masker(), run.snapshot().steps))
+        shown = structured(redaction.report(masker, report.to_dict()), masker.text(report.to_text()))
+        return await self._warned(run, shown)
 
     async def _resolve(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from reversi.core import redaction
 from reversi.core.json_values import compact
 from reversi.core.models import StepStatus
 from reversi.core.times import parse_since
@@ -30,7 +31,7 @@ def open_run(call: Call) -> Response:
     run, existed = call.ledger.open_run(call.headers.get("reversi-run-id"), actor=body.scope.actor,
                                         tenant=body.scope.tenant, environment=body.scope.environment,
                                         mode=body.mode, labels=body.labels)
-    return reply(run.snapshot().to_dict(), 200 if existed else 201)
+    return reply(call.ledger.snapshot(run.id).to_dict(), 200 if existed else 201)
 
 
 def list_runs(call: Call) -> Response:
@@ -43,7 +44,7 @@ def list_runs(call: Call) -> Response:
 
 
 def get_run(call: Call) -> Response:
-    return reply(call.ledger.get_run(call.run_id, Access.READ).snapshot().to_dict())
+    return reply(call.ledger.snapshot(call.run_id).to_dict())
 
 
 async def record_step(call: Call) -> Response:
@@ -99,7 +100,7 @@ def start_rollback(call: Call) -> Response:
     run = call.ledger.get_run(call.run_id, Access.OPERATE)
     body = call.body(bodies.Rollback)
     if not body.confirm:
-        return reply(run.plan(to=body.to, after_step=body.after_step).to_dict())
+        return reply(call.ledger.plan(run.id, to=body.to, after_step=body.after_step).to_dict())
     run.scope(to=body.to, after_step=body.after_step)  # a bad scope says so, whatever else is missing
     if not call.server.compensator_cmd:
         raise NoCompensator()
@@ -120,7 +121,7 @@ def list_checkpoints(call: Call) -> Response:
 
 
 def rollback_progress(call: Call) -> Response:
-    return reply(call.ledger.latest_job(call.run_id).to_dict())
+    return reply(redaction.report(call.ledger.masker(), call.ledger.latest_job(call.run_id).to_dict()))
 
 
 def resolve_step(call: Call) -> Response:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import abc
 import re
+import secrets
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from importlib import resources
 from typing import TypeVar
 
+from reversi.core.models import utc_now
 from reversi.errors import BadInput, RollbackInProgress, WriteConflict
 from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import DEFAULT_LEASE_S, Lease, ProcessLock, claim, held
@@ -125,6 +127,19 @@ class Store(abc.ABC):
         if lock is None:
             raise RollbackInProgress(run_id)
         return lock
+
+    def secret(self, name: str) -> bytes:
+        """The store's own secret called `name` (32 random bytes, made on first use, the same for every
+        process on this store), kept for the life of this object.
+
+        Raises:
+            StoreUnavailable: as `run_write`.
+        """
+        kept: dict[str, bytes] = self.__dict__.setdefault("_secrets", {})
+        if name not in kept:
+            made, now = secrets.token_hex(32), utc_now()
+            kept[name] = bytes.fromhex(self.run_write(lambda q: q.store_secret(name, made, now)))
+        return kept[name]
 
     def rollback_held(self, run_id: str) -> bool:
         """Whether a live holder has the run's rollback lease (a claim now would be refused)."""

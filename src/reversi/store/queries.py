@@ -3,7 +3,7 @@
 The SQL is portable; each back end supplies a cursor whose placeholders are `?` and the few
 statements that differ (row locks, advisory locks), through `Dialect` (`statements.py`). Every
 table's SQL is a method of a query class (`ApprovalQueries`, `DrillQueries`, `HaltQueries`, `JobQueries`,
-`KeyQueries`, `LeaseQueries`, `RetentionQueries`, `SessionQueries`, and the runs, steps and events
+`KeyQueries`, `LeaseQueries`, `RetentionQueries`, `SecretQueries`, `SessionQueries`, and the runs, steps and events
 here); `Queries` is all of them.
 """
 
@@ -38,6 +38,7 @@ from reversi.store.jobs import JobQueries
 from reversi.store.keys import KeyQueries
 from reversi.store.leases import LeaseQueries
 from reversi.store.retention import RetentionQueries
+from reversi.store.secrets import SecretQueries
 from reversi.store.sessions import SessionQueries
 from reversi.store.statements import CHUNK
 
@@ -65,7 +66,7 @@ def _event(row: Any) -> Event:
 
 
 class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, LeaseQueries, RetentionQueries,
-              SessionQueries):
+              SecretQueries, SessionQueries):
     """Every read and write of the ledger, inside one transaction of the back end's choosing: runs,
     steps and events here, the rest from the query class of each table."""
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from reversi.core import redaction
 from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, Event, EventType, StepState
 from reversi.core.plan import Action, ActionKind, Plan
+from reversi.core.sensitive import Masker
 from reversi.engine.jobs import Job, JobState
 
 
@@ -72,9 +74,10 @@ class JobView:
         return self.state == JobState.DONE
 
 
-def job_view(job: Job, steps: tuple[StepState, ...], events: list[Event]) -> JobView:
-    """The job with the state of the step it is on, from the run's steps and journal."""
-    data = job.to_dict()
+def job_view(job: Job, steps: tuple[StepState, ...], events: list[Event], masker: Masker) -> JobView:
+    """The job with the state of the step it is on, from the run's steps and journal (both shown
+    masked already), its report masked by `masker`."""
+    data = redaction.report(masker, job.to_dict())
     after = int((data.get("scope") or {}).get("after_step", -1))  # a job after a checkpoint keeps steps 0..after
     total = max(len(steps) - 1 - after, 0)
     current_step = data["current_step"]

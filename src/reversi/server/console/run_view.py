@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from reversi.core import redaction
 from reversi.core.dependencies import dependencies_of
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState, who_acted
 from reversi.core.plan import Plan
+from reversi.core.sensitive import Masker
 from reversi.engine.access import Access
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import Forbidden, NotFound
@@ -123,8 +125,9 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
         BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record`; NotFound for an unknown `to`.
     """
     run = ledger.get_run(run_id, Access.READ)
-    snap = run.snapshot()
-    plan = run.plan()
+    masker = ledger.masker()
+    snap = redaction.snapshot(masker, run.snapshot())
+    plan = redaction.plan(masker, run.plan())
     events = ledger.events(run.id)
     by_step = {a.step: a for a in plan.actions}
     timings = _timings(events)
@@ -148,16 +151,17 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
     job: JobView | None = None
     if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
         approvals = ledger.approvals(run_id=run.id)
-        job = _job(ledger, run.id, snap.steps, events)
+        job = _job(ledger, run.id, snap.steps, events, masker)
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
-    summary = summarize(run.plan(to=to) if to is not None else plan, approvals)
+    summary = summarize(redaction.plan(masker, run.plan(to=to)) if to is not None else plan, approvals)
     return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summary, residue,
                    timeline, deps, marks, to)
 
 
-def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event]) -> JobView | None:
+def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event],
+         masker: Masker) -> JobView | None:
     try:
-        return job_view(ledger.latest_job(run_id), steps, events)
+        return job_view(ledger.latest_job(run_id), steps, events, masker)
     except (NotFound, Forbidden):
         return None
 
@@ -169,7 +173,8 @@ def job_page(ledger: PrincipalLedger, run_id: str) -> JobView | None:
         BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record` (operating the run).
     """
     run = ledger.get_run(run_id, Access.OPERATE)
-    return _job(ledger, run.id, run.snapshot().steps, ledger.events(run.id))
+    masker = ledger.masker()
+    return _job(ledger, run.id, redaction.snapshot(masker, run.snapshot()).steps, ledger.events(run.id), masker)
 
 
 def missing_for_resolve(ledger: PrincipalLedger, manifests: ManifestSet, run_id: str, step: int,
