@@ -66,3 +66,22 @@ def revoke(ctx: click.Context, key_id: str, force: bool, as_json: bool) -> int:
             raise Conflict(f"{exc.message}, or pass --force") from None
     echo_json(row.to_dict()) if as_json else echo(f"revoked {row.key_id} ({row.name})")
     return 0
+
+
+@keys.command("rotate-data")
+@click.option("--batch-size", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Data keys moved per transaction.")
+@json_option
+@click.pass_context
+def rotate_data(ctx: click.Context, batch_size: int, as_json: bool) -> int:
+    """Re-wrap every data key with the first key of REVERSI_ENCRYPTION_KEYS; safe to stop and run again."""
+    with state(ctx).ledger() as ledger:
+        done = ledger.rotate_data(batch=batch_size)
+    if as_json:
+        echo_json(done.to_dict())
+        return 0 if not done.stuck else 2
+    echo(f"moved {done.moved} data keys onto key {done.current}")
+    for kek, count in sorted(done.stuck.items()):
+        echo(f"{count} data keys are under key {kek}, which REVERSI_ENCRYPTION_KEYS does not hold: list it "
+             "(after the current key) and run this again")
+    return 0 if not done.stuck else 2

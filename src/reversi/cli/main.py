@@ -20,6 +20,7 @@ COMMANDS = {
     "show": "reversi.cli.runs:show",
     "export": "reversi.cli.runs:export",
     "prune": "reversi.cli.prune:prune",
+    "erase": "reversi.cli.erase:erase",
     "plan": "reversi.cli.rollback:plan",
     "rollback": "reversi.cli.rollback:rollback",
     "resolve": "reversi.cli.rollback:resolve",

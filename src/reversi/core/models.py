@@ -81,6 +81,7 @@ class EventType(StrEnum):
     HALT_ADDED = "halt_added"
     HALT_LIFTED = "halt_lifted"
     CHECKPOINT = "checkpoint"
+    VALUES_ERASED = "values_erased"
 
 
 class StepStatus(StrEnum):

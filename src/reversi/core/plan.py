@@ -38,6 +38,10 @@ class Reason:
         return f"compensation arguments unavailable: {ref}" + (f" ({why})" if why else "")
 
     @staticmethod
+    def values_unreadable(why: str) -> str:
+        return f"its values cannot be read: {why}"
+
+    @staticmethod
     def cannot_be_undone(what_stays: str) -> str:
         return f"{Reason.CANNOT_BE_UNDONE}: {what_stays}" if what_stays else Reason.CANNOT_BE_UNDONE
 

@@ -201,6 +201,7 @@ class Masker:
     def text(self, text: str) -> str:
         """`text` with the secrets it holds masked: known sensitive values, URL passwords, secret-named
         query parameters, credentials after `Bearer`/`Basic`, card numbers."""
+        text = str(text)  # a str subclass (an unreadable value) is shown as its text
         for secret, shown in self.known.items():
             if secret in text:
                 text = text.replace(secret, shown)

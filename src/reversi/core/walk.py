@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.dependencies import Blockers
+from reversi.core.envelope import Unreadable
 from reversi.core.expect import unmet_condition
 from reversi.core.manifest import Effect, ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState, StepStatus
@@ -62,6 +63,9 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
     comp = entry.compensation
     if comp is None:
         return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.NO_COMPENSATION)
+    unreadable = next((v for v in (step.args, step.result, step.before) if isinstance(v, Unreadable)), None)
+    if unreadable is not None:  # encrypted under a key this process lacks, or erased: nothing to undo with
+        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.values_unreadable(unreadable.reason))
     try:  # before `when`: that the arguments cannot be built says more than a condition they would fail
         args = resolve(dict(comp.args), ctx)
     except MissingReference as missing:

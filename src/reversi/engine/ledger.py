@@ -32,9 +32,11 @@ from reversi.core.models import (
     utc_now,
 )
 from reversi.core.sensitive import Masker, SensitivePath
-from reversi.engine import access, approvals, drills, halts, jobs, keys, retention
+from reversi.engine import access, approvals, drills, encryption, erasure, halts, jobs, keys, retention
 from reversi.engine.capture import Captured
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
+from reversi.engine.encryption import Rotation, keyring_from_env
+from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, store_has_keys
 from reversi.engine.manifest_files import load_manifest_files
 from reversi.engine.principal_ledger import PrincipalLedger
@@ -87,6 +89,15 @@ class Ledger:
     def for_principal(self, principal: Principal) -> PrincipalLedger:
         """The ledger as `principal` may use it: its role and tenant applied to every call (the surfaces' door)."""
         return PrincipalLedger(self, principal)
+
+    def rotate_data(self, *, batch: int = 200, on_batch: Callable[[int], None] | None = None) -> Rotation:
+        """Move every data key onto the current key-encryption key; see `encryption.rotate_data`."""
+        return encryption.rotate_data(self.store, batch=batch, on_batch=on_batch)
+
+    def erase_values(self, *, tenant: str | None = None, actor: str | None = None, run_id: str | None = None,
+                     by: str | None = None) -> Erasure:
+        """Erase the values of a tenant's, an actor's or one run's runs; see `erasure.erase_values`."""
+        return erasure.erase_values(self.store, tenant=tenant, actor=actor, run_id=run_id, by=self.actor(by))
 
     def masker(self) -> Masker:
         """A new masker for one view: the store's masking key, the configured names, the manifests' paths
@@ -432,9 +443,12 @@ def open(
 
     Raises:
         ManifestError: a manifest is invalid.
+        ConfigError: REVERSI_ENCRYPTION_KEYS cannot be read as keys (see `reversi.engine.encryption`).
         StoreUnavailable: the store cannot be reached.
     """
     settings = load_settings(config=config, db=db, manifests=tuple(manifests))
     manifest_set = load_manifest_files(settings.manifests) if settings.manifests else ManifestSet.empty()
+    keyring = keyring_from_env()
     store = open_store(settings.db)
+    store.use_keyring(keyring)
     return Ledger(store, manifest_set, principal=principal_from_env(principal), settings=settings)

@@ -7,10 +7,10 @@ import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from reversi.core.json_values import compact as dumps
 from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, EventType
+from reversi.store.data_keys import DataKeyQueries
 from reversi.store.statements import CHUNK, Statements
 
 
@@ -35,12 +35,14 @@ def _where(conditions: Sequence[str]) -> str:
     return " WHERE " + " AND ".join(conditions) if conditions else ""
 
 
-def _approval_row(r: Any) -> ApprovalRow:
-    return ApprovalRow(r[0], r[1], r[2], ApprovalKind(r[3]), r[4], json.loads(r[5]), r[6], r[7], r[8])
 
 
 class ApprovalQueries(Statements):
     """The SQL of approvals: asked for, listed, and their status derived from the deciding events."""
+
+    def _approval_row(self, r: Any) -> ApprovalRow:
+        args = self.vault.load(cast(DataKeyQueries, self), r[1], "approval", r[5])
+        return ApprovalRow(r[0], r[1], r[2], ApprovalKind(r[3]), r[4], args, r[6], r[7], r[8])
 
     def insert_approval(self, row: ApprovalRow) -> None:
         self._exec(
@@ -51,7 +53,7 @@ class ApprovalQueries(Statements):
                 row.step,
                 row.kind.value,
                 row.tool,
-                dumps(row.args),
+                self.vault.dump(cast(DataKeyQueries, self), row.run_id, "approval", row.args),
                 row.call_key,
                 row.requested_by,
                 row.requested_at,
@@ -62,7 +64,7 @@ class ApprovalQueries(Statements):
         rows = self._exec(
             f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {where} ORDER BY requested_at, approval_id", params
         ).fetchall()
-        return [_approval_row(r) for r in rows]
+        return [self._approval_row(r) for r in rows]
 
     def _with_status(self, rows: list[ApprovalRow]) -> list[Approval]:
         if not rows:
@@ -126,7 +128,7 @@ class ApprovalQueries(Statements):
                + _where(outer) + " ORDER BY y.decided, y.requested_at, y.approval_id")
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return self._with_status([_approval_row(r) for r in self._exec(sql, [*params, *outer_params]).fetchall()])
+        return self._with_status([self._approval_row(r) for r in self._exec(sql, [*params, *outer_params]).fetchall()])
 
 
 def _derive_approval(row: ApprovalRow, events: list[tuple[str, str, str, Mapping[str, Any]]]) -> Approval:

@@ -10,11 +10,14 @@ from contextlib import AbstractContextManager
 from importlib import resources
 from typing import TypeVar
 
+from reversi.core.envelope import Keyring
 from reversi.core.models import utc_now
 from reversi.errors import BadInput, RollbackInProgress, WriteConflict
+from reversi.store.data_keys import CLEAR, Vault
 from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import DEFAULT_LEASE_S, Lease, ProcessLock, claim, held
 from reversi.store.queries import Queries
+from reversi.store.statements import Dialect
 
 T = TypeVar("T")
 _RETRIES = 3
@@ -127,6 +130,20 @@ class Store(abc.ABC):
         if lock is None:
             raise RollbackInProgress(run_id)
         return lock
+
+    def use_keyring(self, keyring: Keyring | None) -> None:
+        """Seal the values this process writes under `keyring`'s current KEK, and open those sealed under
+        any of its KEKs (None: write in clear; sealed values read as unreadable)."""
+        self._dialect_of().vault = Vault(keyring) if keyring is not None else CLEAR
+
+    @property
+    def vault(self) -> Vault:
+        """How this store keeps values (see `use_keyring`)."""
+        return self._dialect_of().vault
+
+    @abc.abstractmethod
+    def _dialect_of(self) -> Dialect:
+        """The dialect every transaction's `Queries` is made with."""
 
     def secret(self, name: str) -> bytes:
         """The store's own secret called `name` (32 random bytes, made on first use, the same for every

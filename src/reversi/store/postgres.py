@@ -16,10 +16,11 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from reversi.errors import StoreUnavailable, WriteConflict
 from reversi.store.base import Store, migrations, statements
+from reversi.store.data_keys import CLEAR
 from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
-from reversi.store.statements import Cursor
+from reversi.store.statements import Cursor, Dialect
 
 _DEAD_HOLDER_GRACE_S = (0.02, 0.05, 0.1, 0)
 IDLE_IN_TRANSACTION_MS = 15_000
@@ -38,6 +39,7 @@ class _PostgresDialect:
 
     def __init__(self, schema: str) -> None:
         self.schema = schema
+        self.vault = CLEAR
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
@@ -323,6 +325,9 @@ class PostgresStore(Store):
                 return _AdvisoryLock(self._locks, key)
             time.sleep(delay)
         return None
+
+    def _dialect_of(self) -> Dialect:
+        return self._dialect
 
     def close(self) -> None:
         self._writer.close()

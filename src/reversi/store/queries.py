@@ -32,6 +32,7 @@ from reversi.core.models import (
     utc_now,
 )
 from reversi.store.approvals import ApprovalQueries
+from reversi.store.data_keys import DataKeyQueries
 from reversi.store.drills import DrillQueries
 from reversi.store.halts import HaltQueries
 from reversi.store.jobs import JobQueries
@@ -55,20 +56,19 @@ def _run(row: Any) -> RunRecord:
     return RunRecord(row[0], row[1], Mode(row[2]), Scope(row[3], row[4], row[5]), json.loads(row[6]), row[7])
 
 
-def _step(row: Any) -> StepRecord:
-    return StepRecord(
-        row[0], row[1], row[2], json.loads(row[3]), tuple(json.loads(row[4])), bool(row[5]), row[6], row[7]
-    )
 
 
-def _event(row: Any) -> Event:
-    return Event(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
-
-
-class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, LeaseQueries, RetentionQueries,
-              SecretQueries, SessionQueries):
+class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, LeaseQueries,
+              RetentionQueries, SecretQueries, SessionQueries):
     """Every read and write of the ledger, inside one transaction of the back end's choosing: runs,
     steps and events here, the rest from the query class of each table."""
+
+    def _step(self, row: Any) -> StepRecord:
+        args = self.vault.load(self, row[0], "args", row[3])
+        return StepRecord(row[0], row[1], row[2], args, tuple(json.loads(row[4])), bool(row[5]), row[6], row[7])
+
+    def _event(self, row: Any) -> Event:
+        return Event(row[0], row[1], row[2], row[3], row[4], row[5], self.vault.load_event(self, row[0], row[6]))
 
     # -- runs ----------------------------------------------------------------------------------
 
@@ -161,7 +161,7 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
                 rec.run_id,
                 rec.step,
                 rec.tool,
-                dumps(rec.args),
+                self.vault.dump(self, rec.run_id, "args", rec.args),
                 dumps(list(rec.depends_on)),
                 int(rec.compensation_needs_approval),
                 rec.manifest_digest,
@@ -177,7 +177,7 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
             (
                 rec.run_id,
                 rec.tool,
-                dumps(rec.args),
+                self.vault.dump(self, rec.run_id, "args", rec.args),
                 dumps(list(rec.depends_on)),
                 int(rec.compensation_needs_approval),
                 rec.manifest_digest,
@@ -189,15 +189,15 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
 
     def step_record(self, run_id: str, step: int) -> StepRecord | None:
         row = self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? AND step = ?", (run_id, step)).fetchone()
-        return _step(row) if row else None
+        return self._step(row) if row else None
 
     def step_records(self, run_id: str) -> list[StepRecord]:
         rows = self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY step", (run_id,))
-        return [_step(r) for r in rows.fetchall()]
+        return [self._step(r) for r in rows.fetchall()]
 
     def steps_with_dup_key(self, dup_key: str) -> list[StepRecord]:
         rows = self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE dup_key = ?", (dup_key,)).fetchall()
-        return [_step(r) for r in rows]
+        return [self._step(r) for r in rows]
 
     # -- events --------------------------------------------------------------------------------
 
@@ -210,7 +210,8 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
         at = utc_now()
         written: list[Event] = []
         for ev in events:
-            values = (ev.step, ev.type.value, at, ev.actor, dumps(dict(ev.data)), ev.data.get("approval_id"))
+            stored = self.vault.dump_event(self, run_id, dict(ev.data))
+            values = (ev.step, ev.type.value, at, ev.actor, stored, ev.data.get("approval_id"))
             if written:
                 seq = written[-1].seq + 1
                 self._exec(
@@ -237,7 +238,7 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
         sql += " ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_event(r) for r in self._exec(sql, params).fetchall()]
+        return [self._event(r) for r in self._exec(sql, params).fetchall()]
 
     def checkpoint_events(self, run_id: str) -> list[Event]:
         """A run's `checkpoint` events in `seq` order."""
@@ -245,7 +246,7 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND step IS NULL AND type = ? ORDER BY seq",
             (run_id, EventType.CHECKPOINT.value),
         )
-        return [_event(r) for r in rows.fetchall()]
+        return [self._event(r) for r in rows.fetchall()]
 
     def step_count(self, run_id: str) -> int:
         """How many steps the run has (its last step's number is one less)."""
@@ -258,7 +259,7 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
             f"{prefix}SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND step = ?{guard} ORDER BY seq",
             (*params, run_id, step),
         )
-        return [_event(r) for r in rows.fetchall()]
+        return [self._event(r) for r in rows.fetchall()]
 
     def export(self, since: str | None = None) -> Iterator[Event]:
         """Every run's events, run by run (oldest run first), each run in `seq` order."""
@@ -272,7 +273,7 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
             params.append(since)
         sql += " ORDER BY r.created_at, e.run_id, e.seq"
         for row in self._exec(sql, params).fetchall():
-            yield _event(row)
+            yield self._event(row)
 
     def run_summary(self, run: RunRecord) -> RunSummary:
         """The run with the count of its steps in each status, read from each step's last status event.
@@ -319,11 +320,11 @@ class Queries(ApprovalQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries
                 records: dict[str, list[StepRecord]] = defaultdict(list)
                 for row in self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id IN ({marks}) "
                                       "ORDER BY run_id, step", ids).fetchall():
-                    records[row[0]].append(_step(row))
+                    records[row[0]].append(self._step(row))
                 events: dict[tuple[str, int], list[Event]] = defaultdict(list)
                 for row in self._exec(f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id IN ({marks}) "
                                       "AND step IS NOT NULL ORDER BY run_id, seq", ids).fetchall():
-                    events[(row[0], row[2])].append(_event(row))
+                    events[(row[0], row[2])].append(self._event(row))
                 found += [RunSnapshot(run, tuple(derive_step(rec, events.get((run.run_id, rec.step), ()))
                                                  for rec in records.get(run.run_id, ()))) for run in chunk]
         return found

@@ -16,10 +16,11 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 from reversi.errors import StoreUnavailable
 from reversi.private_files import FILE_MODE, make_private_folders, private_file
 from reversi.store.base import Store, migrations, statements
+from reversi.store.data_keys import CLEAR
 from reversi.store.group_commit import GroupCommit, WouldWait
 from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
-from reversi.store.statements import Cursor
+from reversi.store.statements import Cursor, Dialect
 
 BUSY_TIMEOUT_MS = 10_000
 # Result codes after which the open file may be gone for good (see `SQLiteStore._noting_lost_file`).
@@ -29,6 +30,9 @@ _LOST_FILE = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANT
 class _SQLiteDialect:
     row_locks = False
     now_s = "((julianday('now') - 2440587.5) * 86400.0)"
+
+    def __init__(self) -> None:
+        self.vault = CLEAR
 
     def sql(self, text: str) -> str:
         return text
@@ -217,6 +221,9 @@ class SQLiteStore(Store):
             os.close(fd)
             return None
         return _FileLock(fd, path)
+
+    def _dialect_of(self) -> Dialect:
+        return self._dialect
 
     def close(self) -> None:
         with self._mutex, self._now_mutex:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reversi.errors import BadInput
+
+if TYPE_CHECKING:
+    from reversi.store.data_keys import Vault
 
 
 class Cursor(Protocol):
@@ -20,6 +23,8 @@ class Dialect(Protocol):
     row_locks: bool
     # An SQL expression: the store's clock, in seconds since the epoch (leases are timed by it).
     now_s: str
+    # How this store keeps values: sealed under its data keys, or in clear (`Store.use_keyring`).
+    vault: Vault
 
     def sql(self, text: str) -> str:
         """The statement with `?` placeholders turned into the driver's own."""
@@ -49,6 +54,11 @@ class Statements:
     def __init__(self, cur: Cursor, dialect: Dialect) -> None:
         self._cur = cur
         self._dialect = dialect
+
+    @property
+    def vault(self) -> Vault:
+        """What seals values as they are written and opens them as they are read (`data_keys`)."""
+        return self._dialect.vault
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         for p in params:  # a loop, not any(): this runs for every statement

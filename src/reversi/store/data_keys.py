@@ -1,0 +1,203 @@
+"""Encryption at rest in the store: the `data_keys` table (`DataKeyQueries`) and the `Vault` that seals
+values as they are written and opens them as they are read (`reversi.core.envelope`).
+
+Each run's values are sealed under a data key of the run's own, made on its first sealed write and
+kept wrapped by the current key-encryption key (KEK). Erasing a run's data keys (`wrapped` set to
+NULL) makes its values unreadable everywhere at once, while the journal's structure stays: every read
+looks the run's keys up in its own transaction, so no process reads on with a key erased meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reversi.core.envelope import (
+    Keyring,
+    Unreadable,
+    is_sealed,
+    new_data_key,
+    open_value,
+    seal_value,
+    sealed_key_id,
+    unwrap,
+    wrap,
+)
+from reversi.core.json_values import compact
+from reversi.core.models import utc_now
+from reversi.store.statements import Statements
+
+__all__ = ["CLEAR", "SEALED", "SEALED_FIELDS", "DataKeyQueries", "DataKeyRow", "Vault"]
+
+# The fields of an event's data that carry what agents and tools said (arguments, results, errors, what
+# was read back or captured), sealed together under `SEALED`; the rest (status, tool, step numbers,
+# keys, who) is the journal's structure and stays in clear, so a process without the key still plans.
+SEALED_FIELDS = ("args", "result", "error", "arguments", "answer", "mismatch", "before", "before_absent", "capture")
+SEALED = "sealed"
+
+_KEPT_UNWRAPPED = 4096  # data keys kept unwrapped in memory, by (id, wrapped form)
+
+
+@dataclass(frozen=True)
+class DataKeyRow:
+    data_key_id: str
+    run_id: str
+    kek_id: str
+    wrapped: str | None  # None once erased
+    created_at: str
+    erased_at: str | None
+
+
+_COLUMNS = "data_key_id, run_id, kek_id, wrapped, created_at, erased_at"
+
+
+class DataKeyQueries(Statements):
+    """The SQL of `data_keys`."""
+
+    def data_key(self, data_key_id: str) -> DataKeyRow | None:
+        row = self._exec(f"SELECT {_COLUMNS} FROM data_keys WHERE data_key_id = ?", (data_key_id,)).fetchone()
+        return DataKeyRow(*row) if row else None
+
+    def run_data_keys(self, run_id: str) -> list[DataKeyRow]:
+        rows = self._exec(f"SELECT {_COLUMNS} FROM data_keys WHERE run_id = ? ORDER BY created_at", (run_id,))
+        return [DataKeyRow(*r) for r in rows.fetchall()]
+
+    def insert_data_key(self, row: DataKeyRow) -> None:
+        self._exec(f"INSERT INTO data_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                   (row.data_key_id, row.run_id, row.kek_id, row.wrapped, row.created_at, row.erased_at))
+
+    def data_keys_to_rewrap(self, current: str, limit: int, among: Sequence[str]) -> list[DataKeyRow]:
+        """Live data keys wrapped by one of the KEKs `among` (not `current`), oldest first."""
+        olds = [k for k in among if k != current]
+        if not olds:
+            return []
+        marks = ", ".join("?" for _ in olds)
+        rows = self._exec(f"SELECT {_COLUMNS} FROM data_keys WHERE wrapped IS NOT NULL AND kek_id IN ({marks}) "
+                          f"ORDER BY created_at, data_key_id LIMIT {int(limit)}", olds)
+        return [DataKeyRow(*r) for r in rows.fetchall()]
+
+    def rewrap_data_key(self, data_key_id: str, old_kek: str, new_kek: str, wrapped: str) -> int:
+        """Put the data key under `new_kek`, if it is still under `old_kek` and not erased."""
+        done = self._exec("UPDATE data_keys SET kek_id = ?, wrapped = ? WHERE data_key_id = ? AND kek_id = ? "
+                          "AND wrapped IS NOT NULL RETURNING data_key_id", (new_kek, wrapped, data_key_id, old_kek))
+        return len(done.fetchall())
+
+    def erase_data_keys(self, run_ids: Sequence[str], at: str) -> int:
+        """Destroy the data keys of these runs; returns how many were live."""
+        if not run_ids:
+            return 0
+        marks = ", ".join("?" for _ in run_ids)
+        done = self._exec(f"UPDATE data_keys SET wrapped = NULL, erased_at = ? WHERE run_id IN ({marks}) "
+                          "AND wrapped IS NOT NULL RETURNING data_key_id", (at, *run_ids))
+        return len(done.fetchall())
+
+    def count_data_keys(self) -> dict[str, int]:
+        """How many live data keys each KEK wraps, and how many were erased (`""`)."""
+        rows = self._exec("SELECT CASE WHEN wrapped IS NULL THEN '' ELSE kek_id END, COUNT(*) FROM data_keys "
+                          "GROUP BY CASE WHEN wrapped IS NULL THEN '' ELSE kek_id END").fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+
+class Vault:
+    """Seals and opens values for one store; `keyring` is None when this process holds no KEK (values
+    are then written in clear, and sealed ones read as `Unreadable`)."""
+
+    def __init__(self, keyring: Keyring | None = None) -> None:
+        self.keyring = keyring
+        self._unwrapped: dict[tuple[str, str], bytes] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def seals(self) -> bool:
+        return self.keyring is not None
+
+    def _key(self, row: DataKeyRow) -> bytes | Unreadable:
+        if row.wrapped is None:
+            return Unreadable(f"its values were erased on {row.erased_at}")
+        if self.keyring is None or row.kek_id not in self.keyring.keys:
+            return Unreadable(f"encrypted under key {row.kek_id}, which this process does not hold")
+        found = self._unwrapped.get((row.data_key_id, row.wrapped))
+        if found is None:
+            try:
+                found = unwrap(self.keyring.keys[row.kek_id], row.wrapped, row.data_key_id, row.run_id)
+            except ValueError:
+                return Unreadable(f"its data key does not open with key {row.kek_id}")
+            with self._lock:
+                if len(self._unwrapped) >= _KEPT_UNWRAPPED:
+                    self._unwrapped.clear()
+                self._unwrapped[(row.data_key_id, row.wrapped)] = found
+        return found
+
+    def dump(self, q: DataKeyQueries, run_id: str, place: str, value: Any) -> str:
+        """`value` as the column stores it: sealed when this process holds a KEK, else JSON."""
+        if self.keyring is None:
+            return compact(value)
+        data_key_id, key = self._write_key(q, run_id)
+        return seal_value(key, data_key_id, run_id, place, value)
+
+    def _write_key(self, q: DataKeyQueries, run_id: str) -> tuple[str, bytes]:
+        memo: dict[str, tuple[str, bytes]] = q.__dict__.setdefault("_write_keys", {})
+        if run_id in memo:
+            return memo[run_id]
+        assert self.keyring is not None
+        for row in q.run_data_keys(run_id):
+            if row.kek_id == self.keyring.current:
+                key = self._key(row)
+                if isinstance(key, bytes):
+                    memo[run_id] = (row.data_key_id, key)
+                    return memo[run_id]
+        made, data_key_id = new_data_key(), "dk_" + secrets.token_hex(12)
+        current = self.keyring.current
+        q.insert_data_key(DataKeyRow(data_key_id, run_id, current, wrap(self.keyring.keys[current], made, data_key_id,
+                                                                           run_id), utc_now(), None))
+        memo[run_id] = (data_key_id, made)
+        return memo[run_id]
+
+    def dump_event(self, q: DataKeyQueries, run_id: str, data: dict[str, Any]) -> str:
+        """An event's data as the column stores it: its `SEALED_FIELDS` sealed together when this
+        process holds a KEK (their names kept in clear beside them)."""
+        if self.keyring is None:
+            return compact(data)
+        values = {name: data[name] for name in SEALED_FIELDS if name in data}
+        if not values:
+            return compact(data)
+        rest = {k: v for k, v in data.items() if k not in values}
+        return compact(rest | {SEALED: {"fields": list(values), "value": self.dump(q, run_id, "event", values)}})
+
+    def load_event(self, q: DataKeyQueries, run_id: str, stored: str) -> dict[str, Any]:
+        """An event's data from the column: its sealed fields opened (each `Unreadable` if they cannot be)."""
+        data: dict[str, Any] = json.loads(stored)
+        sealed = data.get(SEALED)
+        if not isinstance(sealed, dict) or not is_sealed(sealed.get("value")):
+            return data
+        del data[SEALED]
+        opened = self.load(q, run_id, "event", sealed["value"])
+        if isinstance(opened, dict):
+            return data | opened
+        return data | {str(name): opened for name in sealed.get("fields", ())}
+
+    def load(self, q: DataKeyQueries, run_id: str, place: str, stored: str) -> Any:
+        """The value a column holds: JSON as it is, a sealed value opened (or `Unreadable`)."""
+        if not is_sealed(stored):
+            return json.loads(stored)
+        memo: dict[str, DataKeyRow | None] = q.__dict__.setdefault("_read_keys", {})
+        data_key_id = sealed_key_id(stored)
+        if data_key_id not in memo:
+            memo[data_key_id] = q.data_key(data_key_id)
+        row = memo[data_key_id]
+        if row is None or row.run_id != run_id:
+            return Unreadable("its data key is not in this store")
+        key = self._key(row)
+        if isinstance(key, Unreadable):
+            return key
+        try:
+            return open_value(key, stored, run_id, place)
+        except ValueError:
+            return Unreadable("it does not open: it was moved or damaged")
+
+
+CLEAR = Vault()  # for a store opened without a keyring: writes in clear, reads say why sealed values are not
