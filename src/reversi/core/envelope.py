@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from reversi.core.json_values import compact, parse_json
+from reversi.core.json_values import compact
 
 __all__ = [
     "KEY_BYTES",
@@ -70,18 +72,23 @@ def new_data_key() -> bytes:
     return AESGCM.generate_key(bit_length=KEY_BYTES * 8)
 
 
+@lru_cache(maxsize=1024)
+def _aead(key: bytes) -> AESGCM:
+    return AESGCM(key)
+
+
 def _seal(key: bytes, plain: bytes, aad: bytes) -> str:
     nonce = os.urandom(_NONCE)
-    return base64.b64encode(nonce + AESGCM(key).encrypt(nonce, plain, aad)).decode()
+    return base64.b64encode(nonce + _aead(key).encrypt(nonce, plain, aad)).decode()
 
 
 def _open(key: bytes, text: str, aad: bytes) -> bytes:
     """Raises ValueError: not base64, too short, or not sealed under `key` with `aad`."""
     try:
-        raw = base64.b64decode(text, validate=True)
+        raw = binascii.a2b_base64(text, strict_mode=True)
         if len(raw) <= _NONCE:
             raise ValueError("too short")
-        return AESGCM(key).decrypt(raw[:_NONCE], raw[_NONCE:], aad)
+        return _aead(key).decrypt(raw[:_NONCE], raw[_NONCE:], aad)
     except (InvalidTag, binascii.Error) as exc:
         raise ValueError(str(exc) or type(exc).__name__) from None
 
@@ -122,6 +129,6 @@ def open_value(data_key: bytes, text: str, run_id: str, place: str) -> object:
     Raises:
         ValueError: it does not open with this key for this run and place (moved, or damaged).
     """
-    key_id, _, body = text[len(PREFIX):].partition(":")
-    plain = _open(data_key, body, _aad(key_id, run_id, place))
-    return parse_json(plain.decode("utf-8", "surrogatepass"), "a sealed value")
+    key_id, _, body = text.partition(":")[2].partition(":")
+    plain = _open(data_key, body, f"v:{key_id}:{run_id}:{place}".encode())
+    return json.loads(plain.decode("utf-8", "surrogatepass"))  # authenticated: the JSON this store wrote

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from reversi.core.bounded_cache import BoundedCache
 from reversi.core.envelope import (
     Keyring,
     Unreadable,
@@ -109,6 +111,7 @@ class Vault:
     def __init__(self, keyring: Keyring | None = None) -> None:
         self.keyring = keyring
         self._unwrapped: dict[tuple[str, str], bytes] = {}
+        self._writing = BoundedCache[str, tuple[str, bytes]](_KEPT_UNWRAPPED)
         self._lock = threading.Lock()
 
     @property
@@ -140,22 +143,32 @@ class Vault:
         return seal_value(key, data_key_id, run_id, place, value)
 
     def _write_key(self, q: DataKeyQueries, run_id: str) -> tuple[str, bytes]:
-        memo: dict[str, tuple[str, bytes]] = q.__dict__.setdefault("_write_keys", {})
-        if run_id in memo:
-            return memo[run_id]
+        found = self._writing.get(run_id)
+        if found is not None:
+            return found
         assert self.keyring is not None
+        made_here: set[str] = q.__dict__.setdefault("_made_keys", set())
         for row in q.run_data_keys(run_id):
             if row.kek_id == self.keyring.current:
                 key = self._key(row)
                 if isinstance(key, bytes):
-                    memo[run_id] = (row.data_key_id, key)
-                    return memo[run_id]
-        made, data_key_id = new_data_key(), "dk_" + secrets.token_hex(12)
-        current = self.keyring.current
-        q.insert_data_key(DataKeyRow(data_key_id, run_id, current, wrap(self.keyring.keys[current], made, data_key_id,
-                                                                           run_id), utc_now(), None))
-        memo[run_id] = (data_key_id, made)
-        return memo[run_id]
+                    if row.data_key_id not in made_here:
+                        # committed by an earlier transaction (the run's opening): kept for this process,
+                        # and used on even once erased (what is written then is unreadable at once too)
+                        self._writing.put(run_id, (row.data_key_id, key))
+                    return row.data_key_id, key
+        return self.new_run_key(q, run_id)
+
+    def new_run_key(self, q: DataKeyQueries, run_id: str) -> tuple[str, bytes]:
+        """Make the run a data key under the current KEK (when a run opens, or the first time a run opened
+        in clear is written to with a key); it is not remembered until a later transaction reads it
+        committed, so a key rolled back with its transaction is never used again."""
+        assert self.keyring is not None
+        made, data_key_id, current = new_data_key(), "dk_" + secrets.token_hex(12), self.keyring.current
+        wrapped = wrap(self.keyring.keys[current], made, data_key_id, run_id)
+        q.insert_data_key(DataKeyRow(data_key_id, run_id, current, wrapped, utc_now(), None))
+        q.__dict__.setdefault("_made_keys", set()).add(data_key_id)
+        return data_key_id, made
 
     def dump_event(self, q: DataKeyQueries, run_id: str, data: dict[str, Any]) -> str:
         """An event's data as the column stores it: its `SEALED_FIELDS` sealed together when this
@@ -168,22 +181,21 @@ class Vault:
         rest = {k: v for k, v in data.items() if k not in values}
         return compact(rest | {SEALED: {"fields": list(values), "value": self.dump(q, run_id, "event", values)}})
 
-    def load_event(self, q: DataKeyQueries, run_id: str, stored: str) -> dict[str, Any]:
-        """An event's data from the column: its sealed fields opened (each `Unreadable` if they cannot be)."""
+    def load_event(self, q: DataKeyQueries, run_id: str, stored: str) -> Mapping[str, Any]:
+        """An event's data from the column; its sealed fields are opened when first read (each
+        `Unreadable` if they cannot be), so a plan that needs only the statuses decrypts no argument."""
         data: dict[str, Any] = json.loads(stored)
         sealed = data.get(SEALED)
         if not isinstance(sealed, dict) or not is_sealed(sealed.get("value")):
             return data
         del data[SEALED]
-        opened = self.load(q, run_id, "event", sealed["value"])
-        if isinstance(opened, dict):
-            return data | opened
-        return data | {str(name): opened for name in sealed.get("fields", ())}
+        fields = tuple(str(name) for name in sealed.get("fields", ()))
+        key = self._read_key(q, run_id, sealed["value"])
+        if isinstance(key, Unreadable):
+            return data | dict.fromkeys(fields, key)
+        return _SealedData(data, fields, partial(_opened, key, sealed["value"], run_id))
 
-    def load(self, q: DataKeyQueries, run_id: str, place: str, stored: str) -> Any:
-        """The value a column holds: JSON as it is, a sealed value opened (or `Unreadable`)."""
-        if not is_sealed(stored):
-            return json.loads(stored)
+    def _read_key(self, q: DataKeyQueries, run_id: str, stored: str) -> bytes | Unreadable:
         memo: dict[str, DataKeyRow | None] = q.__dict__.setdefault("_read_keys", {})
         data_key_id = sealed_key_id(stored)
         if data_key_id not in memo:
@@ -191,13 +203,55 @@ class Vault:
         row = memo[data_key_id]
         if row is None or row.run_id != run_id:
             return Unreadable("its data key is not in this store")
-        key = self._key(row)
-        if isinstance(key, Unreadable):
-            return key
-        try:
-            return open_value(key, stored, run_id, place)
-        except ValueError:
-            return Unreadable("it does not open: it was moved or damaged")
+        return self._key(row)
 
+    def load(self, q: DataKeyQueries, run_id: str, place: str, stored: str) -> Any:
+        """The value a column holds: JSON as it is, a sealed value opened (or `Unreadable`)."""
+        if not is_sealed(stored):
+            return json.loads(stored)
+        key = self._read_key(q, run_id, stored)
+        return key if isinstance(key, Unreadable) else _opened(key, stored, run_id, place)
+
+
+def _opened(key: bytes, stored: str, run_id: str, place: str = "event") -> Any:
+    try:
+        return open_value(key, stored, run_id, place)
+    except ValueError:
+        return Unreadable("it does not open: it was moved or damaged")
+
+
+class _SealedData(Mapping[str, Any]):
+    """An event's data whose sealed fields are opened on first use (the key was read in its transaction)."""
+
+    def __init__(self, clear: dict[str, Any], fields: tuple[str, ...], opener: Callable[[], Any]) -> None:
+        self._clear, self._fields, self._opener = clear, fields, opener
+        self._all: dict[str, Any] | None = None
+
+    def _open(self) -> dict[str, Any]:
+        if self._all is None:
+            opened = self._opener()
+            values = opened if isinstance(opened, dict) else dict.fromkeys(self._fields, opened)
+            self._all = self._clear | values
+        return self._all
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._fields:
+            return self._open()[key]
+        return self._clear[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._clear or key in self._fields
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._open())
+
+    def __len__(self) -> int:
+        return len(self._clear) + len(self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self._open()) == other if isinstance(other, Mapping) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._open())
 
 CLEAR = Vault()  # for a store opened without a keyring: writes in clear, reads say why sealed values are not

@@ -90,6 +90,8 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
                 run.created_at,
             ),
         )
+        if self.vault.seals:  # its data key, in the run's own first transaction
+            self.vault.new_run_key(self, run.run_id)
 
     def list_runs(
         self,
