@@ -49,6 +49,7 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         eve = create_key(ledger.store, "eve", "agent")[1]
         ops = create_key(ledger.store, "ops", "operator")[1]
         elsewhere = create_key(ledger.store, "elsewhere", "operator", "other-tenant")[1]
+        viewer = create_key(ledger.store, "vic", "viewer")[1]
     base = serve("--upstream", f"web={upstream_url}", "--db", db)
     mcp_url, operator_url = f"{base}/mcp", f"{base}/operator/mcp"
 
@@ -57,6 +58,9 @@ async def test_keys_name_the_principals_and_guard_both_endpoints(
         assert (await http.post(mcp_url, json=body)).status_code == 401
         assert (await http.post(mcp_url, json=body, headers=_bearer("rvk_nope"))).status_code == 401
         assert (await http.post(operator_url, json=body, headers=_bearer(bot))).status_code == 403
+        for url in (mcp_url, operator_url):  # a viewer only reads, and calling a tool is no read
+            denied = await http.post(url, json=body, headers=_bearer(viewer))
+            assert denied.status_code == 403 and "the key of vic is viewer" in denied.text
         bad = await http.post(mcp_url, json=body, headers=_bearer(bot, **{"Reversi-Run-Id": "nope"}))
         assert bad.status_code == 400 and "malformed run id" in bad.json()["error"]["message"]
         assert (await http.get(f"{base}/healthz")).json()["upstreams"]["web"]["tools"] == 11

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -109,30 +110,23 @@ def test_manifest_check_warns_when_an_undo_needs_a_sensitive_value(tmp_path: Pat
     assert "kept in the journal" in said and "masked wherever it is shown" in said
 
 
-def test_the_http_api_and_the_servers_log_show_no_secret(db_url: str, tmp_path: Path) -> None:
+def test_the_http_api_and_the_servers_log_show_no_secret(
+    db_url: str, tmp_path: Path, spawn_server: Callable[[dict[str, str]], ServerProcess]
+) -> None:
     manifest = tmp_path / "tools.yaml"
     manifest.write_text(MANIFEST)
     run_id = _seed(db_url, manifest)
     with reversi.open(db_url) as ledger:
         key = create_key(ledger.store, "olu", "operator")[1]
-    server = ServerProcess(db_url, {"REVERSI_MANIFEST": str(manifest)}, tmp_path / "server.log")
-    try:
-        headers = {"Authorization": f"Bearer {key}"}
-        for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/events", f"/v1/runs/{run_id}/plan"):
-            answer = httpx.get(server.url + path, headers=headers, timeout=30)
-            assert answer.status_code == 200, answer.text
-            assert _clean(answer.text) == [] and MASK_RE.search(answer.text), path
-        # a job that fails quoting a secret in a URL: its log line is masked too
-        httpx.post(f"{server.url}/v1/runs/{run_id}/rollback", headers=headers, timeout=30,
-                   json={"confirm": True})
-    finally:
-        server.proc.terminate()
-        server.proc.wait(30)
-    deadline = time.monotonic() + 30
-    while server.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    log = (tmp_path / "server.log").read_text()
-    assert _clean(log) == [], log
+    server = spawn_server({"REVERSI_MANIFEST": str(manifest)})
+    headers = {"Authorization": f"Bearer {key}"}
+    for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/events", f"/v1/runs/{run_id}/plan"):
+        answer = httpx.get(server.url + path, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert _clean(answer.text) == [] and MASK_RE.search(answer.text), path
+    assert server.signal(signal.SIGTERM) == 0
+    said = list(iter(lambda: server.lines.get(timeout=30), None))  # every line, up to its end
+    assert said and _clean("\n".join(said)) == []
 
 
 def test_log_lines_mask_secrets_in_urls_and_credentials() -> None:

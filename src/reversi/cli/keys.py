@@ -15,7 +15,8 @@ def keys() -> None:
 
 @keys.command("create")
 @click.argument("name")
-@click.option("--role", type=click.Choice(["agent", "operator", "admin"]), required=True, help="What the key may do.")
+@click.option("--role", type=click.Choice(["viewer", "agent", "operator", "admin"]), required=True,
+              help="What the key may do (viewer: read only).")
 @click.option("--tenant", help="Confine the key to one tenant.")
 @json_option
 @click.pass_context

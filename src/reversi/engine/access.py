@@ -1,6 +1,7 @@
 """Who a request acts as, and what that principal may do (SPEC §7): the one access policy.
 
-Roles are cumulative: an operator can do what an agent can, an admin what an operator can. A key
+Roles are cumulative: an operator can do what an agent can, an admin what an operator can. A viewer
+stands beside them: it reads what an operator of its tenant reads, and does nothing else. A key
 with a tenant confines its principal to that tenant's runs, approvals, halts and keys; an agent's
 runs get that tenant. Recording (opening, continuing, steps, outcomes) stays with the principal that
 opened the run. Every surface (the server's API and console, the gateway) authenticates with
@@ -26,7 +27,7 @@ from reversi.engine.keys import (
 from reversi.errors import Forbidden, Unauthorized
 from reversi.store.queries import Queries
 
-_RANK = {Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
+_RANK = {Role.VIEWER: -1, Role.AGENT: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
 NO_KEYS_REMOTE = f"this store holds no API keys: {KEYLESS_SERVES}"
 KEY_REQUIRED = "a valid API key is required: Authorization: Bearer KEY"
 BAD_KEY = "unknown or revoked API key"
@@ -100,10 +101,14 @@ def session_principal(q: Queries, key_id: str | None, token: str, local_ok: bool
 # -- roles and tenants ----------------------------------------------------------------------------
 
 
-def require_role(principal: Principal, role: Role) -> None:
-    """Raises Forbidden unless the principal's role is at least `role`."""
+def require_role(principal: Principal, role: Role, *, reading: bool = False) -> None:
+    """Raises Forbidden unless the principal's role is at least `role`; `reading`: what is asked only
+    reads, and a viewer may read what an operator may."""
+    if reading and principal.role is Role.VIEWER and role is not Role.ADMIN:
+        return
     if _RANK[principal.role] < _RANK[role]:
-        raise Forbidden(f"this needs an {role.value} key; the key of {principal.name} is {principal.role.value}")
+        article = "an" if role.value[0] in "aeiou" else "a"
+        raise Forbidden(f"this needs {article} {role.value} key; the key of {principal.name} is {principal.role.value}")
 
 
 def in_reach(principal: Principal, tenant: str | None) -> bool:
@@ -115,10 +120,12 @@ def check_run(principal: Principal, run: RunRecord, access: Access) -> None:
     """Raises Forbidden (`RUN belongs to another principal`) unless the principal may do `access` on
     `run`; an owner who may only read is told the role operating it needs."""
     owner = run.principal == principal.name and in_reach(principal, run.scope.tenant)
+    if principal.role is Role.VIEWER and access is not Access.READ:
+        require_role(principal, Role.OPERATOR if access is Access.OPERATE else Role.AGENT)
     if access is Access.RECORD:
         allowed = owner
     elif access is Access.READ:
-        allowed = owner or (principal.is_operator and in_reach(principal, run.scope.tenant))
+        allowed = owner or (principal.reads_tenant and in_reach(principal, run.scope.tenant))
     else:
         allowed = principal.is_operator and in_reach(principal, run.scope.tenant)
         if not allowed and owner:
@@ -150,8 +157,8 @@ def listing_tenant(principal: Principal, requested: str | None) -> tuple[bool, s
 
 
 def listing_owner(principal: Principal) -> str | None:
-    """Whose runs a principal lists: an agent its own, an operator everyone's (None)."""
-    return None if principal.is_operator else principal.name
+    """Whose runs a principal lists: an agent its own, an operator or a viewer everyone's (None)."""
+    return None if principal.reads_tenant else principal.name
 
 
 def halt_tenant(principal: Principal, requested: str | None) -> str | None:

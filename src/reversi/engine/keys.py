@@ -28,6 +28,7 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
 
 class Role(StrEnum):
+    VIEWER = "viewer"  # a person who only looks: reads what an operator of its tenant reads, changes nothing
     AGENT = "agent"
     OPERATOR = "operator"
     ADMIN = "admin"
@@ -45,6 +46,11 @@ class Principal:
     @property
     def is_operator(self) -> bool:
         return self.role in (Role.OPERATOR, Role.ADMIN)
+
+    @property
+    def reads_tenant(self) -> bool:
+        """Whether it reads every run of its tenant (an operator, an admin, a viewer), not only its own."""
+        return self.role is not Role.AGENT
 
     @property
     def is_admin(self) -> bool:

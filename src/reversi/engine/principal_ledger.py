@@ -315,10 +315,10 @@ class PrincipalLedger:
         """The run's newest rollback job.
 
         Raises:
-            Forbidden: not an operator of the run's tenant.
+            Forbidden: not an operator (or a viewer) of the run's tenant.
             NotFound: the run has never had one.
         """
-        self.run_record(run_id, Access.OPERATE)
+        self.run_record(run_id, Access.READ if self.principal.role is Role.VIEWER else Access.OPERATE)
         return jobs.latest_job(self._base.store, run_id)
 
     # -- approvals ---------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ class PrincipalLedger:
             Forbidden: not an operator.
             BadInput: a bad status or run id.
         """
-        require_role(self.principal, Role.OPERATOR)
+        require_role(self.principal, Role.OPERATOR, reading=True)
         found = approvals.list_approvals(self._base.store, status, run_id, tenant=self.principal.tenant,
                                          after=after, limit=limit)
         masker = self._base.masker()

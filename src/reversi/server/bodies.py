@@ -107,7 +107,7 @@ class Resume(Body):
 
 class CreateKey(Body):
     name: NonEmpty
-    role: Literal["agent", "operator", "admin"]
+    role: Literal["viewer", "agent", "operator", "admin"]
     tenant: str | None = None
 
 

@@ -250,7 +250,7 @@ class Endpoint:
         return self._allowed(server.principal(request.headers.get("authorization"), keyless_ok(request)))
 
     def _allowed(self, principal: Principal) -> Principal:
-        require_role(principal, self.role)
+        require_role(principal, self.role, reading=self.method == "GET")
         return principal
 
     def _run(self, server: ServerState, request: Request) -> Response:

@@ -149,7 +149,7 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
                                                                      key=lambda item: -item.seq)
     approvals: list[Approval] = []
     job: JobView | None = None
-    if ledger.principal.is_operator:  # an agent reading its own run is no operator of it
+    if ledger.principal.reads_tenant:  # an agent reading its own run is no operator of it
         approvals = ledger.approvals(run_id=run.id)
         job = _job(ledger, run.id, snap.steps, events, masker)
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}

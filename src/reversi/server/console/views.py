@@ -138,7 +138,7 @@ def runs_page(ledger: PrincipalLedger, filters: RunFilters,
     contains = {"any": filters.q or "", "actor": filters.actor or "", "tenant": filters.tenant or ""}
     found = ledger.list_runs(status=filters.status, after=after, limit=PAGE_SIZE, contains=contains,
                              attention=filters.attention_kind())
-    pending = ledger.awaiting_approval() if ledger.principal.is_operator else {}
+    pending = ledger.awaiting_approval() if ledger.principal.reads_tenant else {}
     rows = []
     for s, plan in zip(found.items, ledger.plans([s.run for s in found.items]), strict=True):
         waiting = pending.get(s.run.run_id, 0)
@@ -153,7 +153,7 @@ def runs_page(ledger: PrincipalLedger, filters: RunFilters,
 def attention_counts(ledger: PrincipalLedger) -> dict[str, int]:
     """How many of the latest `TRIAGE_SCAN` runs need attention, in each way (`Attention` values); and
     `retained`, when retention is configured: how many runs of every age are kept past it."""
-    pending = ledger.awaiting_approval() if ledger.principal.is_operator else {}
+    pending = ledger.awaiting_approval() if ledger.principal.reads_tenant else {}
     counts = {a.value: 0 for a in Attention if a is not Attention.RETAINED}
     for s in ledger.list_runs(limit=TRIAGE_SCAN).items:
         ways = [a for a in Attention if a not in (Attention.ANY, Attention.RETAINED)
@@ -167,6 +167,6 @@ def attention_counts(ledger: PrincipalLedger) -> dict[str, int]:
 def nav_badges(ledger: PrincipalLedger) -> dict[str, int]:
     """The counts beside the navigation: halts that can refuse this principal's calls, pending approvals."""
     badges = {"halts": len(ledger.halts_in_force())}
-    if ledger.principal.is_operator:
+    if ledger.principal.reads_tenant:
         badges["approvals"] = sum(ledger.awaiting_approval().values())
     return badges
