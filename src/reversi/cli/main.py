@@ -31,6 +31,7 @@ COMMANDS = {
     "manifest": "reversi.cli.manifest:manifest",
     "demo": "reversi.cli.demo:demo",
     "keys": "reversi.cli.keys:keys",
+    "doctor": "reversi.cli.doctor:doctor",
     "completion": "reversi.cli.completion:completion",
 }
 
