@@ -186,3 +186,14 @@ def test_huge_and_deep_values_are_masked() -> None:
     assert "b" * 1000 not in m.text(huge)  # RE2: linear in the text, whatever it holds
     assert "'x'" not in repr(m.value(deep))
     assert re.search(r"«sensitive:", json.dumps(m.value(deep), ensure_ascii=False))
+
+
+def test_prunes_archive_holds_the_values_masked(db_url: str, tmp_path: Path) -> None:
+    with reversi.open(db_url) as ledger:
+        run = ledger.start_run()
+        run.begin("crm.create_contact", {"api_key": API_KEY}).failed(f"rejected {API_KEY}")
+    done = reversi_cli("prune", "--older-than", "0s", "--export", "archive.jsonl", cwd=tmp_path,
+                       env={"REVERSI_DB": db_url})
+    assert done.returncode == 0, done.stderr
+    archived = (tmp_path / "archive.jsonl").read_text()
+    assert API_KEY not in archived and MASK_RE.search(archived)

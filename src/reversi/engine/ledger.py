@@ -289,7 +289,7 @@ class Ledger:
         """A pass of retention over this store (`retention.Pruning`; `options` are its fields) by `window`,
         else the configured `retention:`. Raises ConfigError: neither is given."""
         chosen = window if window is not None else retention.retention_window(self.settings)
-        return retention.Pruning(self.store, self.manifests, chosen, **options)
+        return retention.Pruning(self.store, self.manifests, chosen, masker=self.masker, **options)
 
     def apply_retention(self, stop: Callable[[], bool], on_pruned: Callable[[], None]) -> retention.PassResult | None:
         """A server's pass of the configured retention; see `retention.apply_retention`. Raises as that,

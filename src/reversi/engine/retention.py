@@ -19,10 +19,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from reversi.core import redaction
 from reversi.core.json_values import compact
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import RunRecord
 from reversi.core.retention import Hold, HoldKind, RetentionFacts, cutoff, holds
+from reversi.core.sensitive import Masker
 from reversi.engine.config import Settings
 from reversi.errors import BadInput, ConfigError
 from reversi.private_files import FILE_MODE
@@ -82,6 +84,8 @@ class Pruning:
     export: Path | None = None
     lease: Lease | None = None
     stop: Callable[[], bool] = lambda: False
+    # A new masker for each run the export shows (sensitive values masked, as `reversi export` prints them).
+    masker: Callable[[], Masker] | None = None
 
     @property
     def cutoff(self) -> str | None:
@@ -113,7 +117,7 @@ class Pruning:
                 if self.dry_run:
                     yield from (PruneOutcome(run) for run, _ in going)
                     continue
-                going = export.write(self.store, going)
+                going = export.write(self.store, going, self.masker)
                 for run, seq in going:
                     if self.stop():
                         return
@@ -168,7 +172,8 @@ class _Export:
         _fsync_dir(path.parent)
         return cls(path, file)
 
-    def write(self, store: Store, going: list[tuple[RunRecord, int | None]]) -> list[tuple[RunRecord, int | None]]:
+    def write(self, store: Store, going: list[tuple[RunRecord, int | None]],
+              masker: Callable[[], Masker] | None) -> list[tuple[RunRecord, int | None]]:
         """Write the events of `going`'s runs, durably; returns the runs with the `seq` their export
         ends at (a run's journal may have grown since it was decided: what was written counts).
 
@@ -179,10 +184,12 @@ class _Export:
             return going
         written = []
         lines: list[bytes] = []
+        maskers = [masker() if masker is not None else None for _ in going]  # before the read: one may write its key
         with store.read() as q:
-            for run, _ in going:
+            for (run, _), masks in zip(going, maskers, strict=True):
                 events = q.run_events(run.run_id)
-                lines += [compact(e.to_dict()).encode() + b"\n" for e in events]
+                shown = redaction.events(masks, events) if masks is not None else events
+                lines += [compact(e.to_dict()).encode() + b"\n" for e in shown]
                 written.append((run, events[-1].seq if events else None))
         try:
             self.file.writelines(lines)
