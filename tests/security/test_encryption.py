@@ -14,15 +14,19 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
 
+import httpx
 import pytest
 from tests.cli.conftest import reversi_cli
+from tests.server.conftest import ServerProcess
 
 import reversi
 from reversi.core.envelope import Unreadable
 from reversi.core.plan import ActionKind
+from reversi.engine.keys import create_key
 from reversi.errors import ConfigError
 
 K1, K2 = (base64.b64encode(bytes([n]) * 32).decode() for n in (1, 2))
@@ -251,3 +255,33 @@ def test_erasing_a_run_in_clear_says_so(db_url: str, manifest: Path, tmp_path: P
     done = reversi_cli("erase", "--run", run_id, "--yes", cwd=tmp_path, env={"REVERSI_DB": db_url})
     assert done.returncode == 2
     assert f"{run_id}: its values were written in clear, before encryption was on: not erased" in done.stdout
+
+
+def test_an_admin_erases_over_http_and_nobody_else_may(
+    db_url: str, manifest: Path, monkeypatch: pytest.MonkeyPatch,
+    spawn_server: Callable[[dict[str, str]], ServerProcess],
+) -> None:
+    _keys(monkeypatch, f"k1={K1}")
+    acme, globex = _record(db_url, manifest, "acme"), _record(db_url, manifest, "globex")
+    with reversi.open(db_url) as ledger:
+        keys = {name: create_key(ledger.store, name, role, tenant)[1] for name, role, tenant in (
+            ("root", "admin", None), ("acme-admin", "admin", "acme"), ("ops", "operator", None),
+            ("vic", "viewer", None))}
+    server = spawn_server({"REVERSI_ENCRYPTION_KEYS": f"k1={K1}"})
+
+    def erase(key: str, body: dict[str, object]) -> httpx.Response:
+        return httpx.post(f"{server.url}/v1/erase", json=body, headers={"Authorization": f"Bearer {keys[key]}"},
+                          timeout=30)
+
+    assert erase("root", {"tenant": "acme"}).status_code == 400  # no confirm: nothing erased
+    assert erase("ops", {"tenant": "acme", "confirm": True}).status_code == 403
+    assert erase("vic", {"tenant": "acme", "confirm": True}).status_code == 403
+    assert erase("acme-admin", {"tenant": "globex", "confirm": True}).status_code == 403
+    assert erase("acme-admin", {"run_id": globex, "confirm": True}).status_code == 404
+    assert erase("root", {"tenant": "acme", "actor": "x", "confirm": True}).status_code == 400
+    done = erase("acme-admin", {"actor": "crm-agent", "confirm": True, "by": "dpo"})
+    assert done.status_code == 200, done.text
+    assert done.json()["erased"] == [acme]
+    with reversi.open(db_url) as ledger:
+        assert isinstance(ledger.get_run(acme).snapshot().steps[0].args, Unreadable)
+        assert ledger.get_run(globex).snapshot().steps[0].args == {"note": SECRETS[0]}

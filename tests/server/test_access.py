@@ -45,6 +45,7 @@ SAMPLES: dict[str, dict[str, object]] = {
     "resume": {"halt_id": "halt_none"},
     "create_key": {"name": "extra", "role": "agent", "tenant": "acme"},
     "add_checkpoint": {"name": "checked"},
+    "erase": {"tenant": "no-such-tenant"},  # without confirm: refused as bad input, nothing erased
 }
 
 

@@ -43,6 +43,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/runs/{run_id}/checkpoints"): SCOPED, ("GET", "/v1/runs/{run_id}/checkpoints"): SCOPED,
     ("POST", "/v1/approvals/{approval_id}/approve"): SCOPED, ("POST", "/v1/approvals/{approval_id}/deny"): SCOPED,
     ("POST", "/v1/halt"): OWN, ("POST", "/v1/resume"): SCOPED, ("GET", "/v1/halts"): LISTING,
+    ("POST", "/v1/erase"): OWN,
     ("POST", "/v1/keys"): OWN, ("GET", "/v1/keys"): LISTING, ("DELETE", "/v1/keys/{key_id}"): SCOPED,
     # the console
     ("GET", "/"): LISTING, ("GET", "/runs/{run_id}"): SCOPED, ("POST", "/runs/{run_id}/rollback"): SCOPED,

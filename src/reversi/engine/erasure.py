@@ -47,10 +47,10 @@ def _scope(tenant: str | None, actor: str | None, run_id: str | None) -> str:
 
 
 def erase_values(store: Store, *, tenant: str | None = None, actor: str | None = None, run_id: str | None = None,
-                 by: str, batch: int = _BATCH) -> Erasure:
-    """Destroy the data keys of every run of `tenant`, of `actor`, or of the run `run_id`, a batch of
-    runs per transaction, journaling `values_erased` in each run whose keys it destroyed. Safe to
-    repeat: a run cut short is finished by running it again.
+                 by: str, within: str | None = None, batch: int = _BATCH) -> Erasure:
+    """Destroy the data keys of every run of `tenant`, of `actor`, or of the run `run_id` (with
+    `within`, of that tenant's runs only), a batch of runs per transaction, journaling `values_erased`
+    in each run whose keys it destroyed. Safe to repeat: a run cut short is finished by running it again.
 
     Raises:
         BadInput: not exactly one of tenant, actor and run; a malformed run id.
@@ -64,11 +64,12 @@ def erase_values(store: Store, *, tenant: str | None = None, actor: str | None =
         with store.read() as q:
             if run_id is not None:
                 found = q.get_run(run_id)
-                if found is None:
+                if found is None or (within is not None and found.scope.tenant != within):
                     raise NotFound(f"no run {run_id}")
                 runs: list[RunRecord] = [found]
             else:
-                runs = q.list_runs(tenant=tenant, actor=actor, before=before, limit=batch)
+                runs = q.list_runs(tenant=tenant if within is None else within, actor=actor, before=before,
+                                   limit=batch)
         if runs:
             _erase_batch(store, runs, done, by)
         if run_id is not None or len(runs) < batch:

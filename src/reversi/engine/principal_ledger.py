@@ -31,7 +31,7 @@ from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.retention import cutoff
 from reversi.core.sensitive import Masker
-from reversi.engine import approvals, halts, jobs, keys
+from reversi.engine import approvals, erasure, halts, jobs, keys
 from reversi.engine.access import (
     Access,
     check_run,
@@ -45,6 +45,7 @@ from reversi.engine.access import (
     run_tenant,
 )
 from reversi.engine.capture import Captured
+from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, Role
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.run import Run
@@ -392,6 +393,22 @@ class PrincipalLedger:
         require_role(self.principal, Role.ADMIN)
         scope = HaltScope(tool, actor, halt_tenant(self.principal, tenant), environment)
         return halts.add_halt(self._base.store, reason, scope, self.principal.name, self.principal.name)
+
+    def erase_values(self, *, tenant: str | None = None, actor: str | None = None, run_id: str | None = None,
+                     by: str | None = None) -> Erasure:
+        """Erase the values of a tenant's, an actor's or one run's runs (see `erasure.erase_values`); an
+        admin confined to a tenant erases within it only.
+
+        Raises:
+            Forbidden: not an admin, or a confined admin names another tenant.
+            BadInput, NotFound: as `erasure.erase_values`.
+        """
+        require_role(self.principal, Role.ADMIN)
+        confined = self.principal.tenant
+        if confined is not None and tenant not in (None, confined):
+            raise Forbidden(f"a key confined to tenant {confined} can only erase tenant {confined}")
+        return erasure.erase_values(self._base.store, tenant=tenant, actor=actor, run_id=run_id,
+                                    by=by or self.principal.name, within=confined)
 
     def lift_halts(self, halt_id: str | None = None) -> int:
         """Lift one halt, or all this principal sees; returns how many.

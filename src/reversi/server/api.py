@@ -173,6 +173,14 @@ def resume(call: Call) -> Response:
     return reply({"lifted": call.ledger.lift_halts(call.body(bodies.Resume).halt_id)})
 
 
+def erase(call: Call) -> Response:
+    body = call.body(bodies.Erase)
+    if not body.confirm:
+        raise BadInput('erasing cannot be undone: send "confirm": true to erase')
+    done = call.ledger.erase_values(tenant=body.tenant, actor=body.actor, run_id=body.run_id, by=body.actor_name)
+    return reply(done.to_dict())
+
+
 def list_halts(call: Call) -> Response:
     return offset_page(call, [h.to_dict() for h in call.ledger.halts()])
 
@@ -247,6 +255,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/resume", resume, Role.ADMIN, "Lift one halt (halt_id), or all of them ({}).",
              {200: "Lifted"}, bodies.Resume),
     Endpoint("GET", "/v1/halts", list_halts, Role.ADMIN, "The active halts.", {200: "HaltList"}, query=_PAGE),
+    Endpoint("POST", "/v1/erase", erase, Role.ADMIN,
+             "Erase the values of a tenant's, an actor's or one run's runs (their data keys destroyed).",
+             {200: "Erasure"}, bodies.Erase),
     Endpoint("POST", "/v1/keys", create_key, Role.ADMIN, "Create an API key; the key is in this answer only.",
              {201: "NewKey"}, bodies.CreateKey),
     Endpoint("GET", "/v1/keys", list_keys, Role.ADMIN, "API keys (never their secrets).", {200: "KeyList"},

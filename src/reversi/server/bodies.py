@@ -105,6 +105,14 @@ class Resume(Body):
     halt_id: str | None = None
 
 
+class Erase(Body):
+    tenant: str | None = None
+    actor: str | None = None
+    run_id: str | None = None
+    actor_name: str | None = Field(default=None, alias="by")
+    confirm: bool = False
+
+
 class CreateKey(Body):
     name: NonEmpty
     role: Literal["viewer", "agent", "operator", "admin"]
