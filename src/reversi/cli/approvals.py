@@ -37,9 +37,9 @@ def approvals() -> None:
 def approvals_list(ctx: click.Context, status: str | None, run_id: str | None, as_json: bool) -> int:
     """List approvals, pending first."""
     with state(ctx).ledger() as ledger:
+        found = ledger.approvals(status, run_id)
         masker = ledger.masker()
-        found = [replace(a, args=redaction.approval_args(masker, a.tool, a.args))
-                 for a in ledger.approvals(status, run_id)]
+        found = [replace(a, args=redaction.approval_args(masker, a.tool, a.args)) for a in found]
     if as_json:
         echo_json([a.to_dict() for a in found])
     elif not found:

@@ -74,7 +74,8 @@ def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], to: str | 
     scope = _scope(to, after_step)
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
-        result = redaction.plan(redaction.learn(ledger.masker(), run.snapshot().steps), run.plan(**scope))
+        result = run.plan(**scope)
+        result = redaction.plan(redaction.learn(ledger.masker(), run.snapshot().steps), result)
         if not ledger.settings.manifests and any(a.kind is ActionKind.UNMANIFESTED for a in result.actions):
             result = dataclasses.replace(result, notes=(*result.notes, NO_MANIFESTS))
     if as_json:

@@ -59,7 +59,8 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
     """Show one run and its steps."""
     with state(ctx).ledger() as ledger:
         run = ledger.get_run(run_id)
-        snap, marks = redaction.snapshot(ledger.masker(), run.snapshot()), run.checkpoints()
+        snap, marks = run.snapshot(), run.checkpoints()
+        snap = redaction.snapshot(ledger.masker(), snap)
     out = snap.to_dict() | {"checkpoints": [c.to_dict() for c in marks]}
     if as_json:
         echo_json(out)
@@ -97,9 +98,10 @@ def _count(n: int, thing: str) -> str:
 def export(ctx: click.Context, run_id: str | None, since: str | None, as_json: bool) -> int:
     """Print the journal as JSON lines, in seq order (`--json` changes nothing: it is JSON already)."""
     with state(ctx).ledger() as ledger:
+        events = ledger.export(run_id, _since(since))
         masker, current = ledger.masker(), None
         tools: redaction.Tools = {}
-        for event in ledger.export(run_id, _since(since)):
+        for event in events:
             if event.run_id != current:  # what one run holds masks the text of that run only
                 masker, tools, current = ledger.masker(), {}, event.run_id
             for shown in redaction.events(masker, [event], tools):

@@ -213,7 +213,8 @@ class PrincipalLedger:
 
     def snapshot(self, run_id: str) -> RunSnapshot:
         """The run and its steps as they may be shown; raises as `run_record`."""
-        return redaction.snapshot(self._base.masker(), self.get_run(run_id, Access.READ).snapshot())
+        snap = self.get_run(run_id, Access.READ).snapshot()
+        return redaction.snapshot(self._base.masker(), snap)
 
     def events(self, run_id: str, *, after: int | None = None, limit: int | None = None) -> list[Event]:
         """The run's journal in `seq` order as it may be shown: the events after `after`, at most
@@ -230,8 +231,8 @@ class PrincipalLedger:
         """The run's rollback plan as it may be shown, of the steps after checkpoint `to` or step
         `after_step` when given; raises as `run_record`, and as `Run.scope`."""
         run = self.get_run(run_id, Access.READ)
-        masker = redaction.learn(self._base.masker(), run.snapshot().steps)
-        return redaction.plan(masker, run.plan(to=to, after_step=after_step))
+        plan = run.plan(to=to, after_step=after_step)
+        return redaction.plan(redaction.learn(self._base.masker(), run.snapshot().steps), plan)
 
     def masker(self) -> Masker:
         """A masker for one view of what this principal reads (see `Ledger.masker`)."""

@@ -35,6 +35,16 @@ def migrations() -> list[tuple[int, str]]:
     return sorted(found)
 
 
+# The store's own secrets, made with its schema (so that no read has to write one later, on a replica say).
+MADE_SECRETS = ("masking",)
+SECRET_INSERT = "INSERT INTO store_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING"
+
+
+def new_secrets() -> list[tuple[str, str, str]]:
+    """A fresh value of each of `MADE_SECRETS`, for `SECRET_INSERT` once the migrations ran."""
+    return [(name, secrets.token_hex(32), utc_now()) for name in MADE_SECRETS]
+
+
 def statements(script: str) -> list[str]:
     """Split a migration into statements (no statement of ours contains a ';' inside)."""
     lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
@@ -154,8 +164,12 @@ class Store(abc.ABC):
         """
         kept: dict[str, bytes] = self.__dict__.setdefault("_secrets", {})
         if name not in kept:
-            made, now = secrets.token_hex(32), utc_now()
-            kept[name] = bytes.fromhex(self.run_write(lambda q: q.store_secret(name, made, now)))
+            with self.read() as q:  # made with the schema (`MADE_SECRETS`): a read finds it
+                found = q.read_secret(name)
+            if found is None:
+                made, now = secrets.token_hex(32), utc_now()
+                found = self.run_write(lambda q: q.store_secret(name, made, now))
+            kept[name] = bytes.fromhex(found)
         return kept[name]
 
     def rollback_held(self, run_id: str) -> bool:
