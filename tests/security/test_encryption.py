@@ -285,3 +285,31 @@ def test_an_admin_erases_over_http_and_nobody_else_may(
     with reversi.open(db_url) as ledger:
         assert isinstance(ledger.get_run(acme).snapshot().steps[0].args, Unreadable)
         assert ledger.get_run(globex).snapshot().steps[0].args == {"note": SECRETS[0]}
+
+
+def test_an_erasure_killed_midway_is_finished_by_running_it_again(
+    db_url: str, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _keys(monkeypatch, f"k1={K1}")
+    runs = [_record(db_url, manifest) for _ in range(9)]
+    env = {**os.environ, "REVERSI_DB": db_url, "REVERSI_ENCRYPTION_KEYS": f"k1={K1}"}
+    script = ("import reversi, sys\n"
+              "with reversi.open() as ledger:\n"
+              "    ledger.erase_values(tenant='acme', by='dpo', batch=2,\n"
+              "                        on_batch=lambda n: (print(n, flush=True), sys.stdin.readline()))\n")
+    child = subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=tmp_path)
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "2"  # one batch erased and committed; the child waits
+    child.send_signal(signal.SIGKILL)
+    child.wait(60)
+    done = reversi_cli("erase", "--tenant", "acme", "--yes", "--json", cwd=tmp_path,
+                       env={"REVERSI_DB": db_url, "REVERSI_ENCRYPTION_KEYS": f"k1={K1}"})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert len(report["erased"]) == 7 and len(report["already_erased"]) == 2
+    with reversi.open(db_url) as ledger:
+        for run_id in runs:
+            run = ledger.get_run(run_id)
+            assert isinstance(run.snapshot().steps[0].args, Unreadable)
+            assert len([e for e in run.events() if e.type == "values_erased"]) == 1  # each run once

@@ -83,7 +83,7 @@ def examine(*, config: str | None = None, db: str | None = None) -> list[Finding
         store: Store = open_store(settings.db)
         store.use_keyring(keyring)
     except ReversiError as exc:
-        return [Finding("store", False, exc.message, "check the store URL (--db, REVERSI_DB, db: in reversi.yaml)")]
+        return [Finding("store", False, exc.message, "check the store URL it names (REVERSI_DB, db: in reversi.yaml)")]
     with store:
         back_end = "SQLite" if settings.db.startswith("sqlite:///") else "PostgreSQL"
         with store.read() as q:

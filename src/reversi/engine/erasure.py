@@ -10,6 +10,7 @@ which they are (`reversi prune` removes whole runs).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,10 +48,12 @@ def _scope(tenant: str | None, actor: str | None, run_id: str | None) -> str:
 
 
 def erase_values(store: Store, *, tenant: str | None = None, actor: str | None = None, run_id: str | None = None,
-                 by: str, within: str | None = None, batch: int = _BATCH) -> Erasure:
+                 by: str, within: str | None = None, batch: int = _BATCH,
+                 on_batch: Callable[[int], None] | None = None) -> Erasure:
     """Destroy the data keys of every run of `tenant`, of `actor`, or of the run `run_id` (with
     `within`, of that tenant's runs only), a batch of runs per transaction, journaling `values_erased`
     in each run whose keys it destroyed. Safe to repeat: a run cut short is finished by running it again.
+    `on_batch` is told how many runs were looked at after each committed batch.
 
     Raises:
         BadInput: not exactly one of tenant, actor and run; a malformed run id.
@@ -72,6 +75,8 @@ def erase_values(store: Store, *, tenant: str | None = None, actor: str | None =
                                    limit=batch)
         if runs:
             _erase_batch(store, runs, done, by)
+            if on_batch is not None:
+                on_batch(len(done.erased) + len(done.already) + len(done.clear))
         if run_id is not None or len(runs) < batch:
             return done
         before = (runs[-1].created_at, runs[-1].run_id)

@@ -95,9 +95,11 @@ class Ledger:
         return encryption.rotate_data(self.store, batch=batch, on_batch=on_batch)
 
     def erase_values(self, *, tenant: str | None = None, actor: str | None = None, run_id: str | None = None,
-                     by: str | None = None) -> Erasure:
+                     by: str | None = None, batch: int = 200,
+                     on_batch: Callable[[int], None] | None = None) -> Erasure:
         """Erase the values of a tenant's, an actor's or one run's runs; see `erasure.erase_values`."""
-        return erasure.erase_values(self.store, tenant=tenant, actor=actor, run_id=run_id, by=self.actor(by))
+        return erasure.erase_values(self.store, tenant=tenant, actor=actor, run_id=run_id, by=self.actor(by),
+                                    batch=batch, on_batch=on_batch)
 
     def masker(self) -> Masker:
         """A new masker for one view: the store's masking key, the configured names, the manifests' paths
