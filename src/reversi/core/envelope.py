@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 PREFIX = "!enc1:"
+_AFTER_PREFIX = len(PREFIX)
 KEY_BYTES = 32
 _NONCE = 12
 
@@ -120,7 +121,7 @@ def is_sealed(text: object) -> bool:
 
 def sealed_key_id(text: str) -> str:
     """The data key id a sealed value names."""
-    return text[len(PREFIX):].split(":", 1)[0]
+    return text[_AFTER_PREFIX:text.find(":", _AFTER_PREFIX)]
 
 
 def open_value(data_key: bytes, text: str, run_id: str, place: str) -> object:

@@ -185,22 +185,26 @@ class Vault:
         """An event's data from the column; its sealed fields are opened when first read (each
         `Unreadable` if they cannot be), so a plan that needs only the statuses decrypts no argument."""
         data: dict[str, Any] = json.loads(stored)
-        sealed = data.get(SEALED)
-        if not isinstance(sealed, dict) or not is_sealed(sealed.get("value")):
+        sealed = data.pop(SEALED, None)
+        if sealed is None:
             return data
-        del data[SEALED]
-        fields = tuple(str(name) for name in sealed.get("fields", ()))
-        key = self._read_key(q, run_id, sealed["value"])
-        if isinstance(key, Unreadable):
+        if not isinstance(sealed, dict) or not is_sealed(sealed.get("value")):  # not ours: kept as it is
+            data[SEALED] = sealed
+            return data
+        fields = tuple(map(str, sealed.get("fields", ())))
+        value = sealed["value"]
+        key = self._read_key(q, run_id, value)
+        if type(key) is not bytes:
             return data | dict.fromkeys(fields, key)
-        return _SealedData(data, fields, partial(_opened, key, sealed["value"], run_id))
+        return _SealedData(data, fields, partial(_opened, key, value, run_id))
 
     def _read_key(self, q: DataKeyQueries, run_id: str, stored: str) -> bytes | Unreadable:
         memo: dict[str, DataKeyRow | None] = q.__dict__.setdefault("_read_keys", {})
         data_key_id = sealed_key_id(stored)
-        if data_key_id not in memo:
-            memo[data_key_id] = q.data_key(data_key_id)
-        row = memo[data_key_id]
+        if data_key_id in memo:
+            row = memo[data_key_id]
+        else:
+            row = memo[data_key_id] = q.data_key(data_key_id)
         if row is None or row.run_id != run_id:
             return Unreadable("its data key is not in this store")
         return self._key(row)
