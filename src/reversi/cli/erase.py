@@ -29,7 +29,8 @@ def erase(ctx: click.Context, tenant: str | None, actor: str | None, run_id: str
     if as_json:
         echo_json(done.to_dict())
         return 0 if not done.clear else 2
-    echo(f"erased the values of {len(done.erased)} runs of {done.scope}"
+    runs = f"{len(done.erased)} run" + ("" if len(done.erased) == 1 else "s")
+    echo(f"erased the values of {runs} of {done.scope}"
          + (f" ({len(done.already)} were erased already)" if done.already else ""))
     for run in done.clear:
         echo(f"{run}: its values were written in clear, before encryption was on: not erased (reversi prune "
