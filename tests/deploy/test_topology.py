@@ -106,6 +106,11 @@ async def each_agent_calls(gateways: list[str], keys: list[str], call: int) -> l
     return results
 
 
+def errors(results: list[Any]) -> list[str]:
+    """The texts of the results that are errors (so a failing assertion says what went wrong)."""
+    return [r.content[0].text if r.content else repr(r) for r in results if r.is_error]
+
+
 def refusal(result: Any) -> str:
     assert result.is_error, result
     text: str = result.content[0].text
@@ -140,7 +145,7 @@ def test_two_servers_and_two_gateways_share_the_agents_the_halts_and_the_jobs_of
 
     # Sixteen agents at once, through both gateways.
     for call in range(CALLS):
-        assert not any(r.is_error for r in anyio.run(each_agent_calls, gateways, keys, call))
+        assert not errors(anyio.run(each_agent_calls, gateways, keys, call))
     with reversi.open(db_url) as ledger:
         for i in range(AGENTS):
             assert [s.status.value for s in ledger.get_run(f"run_agent_{i}").steps()] == ["succeeded"] * CALLS
@@ -160,7 +165,7 @@ def test_two_servers_and_two_gateways_share_the_agents_the_halts_and_the_jobs_of
     subprocess.run([reversi_cli, "kill-switch", "on", "freeze"], env=kill_env, check=True, capture_output=True)
     assert {refusal(r) for r in anyio.run(each_agent_calls, gateways, keys[:2], CALLS)} == {"kill switch: freeze"}
     subprocess.run([reversi_cli, "kill-switch", "off"], env=kill_env, check=True, capture_output=True)
-    assert not any(r.is_error for r in anyio.run(each_agent_calls, gateways, keys[:2], CALLS))
+    assert not errors(anyio.run(each_agent_calls, gateways, keys[:2], CALLS))
 
     # The server running a job is stopped past its lease: the other takes the job over and finishes it.
     rollback_job(clients[2], "run_agent_4")

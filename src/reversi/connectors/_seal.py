@@ -15,6 +15,7 @@ server the agent calls through the gateway, and the compensator of the rollbacks
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -63,14 +64,19 @@ def _key() -> bytes:
     except FileNotFoundError:
         pass
     make_private_folders(path.parent)
+    # Written whole under a name of its own, then linked into place: a process that reads the key file
+    # never sees it half-written, and of two processes making it at once, the first link wins.
+    temporary = path.with_name(f".seal.key.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
-        return _read_key(path)
-    with os.fdopen(fd, "w") as out:
-        out.write(secrets.token_hex(32))
-        out.flush()
-        os.fsync(out.fileno())
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32))
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+            os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
     return _read_key(path)
 
 
@@ -78,7 +84,7 @@ def _read_key(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd) as source:
         text = source.read().strip()
-    if len(text) < _MIN_KEY:  # a key file another process is still writing reads as too short: wait for it
+    if len(text) < _MIN_KEY:
         raise ConfigError(f"{path} holds no sealing key (fewer than {_MIN_KEY} characters)")
     return text.encode()
 
