@@ -96,6 +96,8 @@ class ToolEntry:
         read_when: Conditions (a reference → the value it must match) under which a call of this write
             tool changed nothing, e.g. `{"$args.dryRun": True}`; such a step plans `skip` (`read`).
         sensitive: Paths of its arguments and result that hold secrets: masked wherever shown.
+        resources: Templates naming what a call touches or makes (`file:${args.path}`), which give
+            steps lineage across runs (`reversi.core.resources`).
         digest: Lowercase hex SHA-256 of the entry's canonical JSON as written; any edit changes it.
     """
 
@@ -114,6 +116,7 @@ class ToolEntry:
     capture: Capture | None = None
     read_when: Mapping[str, Any] | None = None
     sensitive: tuple[SensitivePath, ...] = ()
+    resources: tuple[str, ...] = ()
     digest: str = ""
 
     @property
@@ -151,6 +154,8 @@ class ManifestSet:
         globs.sort(key=lambda item: (-len(item[1].pattern), item[0]))
         self._globs = tuple(entry for _, entry in globs)
         self._cache: dict[str, ToolEntry | None] = {}
+        self.declares_resources = any(entry.resources for entry in self.entries)
+        """Whether some entry names resources: else recording indexes none, at no cost."""
 
     @classmethod
     def empty(cls) -> ManifestSet:
@@ -168,6 +173,11 @@ class ManifestSet:
             entry = next((glob for glob in self._globs if fnmatchcase(tool, glob.pattern)), None)
         self._cache[tool] = entry
         return entry
+
+    def touches(self, tool: str) -> bool:
+        """Whether `tool`'s entry names resources its calls may touch."""
+        entry = self.lookup(tool)
+        return entry is not None and bool(entry.resources) and entry.effect is not Effect.READ
 
     def __repr__(self) -> str:
         return f"ManifestSet({[entry.pattern for entry in self.entries]!r})"

@@ -123,7 +123,7 @@ def _survey(root: Node | None) -> tuple[int, list[Node]]:
 
 _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
-    | {"compensation", "verification", "capture", "read_when", "sensitive"}
+    | {"compensation", "verification", "capture", "read_when", "sensitive", "resources"}
 )
 _COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue", "when"})
 _CAPTURE_KEYS = frozenset({"tool", "args", "absent_on_error"})
@@ -194,6 +194,7 @@ class _Reader:
             capture=self.get(found, "capture", self.capture),
             read_when=self.get(found, "read_when", self.conditions),
             sensitive=self.get(found, "sensitive", self.sensitive) or (),
+            resources=self.get(found, "resources", self.resources) or (),
             digest=_digest(plain(node) if not is_null(node) else {}),
         )
         if len(self.problems) > before:
@@ -369,6 +370,12 @@ class _Reader:
             except BadInput as exc:
                 self.problem(item, f"{label}: {exc.message}")
         return tuple(paths) if len(paths) == len(found) else None
+
+    def resources(self, key: Node, node: Node, label: str) -> tuple[str, ...] | None:
+        found = self.strings(key, node, label)
+        if found is not None:
+            self.templates.template(node, self.roots)
+        return found
 
     def strings(self, key: Node, node: Node, label: str) -> tuple[str, ...] | None:
         if not isinstance(node, SequenceNode):

@@ -10,6 +10,7 @@ from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.manifest import CompensationKind, Verification
+from reversi.core.resources import Dependent
 
 
 class ActionKind(StrEnum):
@@ -54,9 +55,13 @@ class Reason:
         return f"approval {approval_id} denied: stays until someone approves it"
 
     @staticmethod
-    def blocked_by(steps: Sequence[int]) -> str:
-        word = "step" if len(steps) == 1 else "steps"
-        return f"blocked by {word} {', '.join(str(s) for s in steps)}"
+    def blocked_by(steps: Sequence[int], other_runs: Sequence[Dependent] = ()) -> str:
+        parts = []
+        if steps:
+            word = "step" if len(steps) == 1 else "steps"
+            parts.append(f"{word} {', '.join(str(s) for s in steps)}")
+        parts += [d.describe() for d in other_runs]
+        return f"blocked by {'; '.join(parts)}"
 
 
 # What keeps a step standing after the rollback, whatever else happens.
@@ -107,6 +112,7 @@ class Action:
     reason: str | None = None
     compensation: CompensationCall | None = None
     blocked_by: tuple[int, ...] = ()
+    blocked_by_runs: tuple[Dependent, ...] = ()  # steps of other runs that touched its resources later
     # A compensation whose approval was denied: the rollback leaves the step standing (a denial is
     # not overridden by approving pending ones), so it holds back what it depends on.
     denied_approval: str | None = None
@@ -135,6 +141,8 @@ class Action:
             out["reason"] = self.reason
         if self.kind is ActionKind.DEFER:
             out["blocked_by"] = list(self.blocked_by)
+            if self.blocked_by_runs:
+                out["blocked_by_runs"] = [d.to_dict() for d in self.blocked_by_runs]
         return out
 
     def describe(self) -> str:

@@ -7,19 +7,26 @@ from reversi.core.gc_pause import gc_paused
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState
 from reversi.core.plan import Plan
+from reversi.core.resources import RunLineage
 from reversi.core.walk import RollbackWalk
 
 
-def plan_rollback(snapshot: RunSnapshot, manifests: ManifestSet, scope: RollbackScope | None = None) -> Plan:
+def plan_rollback(
+    snapshot: RunSnapshot,
+    manifests: ManifestSet,
+    scope: RollbackScope | None = None,
+    lineage: RunLineage | None = None,
+) -> Plan:
     """The plan for undoing `snapshot`'s run with `manifests`: one action per step, newest first; with
     `scope`, one per step it covers (the steps after a checkpoint), the earlier ones kept unlisted.
 
     A step to compensate is deferred while a dependent would still stand when the rollback ends;
     deferral is transitive, and a step that needs no undo is never deferred. Every compensation
     is assumed to succeed (the rollback itself walks the same way with what really happened).
+    `lineage`: what depends on its steps through the resources they touched, in it and in other runs.
     """
     with gc_paused():
-        walk = RollbackWalk(snapshot, manifests, scope)
+        walk = RollbackWalk(snapshot, manifests, scope, lineage)
         actions = tuple(walk)
         notes = [note for step in walk.steps if (note := _manifest_note(step, walk.entry(step.index)))]
         return Plan(snapshot.run.run_id, actions, tuple(notes), scope)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
+from reversi.core.resources import Dependent
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,11 @@ class Unrecoverable:
 class Deferred:
     step: int
     blocked_by: tuple[int, ...]
+    blocked_by_runs: tuple[Dependent, ...] = ()  # steps of other runs that touched its resources later
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "blocked_by": list(self.blocked_by)}
+        out: dict[str, Any] = {"step": self.step, "blocked_by": list(self.blocked_by)}
+        return out | ({"blocked_by_runs": [d.to_dict() for d in self.blocked_by_runs]} if self.blocked_by_runs else {})
 
 
 @dataclass(frozen=True)

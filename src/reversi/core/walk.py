@@ -28,6 +28,7 @@ from reversi.core.manifest import Effect, ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState, StepStatus
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, compensation_key
 from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
+from reversi.core.resources import RunLineage
 
 
 def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContext:
@@ -115,15 +116,25 @@ class RollbackWalk:
     before taking the next action.
     """
 
-    def __init__(self, snapshot: RunSnapshot, manifests: ManifestSet, scope: RollbackScope | None = None) -> None:
+    def __init__(
+        self,
+        snapshot: RunSnapshot,
+        manifests: ManifestSet,
+        scope: RollbackScope | None = None,
+        lineage: RunLineage | None = None,
+    ) -> None:
         """`scope`: walk only the steps it covers (those after a checkpoint); the earlier ones are kept
-        as they are, and no action is made for them."""
+        as they are, and no action is made for them. `lineage`: what depends on the run's steps through
+        the resources they touched, in this run and (those that will still stand) in others."""
         self.snapshot = snapshot
         self.scope = scope
         self._first = scope.after_step + 1 if scope is not None else 0
         self._entries = [manifests.lookup(step.tool) for step in snapshot.steps]
+        self._lineage = lineage or RunLineage()
+        by_resource = self._lineage.same_run
         self._blockers = Blockers(
-            [step.record.depends_on for step in snapshot.steps],
+            [step.record.depends_on + (by_resource[step.index] if step.index < len(by_resource) else ())
+             for step in snapshot.steps],
             [entry.requires if entry is not None else () for entry in self._entries],
         )
 
@@ -159,10 +170,11 @@ class RollbackWalk:
         if action.kind is not ActionKind.COMPENSATE:
             return action
         blocked_by = self._blockers.blocked_by(step.index, step.tool)
-        if blocked_by:
+        other_runs = self._lineage.standing.get(step.index, ())
+        if blocked_by or other_runs:
             return Action(
-                action.step, action.tool, ActionKind.DEFER, Reason.blocked_by(blocked_by), action.compensation,
-                blocked_by,
+                action.step, action.tool, ActionKind.DEFER, Reason.blocked_by(blocked_by, other_runs),
+                action.compensation, blocked_by, other_runs,
             )
         comp = action.compensation
         if step.denied_approval is not None and comp is not None and comp.needs_approval:

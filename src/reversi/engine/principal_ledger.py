@@ -47,6 +47,7 @@ from reversi.engine.access import (
 from reversi.engine.capture import Captured
 from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, Role
+from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Forbidden, NotFound
@@ -204,10 +205,11 @@ class PrincipalLedger:
         """
         for record in runs:
             check_run(self.principal, record, Access.READ)
+        manifests, secret = self._base.manifests, lineage_secret(self._base.store)
         with self._base.store.read() as q:
-            snapshots = q.snapshots(runs)
+            read = [(snap, run_lineage(q, snap, manifests, secret)) for snap in q.snapshots(runs)]
         return [redaction.plan(redaction.learn(self._base.masker(), snap.steps),
-                               plan_rollback(snap, self._base.manifests)) for snap in snapshots]
+                               plan_rollback(snap, manifests, lineage=lineage)) for snap, lineage in read]
 
     # What a person is shown of a run: sensitive values masked (`reversi.core.redaction`).
 

@@ -25,6 +25,7 @@ from reversi.core.models import (
     Mode,
     NewEvent,
     RunRecord,
+    RunSnapshot,
     StepRecord,
     StepState,
     StepStatus,
@@ -33,6 +34,8 @@ from reversi.core.models import (
     utc_now,
 )
 from reversi.core.references import MissingReference, resolve
+from reversi.core.resources import resource_key, resources_of
+from reversi.core.walk import reference_context
 from reversi.engine import tracing
 from reversi.engine.approvals import new_approval_id
 from reversi.engine.capture import Captured, call_context
@@ -248,11 +251,15 @@ class Recorder:
         """
         event = _outcome_event(run, step, status, result, error)
 
+        secret = self._resource_secret()
+
         def write(q: Queries) -> StepState:
             events = _journal_outcome(q, run.run_id, step, event, reported=reported)
             record = q.step_record(run.run_id, step)
             assert record is not None  # it has events
-            return derive_step(record, events)
+            state = derive_step(record, events)
+            self._journal_touches(q, run, state, events[-1].at, secret)
+            return state
 
         return write
 
@@ -260,7 +267,33 @@ class Recorder:
         self, run: RunRecord, step: int, status: StepStatus, result: Any, error: str | None
     ) -> WriteFn[list[Event]]:
         event = _outcome_event(run, step, status, result, error)
-        return lambda q: _journal_outcome(q, run.run_id, step, event)
+        secret = self._resource_secret()
+
+        def write(q: Queries) -> list[Event]:
+            events = _journal_outcome(q, run.run_id, step, event)
+            if secret is not None and self.manifests.touches(events[0].data.get("tool", "")):
+                record = q.step_record(run.run_id, step)
+                assert record is not None  # it has events
+                self._journal_touches(q, run, derive_step(record, events), events[-1].at, secret)
+            return events
+
+        return write
+
+    def _resource_secret(self) -> bytes | None:
+        """The key resources are hashed under, when some entry declares resources (else None: no cost)."""
+        return self.store.secret("masking") if self.manifests.declares_resources else None
+
+    def _journal_touches(self, q: Queries, run: RunRecord, state: StepState, at: str, secret: bytes | None) -> None:
+        """Index the resources a step that took (or may have taken) effect touched, for lineage."""
+        if secret is None or state.status not in (StepStatus.SUCCEEDED, StepStatus.UNCERTAIN):
+            return
+        entry = self.manifests.lookup(state.tool)
+        if entry is None or not entry.resources:
+            return
+        snapshot = RunSnapshot(run, (state,))
+        ctx = reference_context(snapshot, state)
+        tenant = run.scope.tenant
+        q.add_touches(run.run_id, state.index, at, [resource_key(secret, tenant, r) for r in resources_of(entry, ctx)])
 
     def checkpoint(self, run: RunRecord, name: object) -> Checkpoint:
         """Journal a checkpoint named `name` after the run's last step (see `reversi.core.checkpoints`).

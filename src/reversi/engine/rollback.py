@@ -36,9 +36,11 @@ from reversi.core.models import (
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason
 from reversi.core.references import MissingReference, resolve
 from reversi.core.report import AwaitingApproval, Deferred, Failure, RollbackReport, Unrecoverable
+from reversi.core.resources import RunLineage
 from reversi.core.walk import RollbackWalk, reference_context
 from reversi.engine import tracing
 from reversi.engine.approvals import compensation_approval
+from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.errors import ConfigError, NotFound, ToolAnsweredError
 from reversi.store.base import Store
 from reversi.store.leases import Lease
@@ -120,10 +122,11 @@ class RollbackExecutor:
             return report
 
     async def _execute(self, run_id: str, scope: RollbackScope | None) -> RollbackReport:
-        snapshot = await asyncio.to_thread(self._snapshot, run_id)
-        if snapshot is None:
+        read = await asyncio.to_thread(self._snapshot, run_id)
+        if read is None:
             raise NotFound(f"no run {run_id}")
-        walk = RollbackWalk(snapshot, self.manifests, scope)
+        snapshot, lineage = read
+        walk = RollbackWalk(snapshot, self.manifests, scope, lineage)
         if self.options.compensate is None and walk.needs_compensator():
             raise ConfigError(NO_COMPENSATOR)
         report = self.report = RollbackReport(run_id, scope=scope)
@@ -141,9 +144,11 @@ class RollbackExecutor:
                 await _call(self.options.progress, done, total)
         return report
 
-    def _snapshot(self, run_id: str) -> RunSnapshot | None:
+    def _snapshot(self, run_id: str) -> tuple[RunSnapshot, RunLineage] | None:
+        secret = lineage_secret(self.store)
         with self.store.read() as q:
-            return q.snapshot(run_id)
+            snapshot = q.snapshot(run_id)
+            return None if snapshot is None else (snapshot, run_lineage(q, snapshot, self.manifests, secret))
 
     async def _undo(
         self, snapshot: RunSnapshot, step: StepState, call: CompensationCall, report: RollbackReport, label: str
@@ -369,7 +374,7 @@ def _report_unchanged(action: Action, report: RollbackReport) -> None:
     elif kind is ActionKind.UNRECOVERABLE:
         report.unrecoverable.append(Unrecoverable(step, reason))
     else:
-        report.deferred.append(Deferred(step, action.blocked_by))
+        report.deferred.append(Deferred(step, action.blocked_by, action.blocked_by_runs))
     report.lines.append(f"step {step}  {action.tool}  {_REPORTED_AS[kind]}  {reason}")
 
 

@@ -31,9 +31,11 @@ from reversi.core.models import (
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
+from reversi.core.resources import RunLineage
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, Read, needs_capture, take_capture
 from reversi.engine.commands import command_reader
+from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
 from reversi.engine.step_handle import StepHandle, reporting
@@ -317,7 +319,18 @@ class Run:
         """The rollback plan with the manifests in force (those the ledger was opened with); with `to`
         (a checkpoint's name) or `after_step`, of the steps after it only. Raises as `scope`."""
         scope = self.scope(to=to, after_step=after_step)
-        return plan_rollback(self.snapshot(), manifests or self._ledger.manifests, scope)
+        manifests = manifests or self._ledger.manifests
+        snapshot, lineage = self.snapshot_and_lineage(manifests)
+        return plan_rollback(snapshot, manifests, scope, lineage)
+
+    def snapshot_and_lineage(self, manifests: ManifestSet | None = None) -> tuple[RunSnapshot, RunLineage]:
+        """The run and what depends on its steps through their resources, read together."""
+        secret = lineage_secret(self._ledger.store)
+        with self._ledger.store.read() as q:
+            snap = q.snapshot(self.id)
+            if snap is None:
+                raise NotFound(f"no run {self.id}")
+            return snap, run_lineage(q, snap, manifests or self._ledger.manifests, secret)
 
     async def arollback(
         self, compensate: Compensate | None = None, **options: Unpack[RollbackArguments]

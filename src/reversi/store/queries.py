@@ -3,8 +3,8 @@
 The SQL is portable; each back end supplies a cursor whose placeholders are `?` and the few
 statements that differ (row locks, advisory locks), through `Dialect` (`statements.py`). Every
 table's SQL is a method of a query class (`ApprovalQueries`, `DrillQueries`, `HaltQueries`, `JobQueries`,
-`KeyQueries`, `LeaseQueries`, `RetentionQueries`, `SecretQueries`, `SessionQueries`, and the runs, steps and events
-here); `Queries` is all of them.
+`KeyQueries`, `LeaseQueries`, `ResourceQueries`, `RetentionQueries`, `SecretQueries`, `SessionQueries`,
+and the runs, steps and events here); `Queries` is all of them.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from reversi.store.halts import HaltQueries
 from reversi.store.jobs import JobQueries
 from reversi.store.keys import KeyQueries
 from reversi.store.leases import LeaseQueries
+from reversi.store.resources import ResourceQueries
 from reversi.store.retention import RetentionQueries
 from reversi.store.secrets import SecretQueries
 from reversi.store.sessions import SessionQueries
@@ -59,7 +60,7 @@ def _run(row: Any) -> RunRecord:
 
 
 class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, LeaseQueries,
-              RetentionQueries, SecretQueries, SessionQueries):
+              ResourceQueries, RetentionQueries, SecretQueries, SessionQueries):
     """Every read and write of the ledger, inside one transaction of the back end's choosing: runs,
     steps and events here, the rest from the query class of each table."""
 
@@ -293,6 +294,25 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
         statuses = [StepStatus(json.loads(data)["status"]) if type_ == EventType.RESOLVED else StepStatus(type_)
                     for type_, data in rows]
         return RunSummary.of(run, statuses)
+
+    def step_statuses(self, steps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StepStatus]:
+        """The status of each of these (run, step) pairs that exists, from its last status event."""
+        kinds = ", ".join(f"'{t}'" for t in _STATUS_EVENTS)
+        by_run: dict[str, set[int]] = defaultdict(set)
+        for run_id, step in steps:
+            by_run[run_id].add(step)
+        found: dict[tuple[str, int], StepStatus] = {}
+        for run_id, numbers in by_run.items():
+            wanted = sorted(numbers)
+            for start in range(0, len(wanted), CHUNK):
+                chunk = wanted[start : start + CHUNK]
+                marks = ", ".join("?" for _ in chunk)
+                rows = self._exec(f"SELECT step, type, data FROM events WHERE run_id = ? AND step IN ({marks}) "
+                                  f"AND type IN ({kinds}) ORDER BY seq", [run_id, *chunk]).fetchall()
+                for step, type_, data in rows:  # the last one of each step wins
+                    found[(run_id, step)] = (StepStatus(json.loads(data)["status"]) if type_ == EventType.RESOLVED
+                                             else StepStatus(type_))
+        return found
 
     def snapshot(self, run_id: str) -> RunSnapshot | None:
         """The run and every step's derived state, read in this transaction."""

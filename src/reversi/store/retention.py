@@ -11,7 +11,7 @@ from reversi.store.statements import CHUNK, Statements
 
 # Every table with rows of a run, children before `runs` (their foreign keys point at it). A table
 # keyed by run added later belongs here too.
-RUN_TABLES = ("events", "steps", "approvals", "rollback_jobs", "rollback_leases", "data_keys", "runs")
+RUN_TABLES = ("events", "steps", "step_resources", "approvals", "rollback_jobs", "rollback_leases", "data_keys", "runs")
 
 
 @dataclass(frozen=True)

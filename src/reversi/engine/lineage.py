@@ -1,0 +1,64 @@
+"""Reading the lineage of runs from the store: which steps, in this run and others of the tenant,
+touched the same resources later (`reversi.core.resources`), and whether those still stand.
+
+Plans and rollbacks read it in the transaction that reads the snapshots they walk, so what they
+defer is what the journal said at that moment; a rollback reads it again on each re-run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from reversi.core.manifest import ManifestSet
+from reversi.core.models import RunSnapshot
+from reversi.core.resources import Lineage, RunLineage, resource_key, resources_of
+from reversi.core.walk import reference_context
+from reversi.store.base import Store
+from reversi.store.queries import Queries
+
+__all__ = ["lineage_secret", "read_lineage", "run_lineage", "standing_elsewhere"]
+
+
+def lineage_secret(store: Store) -> bytes:
+    """The key the journal's resource hashes are made under (the store's own, the same everywhere)."""
+    return store.secret("masking")
+
+
+def read_lineage(q: Queries, snapshots: Sequence[RunSnapshot], manifests: ManifestSet, secret: bytes) -> Lineage:
+    """The lineage of these runs' steps: every later touch of a resource one of them touched."""
+    own = q.run_touches([s.run.run_id for s in snapshots])
+    if not own:
+        return Lineage(())
+    touched = {(t.run_id, t.step) for t in own}
+    names: dict[str, dict[int, dict[str, str]]] = {}
+    for snapshot in snapshots:
+        run, tenant = snapshot.run.run_id, snapshot.run.scope.tenant
+        for step in snapshot.steps:
+            if (run, step.index) in touched:
+                ctx = reference_context(snapshot, step)
+                texts = resources_of(manifests.lookup(step.tool), ctx)
+                names.setdefault(run, {})[step.index] = {resource_key(secret, tenant, t): t for t in texts}
+    return Lineage(q.touches_of({t.key for t in own}), names)
+
+
+def standing_elsewhere(q: Queries, lineage: Lineage, snapshots: Sequence[RunSnapshot]) -> Callable[[str, int], bool]:
+    """Whether a step of a run not among `snapshots` stands (or may: its outcome is unknown)."""
+    walked = {s.run.run_id for s in snapshots}
+    others = {(d.run_id, d.step) for s in snapshots for i in range(len(s.steps))
+              for d in lineage.other_runs(s.run.run_id, i) if d.run_id not in walked}
+    statuses = q.step_statuses(sorted(others)) if others else {}
+
+    def stands(run_id: str, step: int) -> bool:
+        status = statuses.get((run_id, step))
+        return status is not None and (status.stands or status.unresolved)
+
+    return stands
+
+
+def run_lineage(q: Queries, snapshot: RunSnapshot, manifests: ManifestSet, secret: bytes) -> RunLineage:
+    """What one run's walk needs of the lineage: steps of other runs that depend on its steps and
+    stand now hold those back."""
+    lineage = read_lineage(q, [snapshot], manifests, secret)
+    stands = standing_elsewhere(q, lineage, [snapshot])
+    return lineage.for_run(snapshot.run.run_id, len(snapshot.steps), stands)
+
