@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from reversi.core.checkpoints import Checkpoint
     from reversi.core.plan import Action, ActionKind, Plan
     from reversi.core.report import RollbackReport
+    from reversi.core.scopes import ScopePlan, ScopeReport, Selection
     from reversi.engine.ledger import Ledger, RunFilter, open
     from reversi.engine.remote import CompensationWork
     from reversi.engine.run import Outcome, Run
@@ -40,6 +41,9 @@ _HOMES = {
     "RollbackReport": "reversi.core.report",
     "Run": "reversi.engine.run",
     "RunFilter": "reversi.engine.ledger",
+    "ScopePlan": "reversi.core.scopes",
+    "ScopeReport": "reversi.core.scopes",
+    "Selection": "reversi.core.scopes",
     "StepHandle": "reversi.engine.step_handle",
     "open": "reversi.engine.ledger",
 }
@@ -56,6 +60,9 @@ __all__ = [
     "RollbackReport",
     "Run",
     "RunFilter",
+    "ScopePlan",
+    "ScopeReport",
+    "Selection",
     "StepHandle",
     "errors",
     "open",

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
-from reversi.core.models import Event, EventType
+from reversi.core.models import Event, EventType, StepState
 from reversi.core.printable import ESCAPED
 from reversi.errors import BadInput, Conflict, NotFound
 
@@ -34,27 +35,57 @@ class Checkpoint:
 @dataclass(frozen=True)
 class RollbackScope:
     """The part of a run a plan or rollback covers: the steps numbered above `after_step`;
-    `checkpoint` is the name it was given by, when it was."""
+    `checkpoint` is the name it was given by, when it was. A scope of many runs (`reversi.core.scopes`)
+    may narrow it further to the steps of tools matching the glob `tool`, and to those journaled from
+    `since` to `until` (ledger times); the steps it leaves out are kept, and hold back what they
+    depend on while they stand."""
 
     after_step: int
     checkpoint: str | None = None
+    tool: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    @property
+    def filtered(self) -> bool:
+        """Whether it leaves out steps other than those up to `after_step`."""
+        return self.tool is not None or self.since is not None or self.until is not None
+
+    def covers(self, step: StepState) -> bool:
+        """Whether the scope covers `step` (whose number is above `after_step`)."""
+        return ((self.tool is None or fnmatchcase(step.tool, self.tool))
+                and (self.since is None or step.at >= self.since)
+                and (self.until is None or step.at <= self.until))
 
     def describe(self) -> str:
         """The scope as a line of text output."""
-        after = f"step {self.after_step}"
-        if self.checkpoint is not None:
-            after = f"checkpoint {self.checkpoint!r} ({after})"
-        return f"scope: the steps after {after}; earlier steps are kept"
+        parts = []
+        if self.after_step >= 0 or self.checkpoint is not None:
+            after = f"step {self.after_step}"
+            if self.checkpoint is not None:
+                after = f"checkpoint {self.checkpoint!r} ({after})"
+            if not self.filtered:
+                return f"scope: the steps after {after}; earlier steps are kept"
+            parts.append(f"the steps after {after}")
+        if self.tool is not None:
+            parts.append(f"the steps of tools matching {self.tool!r}")
+        if self.since is not None:
+            parts.append(f"the steps journaled from {self.since}")
+        if self.until is not None:
+            parts.append(f"the steps journaled until {self.until}")
+        return f"scope: {'; '.join(parts) or 'every step'}; other steps are kept"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"after_step": self.after_step, "checkpoint": self.checkpoint}
+        out: dict[str, Any] = {"after_step": self.after_step, "checkpoint": self.checkpoint}
+        return out | {k: v for k, v in (("tool", self.tool), ("since", self.since), ("until", self.until)) if v}
 
     @classmethod
     def from_dict(cls, data: Any) -> RollbackScope | None:
         """The scope `to_dict` made (as a job keeps it); None for None."""
         if data is None:
             return None
-        return cls(int(data["after_step"]), data.get("checkpoint"))
+        return cls(int(data["after_step"]), data.get("checkpoint"), data.get("tool"), data.get("since"),
+                   data.get("until"))
 
 
 def check_name(name: object) -> str:

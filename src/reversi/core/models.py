@@ -214,6 +214,7 @@ class StepState:
     before: Any = None  # what the manifest's capture read before the call (`$before`), when has_before
     has_before: bool = False
     before_absent: str | None = None  # the capture found nothing: the error that said so
+    at: str = ""  # when the step was journaled `intended`: its place in journal order across runs
 
     @property
     def index(self) -> int:
@@ -262,10 +263,12 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     before: Any = None
     has_before = False
     before_absent: str | None = None
+    at = ""
     for ev in events:
         data = ev.data
         if ev.type == EventType.INTENDED:
             has_before, before, before_absent = "before" in data, data.get("before"), data.get("before_absent")
+            at = ev.at
         if ev.type == EventType.APPROVAL_REQUESTED and data.get("kind") == "compensation":
             asked, denied = data.get("approval_id"), None
             continue
@@ -295,7 +298,7 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
         elif ev.type == EventType.COMPENSATED:
             claim = None
     return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
-                     before, has_before, before_absent)
+                     before, has_before, before_absent, at)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,9 @@ class RollbackReport:
     unrecoverable: list[Unrecoverable] = field(default_factory=list)
     deferred: list[Deferred] = field(default_factory=list)
     awaiting_approval: list[AwaitingApproval] = field(default_factory=list)
+    # Of `skipped`: the steps found compensated already (by an earlier rollback or a remote worker),
+    # told apart from those that never needed an undo.
+    already_undone: list[int] = field(default_factory=list)
     lines: list[str] = field(default_factory=list, repr=False)
     scope: RollbackScope | None = None  # the steps after a checkpoint, when not the whole run
 
@@ -90,6 +93,7 @@ class RollbackReport:
             "unrecoverable": [u.to_dict() for u in self.unrecoverable],
             "deferred": [d.to_dict() for d in self.deferred],
             "awaiting_approval": [a.to_dict() for a in self.awaiting_approval],
+            "already_undone": list(self.already_undone),
             "complete": self.complete,
         } | ({"scope": self.scope.to_dict()} if self.scope is not None else {})
 

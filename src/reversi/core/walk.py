@@ -152,10 +152,17 @@ class RollbackWalk:
     @property
     def steps(self) -> tuple[StepState, ...]:
         """The steps the walk covers, oldest first."""
-        return self.snapshot.steps[self._first:]
+        after = self.snapshot.steps[self._first:]
+        scope = self.scope
+        return tuple(s for s in after if scope.covers(s)) if scope is not None and scope.filtered else after
 
     def __iter__(self) -> Iterator[Action]:
-        for step in reversed(self.steps):
+        scope = self.scope
+        for step in reversed(self.snapshot.steps[self._first:]):
+            if scope is not None and scope.filtered and not scope.covers(step):
+                if step.status.stands or step.status.unresolved:  # kept: it holds back what it depends on
+                    self._blockers.stands(step.index)
+                continue
             action = self._decide(step)
             if action.leaves_standing:
                 self._blockers.stands(step.index)

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Unpack
 
 import anyio
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
@@ -31,8 +31,9 @@ from reversi.core.models import (
     new_run_id,
     utc_now,
 )
+from reversi.core.scopes import ScopePlan, ScopeReport, Selection
 from reversi.core.sensitive import Masker, SensitivePath
-from reversi.engine import access, approvals, drills, encryption, erasure, halts, jobs, keys, retention
+from reversi.engine import access, approvals, drills, encryption, erasure, halts, incidents, jobs, keys, retention
 from reversi.engine.capture import Captured
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
 from reversi.engine.encryption import Rotation, keyring_from_env
@@ -42,7 +43,7 @@ from reversi.engine.manifest_files import load_manifest_files
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.engine.recorder import Recorder
 from reversi.engine.rollback import Compensate, ReadBack
-from reversi.engine.run import Run
+from reversi.engine.run import RollbackArguments, Run, run_coroutine
 from reversi.errors import BadInput, Forbidden, NotFound, Refused, WriteConflict
 from reversi.store.base import Store, open_store
 from reversi.store.keys import KeyRow
@@ -272,6 +273,39 @@ class Ledger:
                     break
         return summaries
 
+    # -- rollbacks of many runs (`reversi.engine.incidents`) -----------------------------------------
+
+    def plan_scope(self, selection: Selection) -> ScopePlan:
+        """The plan of rolling back every run and step `selection` covers, as one walk newest first
+        across runs, honouring dependencies within and across runs."""
+        return incidents.plan_scope(self, selection)
+
+    async def arollback_scope(
+        self, selection: Selection, compensate: Compensate | None = None, *, contain: bool = False,
+        reason: str | None = None, **options: Unpack[RollbackArguments],
+    ) -> ScopeReport:
+        """`rollback_scope` without blocking the event loop."""
+        contained = []
+        if contain:
+            done = await asyncio.to_thread(incidents.contain, self, selection, reason or _contain_reason(selection),
+                                           self.actor(options.get("actor")))
+            contained = done.lines()
+        return await incidents.rollback_scope(self, selection, compensate, options, contained=contained)
+
+    def rollback_scope(
+        self, selection: Selection, compensate: Compensate | None = None, *, contain: bool = False,
+        reason: str | None = None, **options: Unpack[RollbackArguments],
+    ) -> ScopeReport:
+        """Undo every run and step `selection` covers (see `reversi.engine.incidents`), each run under its
+        own lease with `Run.rollback`'s options; `contain` first halts the scope (and, for a key,
+        revokes it) so that nothing new lands meanwhile, with `reason` for the halt.
+
+        Raises:
+            BadInput: as `contain`.
+            RollbackInProgress, ConfigError, Fenced, StoreUnavailable: as `Run.rollback`.
+        """
+        return run_coroutine(self.arollback_scope(selection, compensate, contain=contain, reason=reason, **options))
+
     def export(self, run_id: str | None = None, since: str | None = None) -> Iterator[Event]:
         """The journal as events: one run's in `seq` order, or every run's, run by run, then the halts'
         (`halt_added`, `halt_lifted`, with `run_id` None: they belong to no run)."""
@@ -435,6 +469,10 @@ class Ledger:
     def requeue_job(self, job: jobs.Job, lease: jobs.Lease) -> None:
         """Put a job this process stopped running back in the queue (a clean shutdown); see `jobs.requeue`."""
         jobs.requeue(self.store, job, lease)
+
+
+def _contain_reason(selection: Selection) -> str:
+    return f"contained for a rollback: {selection.describe().removeprefix('scope: ')}"[:500]
 
 
 def open(

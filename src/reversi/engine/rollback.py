@@ -367,6 +367,8 @@ def _report_unchanged(action: Action, report: RollbackReport) -> None:
     kind = action.kind
     if kind is ActionKind.SKIP:
         report.skipped.append(step)
+        if reason == Reason.ALREADY_COMPENSATED:
+            report.already_undone.append(step)
     elif kind is ActionKind.UNRESOLVED:
         report.unresolved.append(step)
     elif kind is ActionKind.UNMANIFESTED:

@@ -60,6 +60,7 @@ class RollbackArguments(TypedDict, total=False):
     manifests: ManifestSet | None
     to: str | None
     after_step: int | None
+    scope: RollbackScope | None  # the part of the run to undo, as a rollback of many runs gives it
 
 _NO_RESULT: Any = object()
 
@@ -337,7 +338,8 @@ class Run:
     ) -> RollbackReport:
         """Roll the run back without blocking the event loop: every store read and write is awaited
         off it. See `rollback`."""
-        scope = await asyncio.to_thread(self.scope, to=options.get("to"), after_step=options.get("after_step"))
+        scope = options.get("scope") or await asyncio.to_thread(
+            self.scope, to=options.get("to"), after_step=options.get("after_step"))
         executor = RollbackExecutor(
             self._ledger.store,
             options.get("manifests") or self._ledger.manifests,

@@ -1,0 +1,140 @@
+"""Rollbacks of many runs (`reversi.core.scopes`): planning a selection, containing it, undoing it.
+
+The plan is one walk across the selected runs (`plan_selection`). The rollback undoes it in passes:
+each pass rolls back every selected run, newest first, each under its own rollback lease with the
+executor every single-run rollback uses, which reads what stands in every other run from the journal
+at that moment. A step held back by a later step of another selected run is undone in a later pass,
+once that step is; passes stop when one undoes nothing more. So the idempotency keys stay per run and
+step, a crash leaves nothing a re-run cannot finish, and two overlapping rollbacks never undo a step
+twice (the run's lease and the journal see to it, as for one run).
+
+`contain` first stops new calls in the selection: a halt for its actor, tenant and tool (what halts
+can match), and for `key`, every active key of that principal is revoked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reversi.core.models import HaltScope, RunSnapshot
+from reversi.core.plan import ActionKind
+from reversi.core.scopes import ScopePlan, ScopeReport, Selection, plan_selection
+from reversi.engine import halts, keys
+from reversi.engine.lineage import lineage_secret, read_lineage, standing_elsewhere
+from reversi.errors import BadInput
+from reversi.store.queries import Queries
+
+if TYPE_CHECKING:
+    from reversi.engine.ledger import Ledger
+    from reversi.engine.rollback import Compensate
+    from reversi.engine.run import RollbackArguments
+
+__all__ = ["Containment", "contain", "plan_scope", "rollback_scope", "selected"]
+
+MAX_PASSES = 1000  # far above any real chain of runs holding each other back; a guard, not a limit
+
+
+def selected(q: Queries, selection: Selection, within: str | None = None) -> list[RunSnapshot]:
+    """The snapshots of the selected runs (of tenant `within` only, when given) that have a step the
+    selection covers, newest run first."""
+    if within is not None and selection.tenant not in (None, within):
+        return []
+    runs = [r for r in q.list_runs(actor=selection.actor, tenant=selection.tenant or within)
+            if selection.selects(r) and (selection.until is None or r.created_at <= selection.until)]
+    scope = selection.step_scope
+    return [s for s in q.snapshots(runs) if s.steps and (scope is None or any(scope.covers(x) for x in s.steps))]
+
+
+def plan_scope(ledger: Ledger, selection: Selection, within: str | None = None) -> ScopePlan:
+    """The plan of rolling back `selection` (of tenant `within` only, when given)."""
+    secret = lineage_secret(ledger.store)
+    with ledger.store.read() as q:
+        snapshots = selected(q, selection, within)
+        lineage = read_lineage(q, snapshots, ledger.manifests, secret)
+        stands = standing_elsewhere(q, lineage, snapshots)
+    return plan_selection(selection, snapshots, ledger.manifests, lineage, stands)
+
+
+@dataclass(frozen=True)
+class Containment:
+    """What `contain` did, as lines for the report."""
+
+    halt_id: str | None
+    revoked: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        out = [f"contained: halt {self.halt_id} stops new calls in the scope"] if self.halt_id else []
+        return out + [f"contained: key {key_id} revoked" for key_id in self.revoked]
+
+
+def contain(ledger: Ledger, selection: Selection, reason: str, by: str, *, within: str | None = None,
+            revoke: Callable[[str], Any] | None = None) -> Containment:
+    """Stop new calls in the selection before it is rolled back: a halt of its actor, tenant and tool
+    (of tenant `within`, for a confined admin), and the revocation of `key`'s active keys.
+
+    Raises:
+        BadInput: the selection names nothing a halt or a revocation can stop (only labels or times).
+    """
+    tenant = selection.tenant or within
+    halt_id = None
+    if selection.actor or selection.tool or tenant:
+        scope = HaltScope(selection.tool, _exact(selection.actor), tenant, None)
+        halt_id = halts.add_halt(ledger.store, reason, scope, by, ledger.principal).halt_id
+    revoked: list[str] = []
+    if selection.key is not None:
+        for row in keys.list_keys(ledger.store, within):
+            if row.name == selection.key and row.revoked_at is None:
+                (revoke or (lambda key_id: keys.revoke_key(ledger.store, key_id, within, by=by,
+                                                          last_admin=True)))(row.key_id)
+                revoked.append(row.key_id)
+    if halt_id is None and not revoked:
+        raise BadInput("--contain needs an actor, a key, a tenant or a tool to stop: labels and times match no halt")
+    return Containment(halt_id, tuple(revoked))
+
+
+def _exact(actor: str | None) -> str | None:
+    """An actor's name as a halt's glob that matches it alone."""
+    if actor is None:
+        return None
+    return "".join(f"[{c}]" if c in "*?[" else c for c in actor)
+
+
+async def rollback_scope(
+    ledger: Ledger,
+    selection: Selection,
+    compensate: Compensate | None,
+    options: RollbackArguments,
+    *,
+    within: str | None = None,
+    contained: Sequence[str] = (),
+) -> ScopeReport:
+    """Undo `selection` in passes (see the module); each run's rollback takes `options` as
+    `Run.arollback` does.
+
+    Raises:
+        RollbackInProgress: another process is rolling back one of the runs (what was undone stays
+            undone; run it again once that one is done).
+        ConfigError, Fenced, StoreUnavailable: as `Run.arollback`.
+    """
+    report = ScopeReport(selection, contained=list(contained))
+    each: RollbackArguments = {**options, "scope": selection.step_scope}
+    plan = await asyncio.to_thread(plan_scope, ledger, selection, within)
+    order = plan.run_ids
+    todo = order  # every run once, for its report; then those the fresh plan still has steps to undo in
+    for _ in range(MAX_PASSES):
+        undone = 0
+        for run_id in todo:
+            done = await ledger.get_run(run_id).arollback(compensate, **each)
+            report.reports[run_id] = done
+            report.compensated.setdefault(run_id, []).extend(done.compensated)
+            undone += len(done.compensated)
+        if not undone:
+            break
+        plan = await asyncio.to_thread(plan_scope, ledger, selection, within)
+        todo = [run_id for run_id in plan.run_ids
+                if any(a.kind is ActionKind.COMPENSATE for r, a in plan.actions if r == run_id)]
+    report.reports = {run_id: report.reports[run_id] for run_id in order if run_id in report.reports}
+    return report
