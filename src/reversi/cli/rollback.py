@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -16,9 +16,12 @@ from reversi.core import redaction
 if TYPE_CHECKING:
     from reversi.cli.progress import RollbackProgress
     from reversi.core.checkpoints import RollbackScope
+    from reversi.core.plan import Plan
+    from reversi.core.scopes import ScopePlan, ScopeReport, Selection
     from reversi.engine.run import Run
-    from reversi.errors import Interrupted
+    from reversi.errors import BadInput, Interrupted
 
+NO_RUN = "give a RUN, or a scope of runs: --actor, --key, --tenant, --label, --tool or --since"
 NO_MANIFESTS = "no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,6 +32,46 @@ def scope_options(fn: F) -> F:
                       help="Only the steps after step N (earlier steps are kept).")(fn)
     return click.option("--to", "to", metavar="NAME",
                         help="Only the steps after checkpoint NAME (earlier steps are kept).")(fn)
+
+
+def selection_options(fn: F) -> F:
+    """The scope of a rollback of many runs, instead of RUN (`--actor` selects only then)."""
+    for option in reversed([
+        click.option("--key", metavar="NAME", help="Runs of the key (principal) NAME."),
+        click.option("--tenant", metavar="T", help="Runs of tenant T."),
+        click.option("--label", "labels", multiple=True, metavar="K=V", help="Runs labelled K=V (repeatable)."),
+        click.option("--tool", metavar="GLOB", help="Only steps of tools matching GLOB."),
+        click.option("--since", metavar="TIME", help="Only steps journaled from TIME (30m, 2h, 7d or a date)."),
+        click.option("--until", metavar="TIME", help="Only steps journaled until TIME."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _selection(run_id: str | None, actor: str | None, key: str | None, tenant: str | None,
+               labels: tuple[str, ...], tool: str | None, since: str | None, until: str | None) -> Selection | None:
+    """The scope of many runs the flags give; None when RUN is given (then `--actor` is not a scope)."""
+    from reversi.core.scopes import Selection
+    from reversi.core.times import parse_since
+    from reversi.errors import BadInput
+
+    given = [flag for flag, value in (("--key", key), ("--tenant", tenant), ("--label", labels), ("--tool", tool),
+                                      ("--since", since), ("--until", until)) if value]
+    if run_id is not None:
+        if given:
+            raise BadInput(f"give a RUN or a scope of runs ({', '.join(given)}), not both")
+        return None
+    if not given and actor is None:
+        raise BadInput(NO_RUN)
+    pairs = []
+    for label in labels:
+        name, sep, value = label.partition("=")
+        if not sep or not name:
+            raise BadInput(f"--label {label!r}: expected K=V")
+        pairs.append((name, value))
+    return Selection(actor=actor, key=key, tenant=tenant, labels=tuple(pairs), tool=tool,
+                     since=parse_since(since, what="--since") if since else None,
+                     until=parse_since(until, what="--until") if until else None)
 
 
 def _scope(to: str | None, after_step: int | None) -> dict[str, Any]:
@@ -59,18 +102,31 @@ def checkpoint(ctx: click.Context, run_id: str, name: str, as_json: bool) -> int
 
 
 @click.command()
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="[RUN]", required=False)
 @manifest_option
 @scope_options
+@click.option("--actor", help="Without RUN: runs of this actor.")
+@selection_options
 @json_option
 @click.pass_context
-def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], to: str | None, after_step: int | None,
-         as_json: bool) -> int:
-    """Show what a rollback would do (a dry run). Exit 2 when the run is not fully reversible."""
+def plan(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], to: str | None, after_step: int | None,
+         actor: str | None, key: str | None, tenant: str | None, labels: tuple[str, ...], tool: str | None,
+         since: str | None, until: str | None, as_json: bool) -> int:
+    """Show what a rollback would do (a dry run), of one RUN or of a scope of runs (--actor, --key,
+    --tenant, --label, --tool, --since, --until). Exit 2 when it is not fully reversible."""
     import dataclasses
 
     from reversi.core.plan import ActionKind
 
+    selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
+    if selection is not None:
+        _no_checkpoint(to, after_step)
+        with state(ctx).ledger(manifests) as ledger:
+            many = ledger.plan_scope(selection, masked=True)
+        _show(many, as_json)
+        return 0 if many.fully_reversible else 2
+    if run_id is None:
+        raise _no_run()
     scope = _scope(to, after_step)
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
@@ -78,15 +134,32 @@ def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], to: str | 
         result = redaction.plan(redaction.learn(ledger.masker(), run.snapshot().steps), result)
         if not ledger.settings.manifests and any(a.kind is ActionKind.UNMANIFESTED for a in result.actions):
             result = dataclasses.replace(result, notes=(*result.notes, NO_MANIFESTS))
-    if as_json:
-        echo_json(result.to_dict())
-    else:
-        echo(result.to_text())
+    _show(result, as_json)
     return 0 if result.fully_reversible else 2
 
 
+def _show(shown: Plan | ScopePlan | ScopeReport, as_json: bool) -> None:
+    if as_json:
+        echo_json(shown.to_dict())
+    else:
+        echo(shown.to_text())
+
+
+def _no_run() -> BadInput:
+    from reversi.errors import BadInput
+
+    return BadInput(NO_RUN)
+
+
+def _no_checkpoint(to: str | None, after_step: int | None) -> None:
+    from reversi.errors import BadInput
+
+    if to is not None or after_step is not None:
+        raise BadInput("--to and --after-step are for one RUN: a scope of runs takes --since and --tool")
+
+
 @click.command()
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="[RUN]", required=False)
 @manifest_option
 @click.option("--compensator-cmd", metavar="CMD", help="Runs each undo: the call JSON on stdin.")
 @click.option("--verify-cmd", metavar="CMD", help="Checks each undo is visible: exit 0 confirms.")
@@ -98,21 +171,30 @@ def plan(ctx: click.Context, run_id: str, manifests: tuple[str, ...], to: str | 
               help="Longest backoff delay.")
 @click.option("--cmd-timeout", type=float, default=30.0, show_default=True, help="Seconds each command may take.")
 @click.option("--approve-compensations", is_flag=True, help="Grant every pending compensation approval.")
-@click.option("--actor", help="Who is rolling back (default: REVERSI_ACTOR, else the principal).")
+@click.option("--actor", help="With RUN: who is rolling back (default: REVERSI_ACTOR, else the principal); "
+                               "without: runs of this actor.")
 @scope_options
+@selection_options
+@click.option("--contain", is_flag=True, help="Without RUN: first halt the scope (and revoke --key's keys).")
+@click.option("--reason", metavar="TEXT", help="With --contain: the halt's reason.")
+@click.option("--by", metavar="WHO",
+              help="Without RUN: who is rolling back (default: REVERSI_ACTOR, else the principal).")
 @json_option
 @click.pass_context
-def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compensator_cmd: str | None,
+def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], compensator_cmd: str | None,
              verify_cmd: str | None, reader_cmd: str | None, retries: int, retry_base_ms: int, retry_max_ms: int,
              cmd_timeout: float, approve_compensations: bool, actor: str | None, to: str | None,
-             after_step: int | None, as_json: bool) -> int:
-    """Undo a run's standing steps, newest first. Exit 2 when the rollback is incomplete."""
+             after_step: int | None, key: str | None, tenant: str | None, labels: tuple[str, ...], tool: str | None,
+             since: str | None, until: str | None, contain: bool, reason: str | None, by: str | None,
+             as_json: bool) -> int:
+    """Undo the standing steps of one RUN, or of a scope of runs (--actor, --key, --tenant, --label, --tool,
+    --since, --until), newest first. Exit 2 when the rollback is incomplete."""
     from reversi.core.backoff import Retry
-    from reversi.core.models import check_run_id
     from reversi.engine.commands import command_compensator, command_reader, command_verify
-    from reversi.errors import BadInput, ConfigError
+    from reversi.errors import BadInput
 
-    check_run_id(run_id)
+    selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
+    _check_mode(selection, run_id, to, after_step, contain, reason, by)
     scope = _scope(to, after_step)
     for flag, value in (("--compensator-cmd", compensator_cmd), ("--verify-cmd", verify_cmd),
                         ("--reader-cmd", reader_cmd)):
@@ -128,25 +210,65 @@ def rollback(ctx: click.Context, run_id: str, manifests: tuple[str, ...], compen
         if compensator_cmd else None
     verify = command_verify(verify_cmd, cmd_timeout, what="--verify-cmd") if verify_cmd else None
     verifier = command_reader(reader_cmd, cmd_timeout, what="--reader-cmd") if reader_cmd else None
+    if selection is not None:
+        with state(ctx).ledger(manifests) as ledger, _needs_compensator():
+            many = ledger.rollback_scope(selection, compensate, contain=contain, reason=reason, retry=retry,
+                                         verify=verify, verifier=verifier, actor=by,
+                                         approve_compensations=approve_compensations)
+            masker = ledger.masker()
+            shown = redaction.report(masker, many.to_dict())
+            text = masker.text(many.to_text())
+        if as_json:
+            echo_json(shown)
+        else:
+            echo(text)
+        return 0 if many.complete else 2
+    assert run_id is not None
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
         covered = run.scope(**scope)
         try:
-            with _progress(run, covered) as progress:
+            with _progress(run, covered) as progress, _needs_compensator():
                 report = run.rollback(compensate, retry=retry, verify=verify, verifier=verifier,
                                       approve_compensations=approve_compensations, actor=actor, progress=progress,
                                       **scope)
         except KeyboardInterrupt:
             raise _interrupted(run) from None
-        except ConfigError as exc:  # the only one a rollback raises: nothing to run the undo with
-            raise ConfigError(f"{exc.message}: pass --compensator-cmd, or set compensator_cmd in reversi.yaml") \
-                from None
         masker = redaction.learn(ledger.masker(), run.snapshot().steps)
     if as_json:
         echo_json(redaction.report(masker, report.to_dict()))
     else:
         echo(masker.text(report.to_text(read_back_hint="pass --reader-cmd")))
     return 0 if report.complete else 2
+
+
+def _check_mode(selection: Selection | None, run_id: str | None, to: str | None, after_step: int | None,
+                contain: bool, reason: str | None, by: str | None) -> None:
+    """The flags of one run and those of a scope of runs are not mixed."""
+    from reversi.core.models import check_run_id
+    from reversi.errors import BadInput
+
+    if selection is None:
+        if run_id is None:
+            raise _no_run()
+        check_run_id(run_id)
+        if contain or reason is not None or by is not None:
+            raise BadInput("--contain, --reason and --by are for a scope of runs: with RUN, --actor says who acts")
+        return
+    _no_checkpoint(to, after_step)
+    if reason is not None and not contain:
+        raise BadInput("--reason is the halt's reason: give it with --contain")
+
+
+@contextlib.contextmanager
+def _needs_compensator() -> Iterator[None]:
+    """A rollback's ConfigError (the only one it raises: nothing to run the undo with), with the fix."""
+    from reversi.errors import ConfigError
+
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(f"{exc.message}: pass --compensator-cmd, or set compensator_cmd in reversi.yaml") from None
 
 
 def _progress(run: Run, scope: RollbackScope | None) -> AbstractContextManager[RollbackProgress | None]:

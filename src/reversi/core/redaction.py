@@ -13,9 +13,10 @@ from typing import Any
 
 from reversi.core.models import Event, EventType, RunSnapshot, StepState
 from reversi.core.plan import Action, Plan
+from reversi.core.scopes import ScopePlan
 from reversi.core.sensitive import Masker
 
-__all__ = ["approval_args", "events", "learn", "plan", "report", "snapshot", "text"]
+__all__ = ["approval_args", "events", "learn", "plan", "report", "scope_plan", "snapshot", "text"]
 
 
 def learn(masker: Masker, steps: Iterable[StepState]) -> Masker:
@@ -69,13 +70,20 @@ def _action(masker: Masker, action: Action) -> Action:
     comp = action.compensation
     if comp is not None:
         comp = replace(comp, args=masker.value(comp.args))
-    return replace(action, compensation=comp, reason=_maybe(masker, action.reason))
+    others = tuple(replace(d, resource=masker.text(d.resource)) for d in action.blocked_by_runs)
+    return replace(action, compensation=comp, reason=_maybe(masker, action.reason), blocked_by_runs=others)
 
 
 def plan(masker: Masker, found: Plan) -> Plan:
     """The plan with each compensation's arguments and each reason masked."""
     return replace(found, actions=tuple(_action(masker, a) for a in found.actions),
                    notes=tuple(masker.text(n) for n in found.notes))
+
+
+def scope_plan(masker: Masker, found: ScopePlan) -> ScopePlan:
+    """A plan of many runs with each compensation's arguments and each reason masked."""
+    return replace(found, plans=tuple(plan(masker, p) for p in found.plans),
+                   actions=tuple((run, _action(masker, a)) for run, a in found.actions))
 
 
 def approval_args(masker: Masker, tool: str, args: Any) -> Any:

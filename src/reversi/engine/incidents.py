@@ -19,9 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reversi.core import redaction
 from reversi.core.models import HaltScope, RunSnapshot
 from reversi.core.plan import ActionKind
 from reversi.core.scopes import ScopePlan, ScopeReport, Selection, plan_selection
+from reversi.core.sensitive import Masker
 from reversi.engine import halts, keys
 from reversi.engine.lineage import lineage_secret, read_lineage, standing_elsewhere
 from reversi.errors import BadInput
@@ -48,14 +50,19 @@ def selected(q: Queries, selection: Selection, within: str | None = None) -> lis
     return [s for s in q.snapshots(runs) if s.steps and (scope is None or any(scope.covers(x) for x in s.steps))]
 
 
-def plan_scope(ledger: Ledger, selection: Selection, within: str | None = None) -> ScopePlan:
-    """The plan of rolling back `selection` (of tenant `within` only, when given)."""
+def plan_scope(ledger: Ledger, selection: Selection, within: str | None = None, *,
+               masker: Masker | None = None) -> ScopePlan:
+    """The plan of rolling back `selection` (of tenant `within` only, when given); with `masker`, as it
+    may be shown (sensitive values masked)."""
     secret = lineage_secret(ledger.store)
     with ledger.store.read() as q:
         snapshots = selected(q, selection, within)
         lineage = read_lineage(q, snapshots, ledger.manifests, secret)
         stands = standing_elsewhere(q, lineage, snapshots)
-    return plan_selection(selection, snapshots, ledger.manifests, lineage, stands)
+    found = plan_selection(selection, snapshots, ledger.manifests, lineage, stands)
+    if masker is None:
+        return found
+    return redaction.scope_plan(redaction.learn(masker, (s for snap in snapshots for s in snap.steps)), found)
 
 
 @dataclass(frozen=True)

@@ -275,10 +275,10 @@ class Ledger:
 
     # -- rollbacks of many runs (`reversi.engine.incidents`) -----------------------------------------
 
-    def plan_scope(self, selection: Selection) -> ScopePlan:
+    def plan_scope(self, selection: Selection, *, masked: bool = False) -> ScopePlan:
         """The plan of rolling back every run and step `selection` covers, as one walk newest first
-        across runs, honouring dependencies within and across runs."""
-        return incidents.plan_scope(self, selection)
+        across runs, honouring dependencies within and across runs; `masked`: as it may be shown."""
+        return incidents.plan_scope(self, selection, masker=self.masker() if masked else None)
 
     async def arollback_scope(
         self, selection: Selection, compensate: Compensate | None = None, *, contain: bool = False,
