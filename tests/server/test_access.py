@@ -46,6 +46,8 @@ SAMPLES: dict[str, dict[str, object]] = {
     "create_key": {"name": "extra", "role": "agent", "tenant": "acme"},
     "add_checkpoint": {"name": "checked"},
     "erase": {"tenant": "no-such-tenant"},  # without confirm: refused as bad input, nothing erased
+    "plan_scope": {"key": "agent"},
+    "start_scope_rollback": {"key": "agent"},  # without confirm: the plan
 }
 
 
@@ -74,7 +76,7 @@ def setup_run(client: httpx.Client) -> dict[str, str]:
 def test_each_role_reaches_exactly_the_endpoints_its_role_allows(site: Site, role: str) -> None:
     client = site.client(role)
     spare, _ = create_key(site.ledger.store, "spare", "agent", "acme")
-    values = setup_run(client) | {"key_id": spare.key_id}
+    values = setup_run(client) | {"key_id": spare.key_id, "job_id": "scopejob_none"}
     for ep in ENDPOINTS:
         answer = call(client, ep, **values)
         if RANK[Role(role)] >= RANK[ep.role]:
@@ -131,7 +133,7 @@ def test_without_a_valid_key_every_v1_endpoint_answers_401(site: Site) -> None:
         client = httpx.Client(base_url=site.url, headers=headers)
         site.clients.append(client)
         for ep in ENDPOINTS:
-            answer = call(client, ep, run_id="run_x", step="0", approval_id="apr_x", key_id="k")
+            answer = call(client, ep, run_id="run_x", step="0", approval_id="apr_x", key_id="k", job_id="j")
             assert answer.status_code == 401, (headers, ep.method, ep.path)
             assert answer.json()["error"]["code"] == "unauthorized"
             assert answer.headers["www-authenticate"] == "Bearer"

@@ -19,7 +19,9 @@ from tests.server.conftest import Site
 from tests.server.test_access import SAMPLES, csrf_of, gateway, sign_in
 
 import reversi
+from reversi.core.scopes import Selection
 from reversi.engine.access import NO_KEYS_REMOTE
+from reversi.engine.scope_jobs import submit_scope_rollback
 from reversi.gateway.operator import TOOLS as OPERATOR_TOOLS
 from reversi.server import create_app
 from reversi.server.api import ENDPOINTS
@@ -43,7 +45,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/runs/{run_id}/checkpoints"): SCOPED, ("GET", "/v1/runs/{run_id}/checkpoints"): SCOPED,
     ("POST", "/v1/approvals/{approval_id}/approve"): SCOPED, ("POST", "/v1/approvals/{approval_id}/deny"): SCOPED,
     ("POST", "/v1/halt"): OWN, ("POST", "/v1/resume"): SCOPED, ("GET", "/v1/halts"): LISTING,
-    ("POST", "/v1/erase"): OWN,
+    ("POST", "/v1/erase"): OWN, ("POST", "/v1/scopes/plan"): LISTING, ("POST", "/v1/scopes/rollback"): LISTING,
+    ("GET", "/v1/scopes/rollback/{job_id}"): SCOPED,
     ("POST", "/v1/keys"): OWN, ("GET", "/v1/keys"): LISTING, ("DELETE", "/v1/keys/{key_id}"): SCOPED,
     # the console
     ("GET", "/"): LISTING, ("GET", "/runs/{run_id}"): SCOPED, ("POST", "/runs/{run_id}/rollback"): SCOPED,
@@ -103,8 +106,10 @@ class Victim:
         self.halt_id = admin.post("/v1/halt", json=halt).json()["halt_id"]
         key = {"name": "victim-key", "role": "agent", "tenant": "acme"}
         self.key_id = admin.post("/v1/keys", json=key).json()["id"]
+        job = submit_scope_rollback(site.ledger, Selection(key="agent"), actor="acme-admin", principal="acme-admin",
+                                    within="acme", approve_compensations=False, attempts=1, contained=[])
         self.values = {"run_id": self.run_id, "step": "1", "approval_id": self.approval_id, "halt_id": self.halt_id,
-                       "key_id": self.key_id}
+                       "key_id": self.key_id, "job_id": job.job_id}
 
     def path(self, template: str) -> str:
         return re.sub(r"{(\w+)(:\w+)?}", lambda m: self.values[m.group(1)], template)
@@ -190,7 +195,7 @@ def test_without_keys_no_route_serves_another_sites_page_or_a_rebound_name_as_th
     local = site.client()
     run_id = local.post("/v1/runs", json={}).json()["run_id"]
     values = {"run_id": run_id, "step": "0", "approval_id": "apr_" + "0" * 32, "halt_id": "halt_x", "key_id": "k" * 12,
-              "path": "console.css"}
+              "path": "console.css", "job_id": "scopejob_x"}
     clients = [httpx.Client(base_url=site.url, headers=headers) for headers in FOREIGN]
     site.clients += clients
     for (method, template), kind in ROUTES.items():

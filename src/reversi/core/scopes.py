@@ -83,6 +83,13 @@ class Selection:
                                                   ("until", self.until)) if v is not None}
         return out | ({"labels": dict(self.labels)} if self.labels else {})
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Selection:
+        """The selection `to_dict` made (as a job keeps it)."""
+        labels = tuple(sorted(dict(data.get("labels") or {}).items()))
+        return cls(data.get("actor"), data.get("key"), data.get("tenant"), labels, data.get("tool"),
+                   data.get("since"), data.get("until"))
+
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in self.to_dict().items() if k != "labels"]
         parts += [f"label {k}={v}" for k, v in self.labels]

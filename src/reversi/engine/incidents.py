@@ -77,15 +77,17 @@ class Containment:
         return out + [f"contained: key {key_id} revoked" for key_id in self.revoked]
 
 
-def contain(ledger: Ledger, selection: Selection, reason: str, by: str, *, within: str | None = None,
+def contain(ledger: Ledger, selection: Selection, reason: str | None, by: str, *, within: str | None = None,
             revoke: Callable[[str], Any] | None = None) -> Containment:
     """Stop new calls in the selection before it is rolled back: a halt of its actor, tenant and tool
-    (of tenant `within`, for a confined admin), and the revocation of `key`'s active keys.
+    (of tenant `within`, for a confined admin), and the revocation of `key`'s active keys; `reason` is
+    the halt's (by default, it names the scope).
 
     Raises:
         BadInput: the selection names nothing a halt or a revocation can stop (only labels or times).
     """
     tenant = selection.tenant or within
+    reason = reason or f"contained for a rollback: {selection.describe().removeprefix('scope: ')}"[:500]
     halt_id = None
     if selection.actor or selection.tool or tenant:
         scope = HaltScope(selection.tool, _exact(selection.actor), tenant, None)
@@ -117,9 +119,10 @@ async def rollback_scope(
     *,
     within: str | None = None,
     contained: Sequence[str] = (),
+    check: Callable[[], None] | None = None,
 ) -> ScopeReport:
     """Undo `selection` in passes (see the module); each run's rollback takes `options` as
-    `Run.arollback` does.
+    `Run.arollback` does; `check()` is called before each run (a job's lease: it raises to stop).
 
     Raises:
         RollbackInProgress: another process is rolling back one of the runs (what was undone stays
@@ -134,6 +137,8 @@ async def rollback_scope(
     for _ in range(MAX_PASSES):
         undone = 0
         for run_id in todo:
+            if check is not None:
+                check()  # a job's worker that was taken over stops here (Fenced)
             done = await ledger.get_run(run_id).arollback(compensate, **each)
             report.reports[run_id] = done
             report.compensated.setdefault(run_id, []).extend(done.compensated)

@@ -287,8 +287,7 @@ class Ledger:
         """`rollback_scope` without blocking the event loop."""
         contained = []
         if contain:
-            done = await asyncio.to_thread(incidents.contain, self, selection, reason or _contain_reason(selection),
-                                           self.actor(options.get("actor")))
+            done = await asyncio.to_thread(incidents.contain, self, selection, reason, self.actor(options.get("actor")))
             contained = done.lines()
         return await incidents.rollback_scope(self, selection, compensate, options, contained=contained)
 
@@ -469,10 +468,6 @@ class Ledger:
     def requeue_job(self, job: jobs.Job, lease: jobs.Lease) -> None:
         """Put a job this process stopped running back in the queue (a clean shutdown); see `jobs.requeue`."""
         jobs.requeue(self.store, job, lease)
-
-
-def _contain_reason(selection: Selection) -> str:
-    return f"contained for a rollback: {selection.describe().removeprefix('scope: ')}"[:500]
 
 
 def open(

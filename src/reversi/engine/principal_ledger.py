@@ -14,6 +14,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from reversi.core import redaction
+from reversi.core.backoff import Retry
 from reversi.core.checkpoints import Checkpoint
 from reversi.core.halts import can_stop_tenant
 from reversi.core.models import (
@@ -30,8 +31,9 @@ from reversi.core.models import (
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.retention import cutoff
+from reversi.core.scopes import ScopePlan, Selection
 from reversi.core.sensitive import Masker
-from reversi.engine import approvals, erasure, halts, jobs, keys
+from reversi.engine import approvals, erasure, halts, incidents, jobs, keys, scope_jobs
 from reversi.engine.access import (
     Access,
     check_run,
@@ -50,6 +52,7 @@ from reversi.engine.keys import Principal, Role
 from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.run import Run
+from reversi.engine.scope_jobs import ScopeJob
 from reversi.errors import BadInput, Forbidden, NotFound
 from reversi.store.keys import KeyRow
 from reversi.store.queries import Queries
@@ -324,6 +327,59 @@ class PrincipalLedger:
         """
         self.run_record(run_id, Access.READ if self.principal.role is Role.VIEWER else Access.OPERATE)
         return jobs.latest_job(self._base.store, run_id)
+
+    # -- rollbacks of many runs --------------------------------------------------------------------
+
+    def _within(self, selection: Selection) -> str | None:
+        """The tenant a confined principal's selection stays in; Forbidden when it names another."""
+        confined = self.principal.tenant
+        if confined is not None and selection.tenant not in (None, confined):
+            raise Forbidden(f"a key confined to tenant {confined} can only roll back runs of tenant {confined}")
+        return confined
+
+    def plan_scope(self, selection: Selection) -> ScopePlan:
+        """The plan of rolling back `selection` in this principal's reach, as it may be shown.
+
+        Raises:
+            Forbidden: not an operator (or a viewer), or a confined one names another tenant.
+        """
+        require_role(self.principal, Role.OPERATOR, reading=True)
+        return incidents.plan_scope(self._base, selection, self._within(selection), masker=self._base.masker())
+
+    def submit_scope_rollback(self, selection: Selection, *, actor: str | None = None,
+                              approve_compensations: bool = False, attempts: int = 1, contain: bool = False,
+                              reason: str | None = None) -> ScopeJob:
+        """Queue a rollback of `selection` in this principal's reach (see `scope_jobs`); with `contain`
+        (an admin's), halt the scope and revoke `key`'s keys first, before it is queued.
+
+        Raises:
+            Forbidden: not an operator; `contain` without an admin key; a confined key names another tenant.
+            BadInput: as `incidents.contain`, or `attempts` not 1-10.
+        """
+        require_role(self.principal, Role.OPERATOR)
+        within = self._within(selection)
+        Retry(attempts=attempts)  # before anything is contained
+        contained: list[str] = []
+        if contain:
+            require_role(self.principal, Role.ADMIN)
+            by = self.principal.name
+            done = incidents.contain(
+                self._base, selection, reason, by,
+                within=within, revoke=lambda key_id: keys.revoke_key(self._base.store, key_id, within, by=by))
+            contained = done.lines()
+        return scope_jobs.submit_scope_rollback(
+            self._base, selection, actor=actor or self.principal.name, principal=self.principal.name, within=within,
+            approve_compensations=approve_compensations, attempts=attempts, contained=contained)
+
+    def scope_job(self, job_id: str) -> ScopeJob:
+        """A rollback job of many runs this principal queued or may see.
+
+        Raises:
+            Forbidden: not an operator (or a viewer).
+            NotFound: no such job in this principal's reach.
+        """
+        require_role(self.principal, Role.OPERATOR, reading=True)
+        return scope_jobs.get_scope_job(self._base, job_id, self.principal.tenant)
 
     # -- approvals ---------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from starlette.responses import Response
 from reversi.core import redaction
 from reversi.core.json_values import compact
 from reversi.core.models import StepStatus
+from reversi.core.scopes import Selection
 from reversi.core.times import parse_since
 from reversi.engine import tracing
 from reversi.engine.access import Access
@@ -108,6 +109,38 @@ def start_rollback(call: Call) -> Response:
                                       attempts=body.retries, to=body.to, after_step=body.after_step)
     call.server.wake_worker()
     return reply(job.to_dict(), 202)
+
+
+def _selection(body: bodies.ScopeOfRuns) -> Selection:
+    return Selection(actor=body.actor, key=body.key, tenant=body.tenant, labels=tuple(sorted(body.labels.items())),
+                     tool=body.tool, since=parse_since(body.since, what="since") if body.since else None,
+                     until=parse_since(body.until, what="until") if body.until else None)
+
+
+def plan_scope(call: Call) -> Response:
+    return reply(call.ledger.plan_scope(_selection(call.body(bodies.ScopeOfRuns))).to_dict())
+
+
+def start_scope_rollback(call: Call) -> Response:
+    body = call.body(bodies.ScopeRollback)
+    selection = _selection(body)
+    if not body.confirm:
+        if body.contain:
+            raise BadInput("contain stops new calls: give it with confirm: true")
+        return reply(call.ledger.plan_scope(selection).to_dict())
+    if body.reason is not None and not body.contain:
+        raise BadInput("reason is the halt's reason: give it with contain: true")
+    if not call.server.compensator_cmd:
+        raise NoCompensator()
+    job = call.ledger.submit_scope_rollback(selection, actor=body.actor_name, contain=body.contain,
+                                            reason=body.reason, approve_compensations=body.approve_compensations,
+                                            attempts=body.retries)
+    call.server.wake_worker()
+    return reply(job.to_dict(), 202)
+
+
+def scope_rollback_progress(call: Call) -> Response:
+    return reply(call.ledger.scope_job(call.path["job_id"]).to_dict())
 
 
 def add_checkpoint(call: Call) -> Response:
@@ -238,6 +271,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              {202: "Job", 200: "Plan"}, bodies.Rollback),
     Endpoint("GET", f"{_RUNS}/rollback", rollback_progress, Role.OPERATOR,
              "The run's latest rollback job: state, current step, the report so far.", {200: "Job"}),
+    Endpoint("POST", "/v1/scopes/plan", plan_scope, Role.OPERATOR,
+             "The plan of rolling back many runs: those of an actor, key, tenant or labels, the steps of a tool "
+             "glob or time window; one walk, newest first across runs.", {200: "ScopePlan"}, bodies.ScopeOfRuns),
+    Endpoint("POST", "/v1/scopes/rollback", start_scope_rollback, Role.OPERATOR,
+             "With confirm: true, start a rollback job of many runs (202; contain, an admin's, halts the scope "
+             "and revokes the key first); without, the plan (200).", {202: "ScopeJob", 200: "ScopePlan"},
+             bodies.ScopeRollback),
+    Endpoint("GET", "/v1/scopes/rollback/{job_id}", scope_rollback_progress, Role.OPERATOR,
+             "A rollback job of many runs: state, what was contained, the report when done.", {200: "ScopeJob"}),
     Endpoint("POST", f"{_RUNS}/steps/{{step}}/resolve", resolve_step, Role.OPERATOR,
              "Settle an unresolved step (status, note; result to let it be undone).", {200: "Step"}, bodies.Resolve),
     Endpoint("GET", f"{_RUNS}/events", get_events, Role.AGENT,

@@ -75,6 +75,27 @@ class Rollback(Body):
     after_step: int | None = None  # or a step number: only the steps after it
 
 
+class ScopeOfRuns(Body):
+    """The runs and steps a rollback of many runs covers (`reversi.core.scopes.Selection`)."""
+
+    actor: str | None = None
+    key: str | None = None
+    tenant: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    tool: str | None = None
+    since: str | None = None  # 30m, 2h, 7d or a date
+    until: str | None = None
+
+
+class ScopeRollback(ScopeOfRuns):
+    confirm: bool = False
+    contain: bool = False
+    reason: str | None = None
+    approve_compensations: bool = False
+    retries: Annotated[int, Field(ge=1, le=10)] = 1
+    actor_name: str | None = Field(default=None, alias="by")
+
+
 class NewCheckpoint(Body):
     name: str  # its form (1-200 printable characters) is checked by the engine, with the CLI's message
 

@@ -16,6 +16,7 @@ import threading
 from reversi.engine.commands import command_compensator, command_reader
 from reversi.engine.jobs import Job, Lease
 from reversi.engine.ledger import Ledger
+from reversi.engine.scope_jobs import ScopeJob, ScopeJobRunner, unfinished_scope_jobs
 from reversi.errors import Fenced, StoreUnavailable
 from reversi.server.metrics import Metrics
 
@@ -36,11 +37,9 @@ class JobWorker:
         max_jobs: int = 4,
     ) -> None:
         self.ledger = ledger
-        self.runner = ledger.job_runner(
-            command_compensator(compensator_cmd),
-            command_reader(reader_cmd) if reader_cmd else None,
-            on_done=self._count,
-        )
+        compensate, verifier = command_compensator(compensator_cmd), command_reader(reader_cmd) if reader_cmd else None
+        self.runner = ledger.job_runner(compensate, verifier, on_done=self._count)
+        self.scopes = ScopeJobRunner(ledger, compensate, verifier, ledger.settings.rollback_lease_s)
         self.metrics = metrics
         self.poll_s = poll_s
         self.max_jobs = max_jobs
@@ -108,6 +107,44 @@ class JobWorker:
                 return
             if claimed is not None:
                 self._active[job.job_id] = asyncio.ensure_future(self._run(*claimed))
+        self._claim_scope_jobs()
+
+    def _claim_scope_jobs(self) -> None:
+        try:
+            jobs = unfinished_scope_jobs(self.ledger)
+        except StoreUnavailable as exc:
+            log.warning("cannot look for rollback jobs of many runs: %s", exc.message)
+            return
+        for job in jobs:
+            if job.job_id in self._active or len(self._active) >= self.max_jobs:
+                continue
+            try:
+                claimed = self.scopes.claim(job.job_id)
+            except StoreUnavailable as exc:
+                log.warning("cannot claim rollback job %s: %s", job.job_id, exc.message)
+                return
+            if claimed is not None:
+                self._active[job.job_id] = asyncio.ensure_future(self._run_scope(*claimed))
+
+    async def _run_scope(self, job: ScopeJob, lease: Lease) -> None:
+        with lease:
+            try:
+                log.info("rollback job %s of many runs: running", job.job_id)
+                done = await self.scopes.run(job, lease)
+                complete = done.row.report is not None and done.row.report.get("complete")
+                outcome = "error" if done.row.error else ("complete" if complete else "incomplete")
+                self.metrics.rollbacks.labels(outcome).inc()
+                log.info("rollback job %s of many runs: done (%s)", job.job_id, outcome)
+            except Fenced as exc:
+                log.warning("rollback job %s of many runs: %s", job.job_id, exc.message)
+            except asyncio.CancelledError:
+                with contextlib.suppress(StoreUnavailable, Fenced):
+                    self.scopes.requeue(job, lease)
+                log.info("rollback job %s of many runs: stopped by shutdown, left to resume", job.job_id)
+                raise
+            except StoreUnavailable as exc:
+                log.warning("rollback job %s of many runs: store unavailable, will retry: %s", job.job_id,
+                            exc.message)
 
     async def _run(self, job: Job, lease: Lease) -> None:
         with lease:

@@ -3,8 +3,8 @@
 The SQL is portable; each back end supplies a cursor whose placeholders are `?` and the few
 statements that differ (row locks, advisory locks), through `Dialect` (`statements.py`). Every
 table's SQL is a method of a query class (`ApprovalQueries`, `DrillQueries`, `HaltQueries`, `JobQueries`,
-`KeyQueries`, `LeaseQueries`, `ResourceQueries`, `RetentionQueries`, `SecretQueries`, `SessionQueries`,
-and the runs, steps and events here); `Queries` is all of them.
+`KeyQueries`, `LeaseQueries`, `ResourceQueries`, `RetentionQueries`, `ScopeJobQueries`, `SecretQueries`,
+`SessionQueries`, and the runs, steps and events here); `Queries` is all of them.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from reversi.store.keys import KeyQueries
 from reversi.store.leases import LeaseQueries
 from reversi.store.resources import ResourceQueries
 from reversi.store.retention import RetentionQueries
+from reversi.store.scope_jobs import ScopeJobQueries
 from reversi.store.secrets import SecretQueries
 from reversi.store.sessions import SessionQueries
 from reversi.store.statements import CHUNK
@@ -60,7 +61,7 @@ def _run(row: Any) -> RunRecord:
 
 
 class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQueries, KeyQueries, LeaseQueries,
-              ResourceQueries, RetentionQueries, SecretQueries, SessionQueries):
+              ResourceQueries, RetentionQueries, ScopeJobQueries, SecretQueries, SessionQueries):
     """Every read and write of the ledger, inside one transaction of the back end's choosing: runs,
     steps and events here, the rest from the query class of each table."""
 
