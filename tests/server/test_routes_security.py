@@ -59,6 +59,7 @@ ROUTES: dict[tuple[str, str], str] = {
 GATEWAY_ROUTES = {"/healthz": PUBLIC, "/metrics": PUBLIC, "/mcp": GUARDED, "/operator/mcp": GUARDED}
 # The operator tools over MCP: those naming a run are refused another tenant's (tests/server/test_access.py).
 OPERATOR = {"reversi.plan_rollback": SCOPED, "reversi.execute_rollback": SCOPED, "reversi.resolve_step": SCOPED,
+            "reversi.plan_scope": LISTING, "reversi.rollback_scope": LISTING,
             "reversi.list_runs": LISTING, "reversi.halt": OWN, "reversi.resume": OWN}
 # Principals with no claim on the victim's things: an agent of the same tenant, and each role of another.
 INTRUDERS = ["agent2", "outsider", "other-operator", "other-admin"]

@@ -84,7 +84,7 @@ def contain(ledger: Ledger, selection: Selection, reason: str | None, by: str, *
     the halt's (by default, it names the scope).
 
     Raises:
-        BadInput: the selection names nothing a halt or a revocation can stop (only labels or times).
+        BadInput: nothing to stop: no actor, tenant or tool for a halt, and no active key to revoke.
     """
     tenant = selection.tenant or within
     reason = reason or f"contained for a rollback: {selection.describe().removeprefix('scope: ')}"[:500]
@@ -100,7 +100,9 @@ def contain(ledger: Ledger, selection: Selection, reason: str | None, by: str, *
                                                           last_admin=True)))(row.key_id)
                 revoked.append(row.key_id)
     if halt_id is None and not revoked:
-        raise BadInput("--contain needs an actor, a key, a tenant or a tool to stop: labels and times match no halt")
+        keyless = f"no active key is named {selection.key}, and " if selection.key is not None else ""
+        raise BadInput(f"contain has nothing to stop: {keyless}a halt needs an actor, a tenant or a tool "
+                       "(labels and times match no halt)")
     return Containment(halt_id, tuple(revoked))
 
 

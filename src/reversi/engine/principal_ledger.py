@@ -11,7 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+
+import anyio
 
 from reversi.core import redaction
 from reversi.core.backoff import Retry
@@ -31,7 +33,7 @@ from reversi.core.models import (
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.retention import cutoff
-from reversi.core.scopes import ScopePlan, Selection
+from reversi.core.scopes import ScopePlan, ScopeReport, Selection
 from reversi.core.sensitive import Masker
 from reversi.engine import approvals, erasure, halts, incidents, jobs, keys, scope_jobs
 from reversi.engine.access import (
@@ -51,7 +53,8 @@ from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, Role
 from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
-from reversi.engine.run import Run
+from reversi.engine.rollback import Compensate
+from reversi.engine.run import RollbackArguments, Run
 from reversi.engine.scope_jobs import ScopeJob
 from reversi.errors import BadInput, Forbidden, NotFound
 from reversi.store.keys import KeyRow
@@ -330,8 +333,10 @@ class PrincipalLedger:
 
     # -- rollbacks of many runs --------------------------------------------------------------------
 
-    def _within(self, selection: Selection) -> str | None:
-        """The tenant a confined principal's selection stays in; Forbidden when it names another."""
+    def _within(self, selection: Selection, *, reading: bool = False) -> str | None:
+        """The tenant a confined operator's selection stays in; Forbidden when it names another, or for
+        less than an operator (`reading`: or a viewer)."""
+        require_role(self.principal, Role.OPERATOR, reading=reading)
         confined = self.principal.tenant
         if confined is not None and selection.tenant not in (None, confined):
             raise Forbidden(f"a key confined to tenant {confined} can only roll back runs of tenant {confined}")
@@ -343,8 +348,8 @@ class PrincipalLedger:
         Raises:
             Forbidden: not an operator (or a viewer), or a confined one names another tenant.
         """
-        require_role(self.principal, Role.OPERATOR, reading=True)
-        return incidents.plan_scope(self._base, selection, self._within(selection), masker=self._base.masker())
+        within = self._within(selection, reading=True)
+        return incidents.plan_scope(self._base, selection, within, masker=self._base.masker())
 
     def submit_scope_rollback(self, selection: Selection, *, actor: str | None = None,
                               approve_compensations: bool = False, attempts: int = 1, contain: bool = False,
@@ -356,20 +361,33 @@ class PrincipalLedger:
             Forbidden: not an operator; `contain` without an admin key; a confined key names another tenant.
             BadInput: as `incidents.contain`, or `attempts` not 1-10.
         """
-        require_role(self.principal, Role.OPERATOR)
         within = self._within(selection)
         Retry(attempts=attempts)  # before anything is contained
-        contained: list[str] = []
-        if contain:
-            require_role(self.principal, Role.ADMIN)
-            by = self.principal.name
-            done = incidents.contain(
-                self._base, selection, reason, by,
-                within=within, revoke=lambda key_id: keys.revoke_key(self._base.store, key_id, within, by=by))
-            contained = done.lines()
+        contained = self._contain(selection, within, reason) if contain else []
         return scope_jobs.submit_scope_rollback(
             self._base, selection, actor=actor or self.principal.name, principal=self.principal.name, within=within,
             approve_compensations=approve_compensations, attempts=attempts, contained=contained)
+
+    async def arollback_scope(self, selection: Selection, compensate: Compensate, *, contain: bool = False,
+                              reason: str | None = None, **options: Unpack[RollbackArguments]) -> ScopeReport:
+        """Roll back `selection` in this principal's reach now, in this process (the gateway's operator
+        tools); as `submit_scope_rollback` otherwise. The report is as it may be shown.
+
+        Raises:
+            As `submit_scope_rollback`, and as `Run.arollback`.
+        """
+        within = self._within(selection)
+        contained = await anyio.to_thread.run_sync(self._contain, selection, within, reason) if contain else []
+        acting = self._base.acting_as(self.principal.name)
+        return await incidents.rollback_scope(acting, selection, compensate, options, within=within,
+                                              contained=contained)
+
+    def _contain(self, selection: Selection, within: str | None, reason: str | None) -> list[str]:
+        require_role(self.principal, Role.ADMIN)
+        by = self.principal.name
+        done = incidents.contain(self._base, selection, reason, by, within=within,
+                                 revoke=lambda key_id: keys.revoke_key(self._base.store, key_id, within, by=by))
+        return done.lines()
 
     def scope_job(self, job_id: str) -> ScopeJob:
         """A rollback job of many runs this principal queued or may see.

@@ -15,6 +15,8 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 
 from reversi.core import redaction
+from reversi.core.scopes import Selection
+from reversi.core.times import parse_since
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger
@@ -40,6 +42,16 @@ _SCOPE = {
     "after_step": {"type": ["integer", "null"], "minimum": -1,
                    "description": "Only the steps after this step number (not with `to`)"},
 }
+_SELECTION = {
+    "actor": {"type": ["string", "null"], "description": "Runs of this actor"},
+    "key": {"type": ["string", "null"], "description": "Runs of this key (the principal that opened them)"},
+    "tenant": {"type": ["string", "null"], "description": "Runs of this tenant"},
+    "labels": {"type": ["object", "null"], "additionalProperties": {"type": "string"},
+               "description": "Runs with each of these labels"},
+    "tool": {"type": ["string", "null"], "description": "Only steps of tools matching this glob"},
+    "since": {"type": ["string", "null"], "description": "Only steps journaled from then (30m, 2h, 7d or a date)"},
+    "until": {"type": ["string", "null"], "description": "Only steps journaled until then"},
+}
 TOOLS = [
     types.Tool(
         name="reversi.plan_rollback",
@@ -58,6 +70,29 @@ TOOLS = [
                 **_SCOPE,
             },
             ["run_id"],
+        ),
+        annotations=types.ToolAnnotations(destructive_hint=True, idempotent_hint=True),
+    ),
+    types.Tool(
+        name="reversi.plan_scope",
+        description="The plan of rolling back many runs (an actor's, a key's, a tenant's, labelled ones; the steps "
+                    "of a tool glob or a time window): one walk, newest first across runs.",
+        input_schema=_schema(_SELECTION, []),
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(
+        name="reversi.rollback_scope",
+        description="Roll back many runs through the upstreams' compensation tools. A dry run (the plan) unless "
+                    "confirm; contain (an admin's) first halts the scope and revokes the key.",
+        input_schema=_schema(
+            {
+                **_SELECTION,
+                "confirm": {"type": "boolean", "default": False},
+                "contain": {"type": "boolean", "default": False},
+                "reason": {"type": ["string", "null"], "description": "With contain: the halt's reason"},
+                "approve_compensations": {"type": "boolean", "default": False},
+            },
+            [],
         ),
         annotations=types.ToolAnnotations(destructive_hint=True, idempotent_hint=True),
     ),
@@ -123,6 +158,18 @@ def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...], default
     return value
 
 
+def _selection(args: dict[str, Any]) -> Selection:
+    """The scope of many runs the arguments give (checked as the CLI and the API check it)."""
+    labels = _arg(args, "labels", dict, {})
+    if not all(isinstance(v, str) for v in labels.values()):
+        raise BadInput("labels must map names to strings")
+    since, until = _arg(args, "since", str, None), _arg(args, "until", str, None)
+    return Selection(actor=_arg(args, "actor", str, None), key=_arg(args, "key", str, None),
+                     tenant=_arg(args, "tenant", str, None), labels=tuple(sorted(labels.items())),
+                     tool=_arg(args, "tool", str, None), since=parse_since(since, what="since") if since else None,
+                     until=parse_since(until, what="until") if until else None)
+
+
 def _scope(args: dict[str, Any]) -> dict[str, Any]:
     """The `to` and `after_step` arguments, of their types (the engine checks the rest)."""
     return {"to": _arg(args, "to", str, None), "after_step": _arg(args, "after_step", int, None)}
@@ -145,6 +192,8 @@ class Operator:
         handlers = {
             "reversi.plan_rollback": self._plan,
             "reversi.execute_rollback": self._execute,
+            "reversi.plan_scope": self._plan_scope,
+            "reversi.rollback_scope": self._rollback_scope,
             "reversi.resolve_step": self._resolve,
             "reversi.list_runs": self._list_runs,
             "reversi.halt": self._halt,
@@ -198,6 +247,26 @@ class Operator:
         masker = await anyio.to_thread.run_sync(lambda: redaction.learn(self.ledger.masker(), run.snapshot().steps))
         shown = structured(redaction.report(masker, report.to_dict()), masker.text(report.to_text()))
         return await self._warned(run, shown)
+
+    async def _plan_scope(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        selection = _selection(args)
+        plan = await anyio.to_thread.run_sync(self.ledger.for_principal(principal).plan_scope, selection)
+        return structured(plan.to_dict(), plan.to_text())
+
+    async def _rollback_scope(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        selection, door = _selection(args), self.ledger.for_principal(principal)
+        contain, reason = _arg(args, "contain", bool, False), _arg(args, "reason", str, None)
+        if not _arg(args, "confirm", bool, False):
+            if contain:
+                raise BadInput("contain stops new calls: give it with confirm: true")
+            plan = await anyio.to_thread.run_sync(door.plan_scope, selection)
+            return structured(plan.to_dict(), plan.to_text())
+        report = await door.arollback_scope(
+            selection, self.undo_calls.compensate, contain=contain, reason=reason, retry=ROLLBACK_RETRY,
+            verifier=self.undo_calls.read_back, approve_compensations=_arg(args, "approve_compensations", bool, False),
+            actor=principal.name)
+        masker = self.ledger.masker()
+        return structured(redaction.report(masker, report.to_dict()), masker.text(report.to_text()))
 
     async def _resolve(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)
