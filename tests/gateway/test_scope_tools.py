@@ -40,14 +40,15 @@ async def test_the_operator_rolls_back_everything_a_key_did(db_url: str, shop: S
         dry = _ok(await operator.call_tool("reversi.rollback_scope", {"key": "leaky"}))
         assert dry == plan and shop.calls("cancel_order") == []
 
-        for arguments, message in [
+        cases: list[tuple[dict[str, Any], str]] = [
             ({}, "needs a scope"),
             ({"key": "leaky", "confrim": True}, "has no argument 'confrim'"),
             ({"key": "leaky", "contain": True}, "give it with confirm: true"),
             ({"actor": "a\x1b[2J"}, "actor must be printable text"),
             ({"since": "someday"}, "since 'someday': expected a duration"),
             ({"labels": {"a": 1}}, "labels must map names to strings"),
-        ]:
+        ]
+        for arguments, message in cases:
             assert message in _error(await operator.call_tool("reversi.rollback_scope", arguments)), arguments
 
         keyless = await operator.call_tool("reversi.rollback_scope", {"key": "leaky", "confirm": True, "contain": True})
