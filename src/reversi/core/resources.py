@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,10 +27,13 @@ from reversi.core.expect import unmet_condition
 from reversi.core.manifest import Effect, ToolEntry
 from reversi.core.references import MissingReference, ReferenceContext, resolve
 
-__all__ = ["MAX_RESOURCE", "Dependent", "Lineage", "RunLineage", "Touch", "resource_key", "resources_of"]
+__all__ = ["MAX_RESOURCE", "SHOWN", "Dependent", "Lineage", "RunLineage", "StandingTouches", "Touch", "resource_key",
+           "resources_of"]
 
 MAX_RESOURCE = 1000
 """A resource's text is cut to this many characters before it is hashed or shown."""
+SHOWN = 5
+"""At most this many steps of other runs are named as holding one step back (one is enough to)."""
 
 
 def resources_of(entry: ToolEntry | None, ctx: ReferenceContext) -> list[str]:
@@ -91,56 +95,99 @@ class RunLineage:
     standing: Mapping[int, tuple[Dependent, ...]] = field(default_factory=dict)
 
 
-@dataclass
 class Lineage:
-    """Who depends on whom through resources, for the steps of some runs.
+    """Who depends on whom through resources, for the steps of some runs, in time linear in the touches.
 
-    Build it from every touch of the resources those runs touched (`touches`, any run of the tenant)
-    and, for each planned run, its steps' resource texts by key (`names`, to say which resource).
+    Built from every touch of the resources those runs touched (`touches`, any run of the tenant).
+    `name_of(run, step)` gives a step's resource texts by key, to say which resource holds it back;
+    it is asked only of the steps that are held back.
     """
 
-    touches: Iterable[Touch]
-    names: Mapping[str, Mapping[int, Mapping[str, str]]] = field(default_factory=dict)
-    _later: dict[tuple[str, int], list[tuple[Touch, Touch]]] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
+    def __init__(self, touches: Iterable[Touch],
+                 name_of: Callable[[str, int], Mapping[str, str]] | None = None) -> None:
         by_key: dict[str, list[Touch]] = defaultdict(list)
-        for touch in self.touches:
+        for touch in touches:
             by_key[touch.key].append(touch)
-        self._later = defaultdict(list)
-        for touches in by_key.values():
-            touches.sort()
-            for i, earlier in enumerate(touches):
-                for later in touches[i + 1:]:
-                    if (later.run_id, later.step) != (earlier.run_id, earlier.step):
-                        self._later[(earlier.run_id, earlier.step)].append((earlier, later))
+        # A resource touched once makes no dependency: only those touched more than once are kept.
+        self._by_key = {key: sorted(found) for key, found in by_key.items() if len(found) > 1}
+        self._at: dict[tuple[str, int], list[tuple[str, int]]] = defaultdict(list)  # (run, step) → (key, index)
+        self._keys_of: dict[str, set[str]] = defaultdict(set)  # run → the resources it touched
+        self._runs_of: dict[str, set[str]] = {}  # resource → the runs that touched it
+        self._next_in_run: dict[tuple[str, int], int] = {}  # (key, index) → the index of the run's next touch
+        for key, found in self._by_key.items():
+            last: dict[str, int] = {}
+            for index in range(len(found) - 1, -1, -1):
+                touch = found[index]
+                self._at[(touch.run_id, touch.step)].append((key, index))
+                self._keys_of[touch.run_id].add(key)
+                if touch.run_id in last:
+                    self._next_in_run[(key, index)] = last[touch.run_id]
+                last[touch.run_id] = index
+            self._runs_of[key] = set(last)
+        self._name_of = name_of or (lambda run_id, step: {})
+        self._names: dict[tuple[str, int], Mapping[str, str]] = {}
 
     def same_run(self, run_id: str, steps: int) -> list[tuple[int, ...]]:
-        """For each of a run's `steps` steps, the earlier steps of the run it depends on by resource."""
+        """For each of a run's `steps` steps, the step of the run that touched one of its resources
+        just before it (the walk's dependencies chain the rest)."""
         depends: list[set[int]] = [set() for _ in range(steps)]
         for step in range(steps):
-            for _, later in self._later.get((run_id, step), ()):
-                if later.run_id == run_id and 0 <= later.step < steps:
-                    depends[later.step].add(step)
+            for key, index in self._at.get((run_id, step), ()):
+                after = self._next_in_run.get((key, index))
+                later = self._by_key[key][after].step if after is not None else None
+                if later is not None and later != step and 0 <= later < steps:
+                    depends[later].add(step)
         return [tuple(sorted(d)) for d in depends]
 
-    def other_runs(self, run_id: str, step: int) -> list[Dependent]:
-        """The steps of other runs that touched one of this step's resources after it, oldest first,
-        each once (named by the first such resource)."""
-        seen: dict[tuple[str, int], Dependent] = {}
-        step_names = self.names.get(run_id, {}).get(step, {})
-        for earlier, later in self._later.get((run_id, step), ()):
-            if later.run_id != run_id and (later.run_id, later.step) not in seen:
-                name = step_names.get(earlier.key, "a resource it shares")
-                seen[(later.run_id, later.step)] = Dependent(later.run_id, later.step, name)
-        return list(seen.values())
+    def runs_sharing(self, run_ids: Iterable[str]) -> set[str]:
+        """The runs that touched a resource one of these runs touched (these among them)."""
+        return {run for r in run_ids for key in self._keys_of.get(r, ()) for run in self._runs_of[key]}
 
-    def for_run(self, run_id: str, steps: int, stands: Callable[[str, int], bool]) -> RunLineage:
-        """The lineage one walk of a run of `steps` steps needs; `stands(run, step)` says whether a step
-        of another run will still stand when the rollback ends."""
-        standing = {}
+    def later_elsewhere(self, run_ids: Iterable[str]) -> set[tuple[str, int]]:
+        """The steps of runs other than `run_ids` that touched a resource after one of theirs did."""
+        walked = set(run_ids)
+        found: set[tuple[str, int]] = set()
+        for (run, _), at in self._at.items():
+            if run in walked:
+                for key, index in at:
+                    found.update((t.run_id, t.step) for t in self._by_key[key][index + 1:] if t.run_id not in walked)
+        return found
+
+    def standing(self, stands: Callable[[str, int], bool]) -> StandingTouches:
+        """Which touches will still stand, by resource, for `stands(run, step)` (one pass over the touches)."""
+        return StandingTouches({key: [i for i, t in enumerate(found) if stands(t.run_id, t.step)]
+                                for key, found in self._by_key.items()})
+
+    def for_run(self, run_id: str, steps: int, standing: StandingTouches) -> RunLineage:
+        """The lineage one walk of a run of `steps` steps needs: for each step, the steps of other runs
+        that touched one of its resources after it and will still stand (at most `SHOWN` named)."""
+        held: dict[int, tuple[Dependent, ...]] = {}
         for step in range(steps):
-            found = tuple(d for d in self.other_runs(run_id, step) if stands(d.run_id, d.step))
+            found: dict[tuple[str, int], Dependent] = {}
+            for key, index in self._at.get((run_id, step), ()):
+                positions = standing.by_key.get(key, ())
+                for position in positions[bisect_right(positions, index):]:
+                    later = self._by_key[key][position]
+                    where = (later.run_id, later.step)
+                    if later.run_id != run_id and where not in found:
+                        found[where] = Dependent(*where, self._name(run_id, step, key))
+                        if len(found) >= SHOWN:
+                            break
+                if len(found) >= SHOWN:
+                    break
             if found:
-                standing[step] = found
-        return RunLineage(self.same_run(run_id, steps), standing)
+                held[step] = tuple(found.values())
+        return RunLineage(self.same_run(run_id, steps), held)
+
+    def _name(self, run_id: str, step: int, key: str) -> str:
+        names = self._names.get((run_id, step))
+        if names is None:
+            names = self._names[(run_id, step)] = self._name_of(run_id, step)
+        return names.get(key, "a resource it shares")
+
+
+@dataclass(frozen=True)
+class StandingTouches:
+    """For each resource, the positions (in journal order) of the touches that will still stand."""
+
+    by_key: Mapping[str, list[int]]

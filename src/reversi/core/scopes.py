@@ -149,21 +149,20 @@ def plan_selection(
     def stands(run: str, step: int) -> bool:
         return step in standing[run] if run in standing else stands_elsewhere(run, step)
 
-    watches = {run: {d.run_id for i in range(len(snap.steps)) for d in lineage.other_runs(run, i)} & by_run.keys()
-               for run, snap in by_run.items()}
     plans: dict[str, Plan] = {}
     todo = set(by_run)
     while todo:
         changed = set()
+        standing_now = lineage.standing(stands)
         for run in sorted(todo):
             snap = by_run[run]
-            plan = plan_rollback(snap, manifests, scope, lineage.for_run(run, len(snap.steps), stands))
+            plan = plan_rollback(snap, manifests, scope, lineage.for_run(run, len(snap.steps), standing_now))
             plans[run] = plan
             now = kept[run] | {a.step for a in plan.actions if a.leaves_standing}
             if now != standing[run]:
                 standing[run] = now
                 changed.add(run)
-        todo = {run for run, watched in watches.items() if watched & changed}
+        todo = {run for c in changed for run in lineage.runs_sharing([c]) if run != c} & by_run.keys()
     return _assembled(selection, by_run, plans)
 
 

@@ -25,27 +25,24 @@ def lineage_secret(store: Store) -> bytes:
 
 
 def read_lineage(q: Queries, snapshots: Sequence[RunSnapshot], manifests: ManifestSet, secret: bytes) -> Lineage:
-    """The lineage of these runs' steps: every later touch of a resource one of them touched."""
+    """The lineage of these runs' steps: every touch of a resource one of them touched."""
     own = q.run_touches([s.run.run_id for s in snapshots])
     if not own:
         return Lineage(())
-    touched = {(t.run_id, t.step) for t in own}
-    names: dict[str, dict[int, dict[str, str]]] = {}
-    for snapshot in snapshots:
-        run, tenant = snapshot.run.run_id, snapshot.run.scope.tenant
-        for step in snapshot.steps:
-            if (run, step.index) in touched:
-                ctx = reference_context(snapshot, step)
-                texts = resources_of(manifests.lookup(step.tool), ctx)
-                names.setdefault(run, {})[step.index] = {resource_key(secret, tenant, t): t for t in texts}
-    return Lineage(q.touches_of({t.key for t in own}), names)
+    by_run = {s.run.run_id: s for s in snapshots}
+
+    def name_of(run_id: str, step: int) -> dict[str, str]:
+        snapshot = by_run[run_id]
+        state = snapshot.step(step)
+        texts = resources_of(manifests.lookup(state.tool), reference_context(snapshot, state))
+        return {resource_key(secret, snapshot.run.scope.tenant, t): t for t in texts}
+
+    return Lineage(q.touches_of({t.key for t in own}), name_of)
 
 
 def standing_elsewhere(q: Queries, lineage: Lineage, snapshots: Sequence[RunSnapshot]) -> Callable[[str, int], bool]:
     """Whether a step of a run not among `snapshots` stands (or may: its outcome is unknown)."""
-    walked = {s.run.run_id for s in snapshots}
-    others = {(d.run_id, d.step) for s in snapshots for i in range(len(s.steps))
-              for d in lineage.other_runs(s.run.run_id, i) if d.run_id not in walked}
+    others = lineage.later_elsewhere(s.run.run_id for s in snapshots)
     statuses = q.step_statuses(sorted(others)) if others else {}
 
     def stands(run_id: str, step: int) -> bool:
@@ -60,5 +57,5 @@ def run_lineage(q: Queries, snapshot: RunSnapshot, manifests: ManifestSet, secre
     stand now hold those back."""
     lineage = read_lineage(q, [snapshot], manifests, secret)
     stands = standing_elsewhere(q, lineage, [snapshot])
-    return lineage.for_run(snapshot.run.run_id, len(snapshot.steps), stands)
-
+    run_id = snapshot.run.run_id
+    return lineage.for_run(run_id, len(snapshot.steps), lineage.standing(lambda r, s: r != run_id and stands(r, s)))

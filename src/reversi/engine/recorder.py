@@ -271,9 +271,9 @@ class Recorder:
 
         def write(q: Queries) -> list[Event]:
             events = _journal_outcome(q, run.run_id, step, event)
-            if secret is not None and self.manifests.touches(events[0].data.get("tool", "")):
-                record = q.step_record(run.run_id, step)
-                assert record is not None  # it has events
+            intended = events[0].data
+            if secret is not None and self.manifests.touches(intended.get("tool", "")):
+                record = StepRecord(run.run_id, step, intended["tool"], intended.get("args"))  # all a template reads
                 self._journal_touches(q, run, derive_step(record, events), events[-1].at, secret)
             return events
 
