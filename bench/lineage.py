@@ -19,7 +19,8 @@ from functools import partial
 import reversi
 from bench.common import Result, median, ms, print_table, temp_dir, timed, timed_calls, write_manifest
 from bench.journal import noop
-from reversi.core.models import EventType, Mode, NewEvent, RunRecord, Scope, StepRecord, format_time
+from reversi.core.models import EventType, Mode, NewEvent, RunRecord, Scope, StepRecord
+from reversi.core.times import format_time
 from reversi.core.resources import resource_key
 from reversi.core.scopes import Selection
 from reversi.engine.run import Run

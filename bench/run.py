@@ -1,6 +1,7 @@
 """Run every benchmark and print one table: `python -m bench` or `python bench/run.py`.
 
-    python -m bench [--quick] [--only journal,planner,rollback,encryption,lineage,server,gateway,console,scale,gateway-http]
+    python -m bench [--quick]
+                    [--only journal,planner,rollback,encryption,lineage,server,gateway,console,scale,gateway-http]
                     [--no-pg] [--pg-steps N]
 
 PostgreSQL comes from REVERSI_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test); the
@@ -25,7 +26,8 @@ import time
 from bench import encryption, journal, lineage, planner, rollback
 from bench.common import ROOT, Result, pg_unreachable, pg_url, print_table
 
-BENCHES = ("journal", "planner", "rollback", "encryption", "lineage", "server", "gateway", "console", "scale", "gateway-http")
+BENCHES = ("journal", "planner", "rollback", "encryption", "lineage", "server", "gateway", "console", "scale",
+           "gateway-http")
 # These run as their own processes (each starts servers and clients) and print their own tables.
 SEPARATE = {"server": "bench_server.py", "gateway": "bench_gateway.py", "console": "bench_console.py",
             "scale": "bench_scale.py", "gateway-http": "bench_gateway_http.py"}
