@@ -20,9 +20,9 @@ import reversi
 from bench.common import Result, median, ms, print_table, temp_dir, timed, timed_calls, write_manifest
 from bench.journal import noop
 from reversi.core.models import EventType, Mode, NewEvent, RunRecord, Scope, StepRecord
-from reversi.core.times import format_time
 from reversi.core.resources import resource_key
 from reversi.core.scopes import Selection
+from reversi.core.times import format_time
 from reversi.engine.run import Run
 
 MANIFEST = """\
