@@ -88,14 +88,14 @@ def _seed(ledger: reversi.Ledger, runs: int, steps: int) -> None:
 
 
 def _plan_time(runs: int, steps: int, rounds: int) -> float:
-    with temp_dir("reversi-bench-lineage-") as directory:
-        with reversi.open(f"sqlite:///{directory}/scope.db", manifests=[write_manifest(directory, MANIFEST)]) as ledger:
-            _seed(ledger, runs, steps)
-            samples = []
-            for _ in range(rounds):
-                seconds, plan = timed(partial(ledger.plan_scope, Selection(actor="bench")))
-                assert len(plan.actions) == runs * steps and len(plan.run_ids) == runs
-                samples.append(seconds)
+    with temp_dir("reversi-bench-lineage-") as directory, \
+            reversi.open(f"sqlite:///{directory}/scope.db", manifests=[write_manifest(directory, MANIFEST)]) as ledger:
+        _seed(ledger, runs, steps)
+        samples = []
+        for _ in range(rounds):
+            seconds, plan = timed(partial(ledger.plan_scope, Selection(actor="bench")))
+            assert len(plan.actions) == runs * steps and len(plan.run_ids) == runs
+            samples.append(seconds)
     return median(samples)
 
 
