@@ -38,6 +38,8 @@ async def test_an_operator_plans_rolls_back_resolves_and_halts(tmp_path: Path, s
             assert names == [
                 "reversi.plan_rollback",
                 "reversi.execute_rollback",
+                "reversi.plan_scope",
+                "reversi.rollback_scope",
                 "reversi.resolve_step",
                 "reversi.list_runs",
                 "reversi.halt",

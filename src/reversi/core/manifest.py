@@ -116,7 +116,7 @@ class ToolEntry:
     capture: Capture | None = None
     read_when: Mapping[str, Any] | None = None
     sensitive: tuple[SensitivePath, ...] = ()
-    resources: tuple[str, ...] = ()
+    resources: tuple[Any, ...] = ()  # texts, or `$each` forms that make lists of them
     digest: str = ""
 
     @property

@@ -26,6 +26,7 @@ from reversi.core.manifest import (
     Verification,
 )
 from reversi.core.manifest_templates import AFTER_CALL, BEFORE_CALL, Templates
+from reversi.core.references import EACH
 from reversi.core.sensitive import KEPT, SensitivePath, parse_path, sensitive_references
 from reversi.core.yaml_nodes import INT, STR, describe, is_bool, is_null, plain, scalar
 from reversi.errors import BadInput
@@ -371,11 +372,22 @@ class _Reader:
                 self.problem(item, f"{label}: {exc.message}")
         return tuple(paths) if len(paths) == len(found) else None
 
-    def resources(self, key: Node, node: Node, label: str) -> tuple[str, ...] | None:
-        found = self.strings(key, node, label)
-        if found is not None:
-            self.templates.template(node, self.roots)
-        return found
+    def resources(self, key: Node, node: Node, label: str) -> tuple[Any, ...] | None:
+        """Templates of text (or `$each` forms that make a list of texts): what a call touches."""
+        if not isinstance(node, SequenceNode):
+            self.problem(node, f"{label}: expected a list of templates, got {describe(node)}")
+            return None
+        before = len(self.problems)
+        for item in node.value:
+            if isinstance(item, MappingNode) and not any(
+                    isinstance(k, ScalarNode) and k.value == EACH for k, _ in item.value):
+                self.problem(item, f"{label}: expected a text or a $each, got a mapping")
+            elif not isinstance(item, ScalarNode | MappingNode) or (
+                    isinstance(item, ScalarNode) and not isinstance(scalar(item), str)):
+                self.problem(item, f"{label}: expected a text or a $each, got {describe(item)}")
+        self.templates.template(node, self.roots)
+        value = plain(node)
+        return tuple(value) if len(self.problems) == before and isinstance(value, list) else None
 
     def strings(self, key: Node, node: Node, label: str) -> tuple[str, ...] | None:
         if not isinstance(node, SequenceNode):
