@@ -33,7 +33,8 @@ async def agent(tools: list[BaseTool], price: int) -> list[BaseMessage]:
     """A tool-calling loop over LangChain's fake chat model, which asks for one price change."""
     calls = [{"name": "set_price", "args": {"item_id": 1, "price": price}, "id": f"c{price}"}]
     model = GenericFakeChatModel(messages=iter([AIMessage("", tool_calls=calls), AIMessage("done")]))
-    by_name, messages = {t.name: t for t in tools}, [HumanMessage(f"set the price of item 1 to {price}")]
+    by_name = {t.name: t for t in tools}
+    messages: list[BaseMessage] = [HumanMessage(f"set the price of item 1 to {price}")]
     while True:
         reply = await model.ainvoke(messages)
         messages.append(reply)
