@@ -9,6 +9,7 @@ import click
 from reversi.cli.context import echo, echo_json, echo_json_text, json_option, state
 from reversi.core import redaction
 from reversi.core.json_values import compact
+from reversi.core.standing import Next
 
 if TYPE_CHECKING:
     from reversi.core.checkpoints import Checkpoint
@@ -60,8 +61,10 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
     with state(ctx).ledger() as ledger:
         run = ledger.get_run(run_id)
         snap, marks = run.snapshot(), run.checkpoints()
-        snap = redaction.snapshot(ledger.masker(), snap)
-    out = snap.to_dict() | {"checkpoints": [c.to_dict() for c in marks]}
+        masker = ledger.masker()
+        snap = redaction.snapshot(masker, snap)
+        standing = redaction.standing(masker, run.standing())
+    out = snap.to_dict() | {"checkpoints": [c.to_dict() for c in marks], "where_it_stands": standing.to_dict()}
     if as_json:
         echo_json(out)
         return 0
@@ -76,6 +79,9 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
         detail = compact(step.result) if step.has_result else (step.error or "")
         echo(f"step {step.index}  {step.tool}  {step.status.value}  {compact(step.args)}  {detail}".rstrip())
         _checkpoints_after(step.index, marks)
+    if standing.undone or any(s.next is not Next.ROLL_BACK for s in standing.left):
+        echo("where it stands:")
+        echo(standing.to_text())
     return 0
 
 

@@ -15,8 +15,9 @@ from reversi.core.models import Event, EventType, RunSnapshot, StepState
 from reversi.core.plan import Action, Plan
 from reversi.core.scopes import ScopePlan
 from reversi.core.sensitive import Masker
+from reversi.core.standing import RunStanding
 
-__all__ = ["approval_args", "events", "learn", "plan", "report", "scope_plan", "snapshot", "text"]
+__all__ = ["approval_args", "events", "learn", "plan", "report", "scope_plan", "snapshot", "standing", "text"]
 
 
 def learn(masker: Masker, steps: Iterable[StepState]) -> Masker:
@@ -84,6 +85,12 @@ def scope_plan(masker: Masker, found: ScopePlan) -> ScopePlan:
     """A plan of many runs with each compensation's arguments and each reason masked."""
     return replace(found, plans=tuple(plan(masker, p) for p in found.plans),
                    actions=tuple((run, _action(masker, a)) for run, a in found.actions))
+
+
+def standing(masker: Masker, found: RunStanding) -> RunStanding:
+    """Where a run stands, with the reasons and errors masked."""
+    return replace(found, steps=tuple(replace(s, remains=_maybe(masker, s.remains),
+                                              last_error=_maybe(masker, s.last_error)) for s in found.steps))
 
 
 def approval_args(masker: Masker, tool: str, args: Any) -> Any:

@@ -175,6 +175,7 @@ class JobRunner:
                 approve_compensations=row.approve_compensations,
                 actor=row.actor,
                 principal=row.principal,
+                job=row.job_id,
                 progress=lambda done, total: asyncio.to_thread(self._progress, row, lease, executor, done, total),
             ),
             lease=lease,

@@ -35,6 +35,7 @@ from reversi.core.planner import plan_rollback
 from reversi.core.retention import cutoff
 from reversi.core.scopes import ScopePlan, ScopeReport, Selection
 from reversi.core.sensitive import Masker
+from reversi.core.standing import RunStanding
 from reversi.engine import approvals, erasure, halts, incidents, jobs, keys, scope_jobs
 from reversi.engine.access import (
     Access,
@@ -241,6 +242,12 @@ class PrincipalLedger:
         run = self.get_run(run_id, Access.READ)
         plan = run.plan(to=to, after_step=after_step)
         return redaction.plan(redaction.learn(self._base.masker(), run.snapshot().steps), plan)
+
+    def standing(self, run_id: str) -> RunStanding:
+        """Where the run stands across its rollbacks, as it may be shown; raises as `run_record`."""
+        run = self.get_run(run_id, Access.READ)
+        masker = redaction.learn(self._base.masker(), run.snapshot().steps)
+        return redaction.standing(masker, run.standing())
 
     def masker(self) -> Masker:
         """A masker for one view of what this principal reads (see `Ledger.masker`)."""

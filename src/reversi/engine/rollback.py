@@ -91,6 +91,7 @@ class RollbackOptions:
     actor: str = "local"
     principal: str | None = None  # who runs it, as authenticated: journaled in each event's data beside `actor`
     progress: Progress | None = None
+    job: str | None = None  # the rollback job it runs for, journaled in each event's data (where a run stands)
 
 
 @dataclass
@@ -328,8 +329,9 @@ class RollbackExecutor:
         )
 
     def _event(self, kind: EventType, step: int, data: dict[str, Any]) -> NewEvent:
-        principal = self.options.principal
-        return NewEvent(kind, step, self.options.actor, data | ({"principal": principal} if principal else {}))
+        principal, job = self.options.principal, self.options.job
+        return NewEvent(kind, step, self.options.actor,
+                        data | ({"principal": principal} if principal else {}) | ({"job": job} if job else {}))
 
     async def _journal(self, call: CompensationCall, events: list[NewEvent]) -> None:
         def append(q: Queries) -> None:

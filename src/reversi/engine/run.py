@@ -32,6 +32,7 @@ from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
 from reversi.core.resources import RunLineage
+from reversi.core.standing import RunStanding, run_standing
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, Read, needs_capture, take_capture
 from reversi.engine.commands import command_reader
@@ -61,6 +62,7 @@ class RollbackArguments(TypedDict, total=False):
     to: str | None
     after_step: int | None
     scope: RollbackScope | None  # the part of the run to undo, as a rollback of many runs gives it
+    job: str | None  # the job it runs for (journaled with each of its events)
 
 _NO_RESULT: Any = object()
 
@@ -324,6 +326,12 @@ class Run:
         snapshot, lineage = self.snapshot_and_lineage(manifests)
         return plan_rollback(snapshot, manifests, scope, lineage)
 
+    def standing(self) -> RunStanding:
+        """Where the run stands across every rollback that touched it (`reversi.core.standing`)."""
+        manifests = self._ledger.manifests
+        snapshot, lineage = self.snapshot_and_lineage(manifests)
+        return run_standing(snapshot, self.events(), plan_rollback(snapshot, manifests, lineage=lineage))
+
     def snapshot_and_lineage(self, manifests: ManifestSet | None = None) -> tuple[RunSnapshot, RunLineage]:
         """The run and what depends on its steps through their resources, read together."""
         secret = lineage_secret(self._ledger.store)
@@ -352,6 +360,7 @@ class Run:
                 actor=self._ledger.actor(options.get("actor")),
                 principal=self._ledger.principal,
                 progress=options.get("progress"),
+                job=options.get("job"),
             ),
         )
         lock = await _take_lock(

@@ -119,7 +119,7 @@ class ScopeJobRunner:
             report = await incidents.rollback_scope(
                 acting, Selection.from_dict(row.selection), self.compensate,
                 {"retry": Retry(attempts=row.attempts), "verifier": self.verifier, "actor": row.actor,
-                 "approve_compensations": row.approve_compensations},
+                 "approve_compensations": row.approve_compensations, "job": row.job_id},
                 within=row.within, contained=row.contained, check=lease.ensure)
         except (StoreUnavailable, Fenced):
             raise

@@ -45,7 +45,8 @@ def list_runs(call: Call) -> Response:
 
 
 def get_run(call: Call) -> Response:
-    return reply(call.ledger.snapshot(call.run_id).to_dict())
+    shown = call.ledger.snapshot(call.run_id).to_dict()
+    return reply(shown | {"where_it_stands": call.ledger.standing(call.run_id).to_dict()})
 
 
 async def record_step(call: Call) -> Response:

@@ -58,7 +58,8 @@ SCHEMAS: dict[str, Any] = {
                      "result": _ANY, "error": _nullable(_STR)}),
     "StepIntended": _object({"step": _INT, "status": _enum(StepStatus, [StepStatus.INTENDED])}),
     "Run": _object({**_SUMMARY, "steps": {"type": "array", "items": _ref("Step")}, "steps_count": _INT,
-                    "labels": {"type": "object", "additionalProperties": _STR}}),
+                    "labels": {"type": "object", "additionalProperties": _STR}},
+                   {"where_it_stands": _object({"steps": {"type": "array"}, "next": {"type": "array"}})}),
     "RunSummary": _object({**_SUMMARY, "steps": _INT}),
     "RunList": _list_of("RunSummary"),
     "Action": _object(

@@ -12,6 +12,7 @@ from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState, who_acted
 from reversi.core.plan import Plan
 from reversi.core.sensitive import Masker
+from reversi.core.standing import RunStanding, run_standing
 from reversi.engine.access import Access
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import Forbidden, NotFound
@@ -92,6 +93,7 @@ class RunView:
     dependencies: dict[int, list[Dependency]] = field(default_factory=dict)
     checkpoints: list[CheckpointView] = field(default_factory=list)  # oldest first
     to: str | None = None  # the checkpoint `summary` is after (the rollback confirmed from it), if any
+    standing: RunStanding | None = None  # where the run stands across every rollback that touched it
 
 
 def _timings(events: list[Event]) -> dict[int, dict[str, Any]]:
@@ -154,8 +156,9 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
         job = _job(ledger, run.id, snap.steps, events, masker)
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
     summary = summarize(redaction.plan(masker, run.plan(to=to)) if to is not None else plan, approvals)
+    standing = run_standing(snap, events, plan)  # all three masked already
     return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summary, residue,
-                   timeline, deps, marks, to)
+                   timeline, deps, marks, to, standing)
 
 
 def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event],
