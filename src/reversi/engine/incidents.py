@@ -9,7 +9,8 @@ step, a crash leaves nothing a re-run cannot finish, and two overlapping rollbac
 twice (the run's lease and the journal see to it, as for one run).
 
 `contain` first stops new calls in the selection: a halt for its actor, tenant and tool (what halts
-can match), and for `key`, every active key of that principal is revoked.
+can match; within the tenant of a confined admin), and for `key`, every active key of that principal
+is revoked (a key alone is stopped by that, and nobody else's calls are halted).
 """
 
 from __future__ import annotations
@@ -86,11 +87,10 @@ def contain(ledger: Ledger, selection: Selection, reason: str | None, by: str, *
     Raises:
         BadInput: nothing to stop: no actor, tenant or tool for a halt, and no active key to revoke.
     """
-    tenant = selection.tenant or within
     reason = reason or f"contained for a rollback: {selection.describe().removeprefix('scope: ')}"[:500]
     halt_id = None
-    if selection.actor or selection.tool or tenant:
-        scope = HaltScope(selection.tool, _exact(selection.actor), tenant, None)
+    if selection.actor or selection.tool or selection.tenant:  # a key alone is stopped by its revocation
+        scope = HaltScope(selection.tool, _exact(selection.actor), selection.tenant or within, None)
         halt_id = halts.add_halt(ledger.store, reason, scope, by, ledger.principal).halt_id
     revoked: list[str] = []
     if selection.key is not None:
