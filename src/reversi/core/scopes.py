@@ -184,10 +184,11 @@ class ScopeReport:
     reports: dict[str, RollbackReport] = field(default_factory=dict)
     compensated: dict[str, list[int]] = field(default_factory=dict)  # by this rollback, every pass
     contained: list[str] = field(default_factory=list)  # what --contain did first, as lines
+    in_progress: list[str] = field(default_factory=list)  # runs another rollback held: left to it
 
     @property
     def complete(self) -> bool:
-        return all(r.complete for r in self.reports.values())
+        return not self.in_progress and all(r.complete for r in self.reports.values())
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"scope": self.selection.to_dict(), "runs": list(self.reports)}
@@ -200,6 +201,7 @@ class ScopeReport:
                                  for s in r.already_undone if (run, s) not in undone]
         for name in ("failed", "unrecoverable", "deferred", "awaiting_approval"):
             out[name] = [{"run": run} | x.to_dict() for run, r in self.reports.items() for x in getattr(r, name)]
+        out["in_progress"] = list(self.in_progress)
         out["complete"] = self.complete
         out["reports"] = {run: r.to_dict() for run, r in self.reports.items()}
         return out | ({"contained": list(self.contained)} if self.contained else {})
@@ -208,6 +210,7 @@ class ScopeReport:
         lines = [self.selection.describe(), *self.contained]
         for run, report in self.reports.items():
             lines += [f"{run}  {line}" for line in report.lines]
+        lines += [f"{run}  rollback already in progress elsewhere: left to it" for run in self.in_progress]
         undone = sum(len(s) for s in self.compensated.values())
         lines.append(f"{undone} steps undone in {len(self.reports)} runs")
         lines.append("rollback complete" if self.complete else "rollback INCOMPLETE")

@@ -27,7 +27,7 @@ from reversi.core.scopes import ScopePlan, ScopeReport, Selection, plan_selectio
 from reversi.core.sensitive import Masker
 from reversi.engine import halts, keys
 from reversi.engine.lineage import lineage_secret, read_lineage, standing_elsewhere
-from reversi.errors import BadInput
+from reversi.errors import BadInput, RollbackInProgress
 from reversi.store.queries import Queries
 
 if TYPE_CHECKING:
@@ -126,9 +126,10 @@ async def rollback_scope(
     """Undo `selection` in passes (see the module); each run's rollback takes `options` as
     `Run.arollback` does; `check()` is called before each run (a job's lease: it raises to stop).
 
+    A run another rollback holds (a process rolling it back, an overlapping scope) is left to it and
+    listed under `in_progress`: the report is then incomplete, and a re-run finishes what is left.
+
     Raises:
-        RollbackInProgress: another process is rolling back one of the runs (what was undone stays
-            undone; run it again once that one is done).
         ConfigError, Fenced, StoreUnavailable: as `Run.arollback`.
     """
     report = ScopeReport(selection, contained=list(contained))
@@ -141,7 +142,14 @@ async def rollback_scope(
         for run_id in todo:
             if check is not None:
                 check()  # a job's worker that was taken over stops here (Fenced)
-            done = await ledger.get_run(run_id).arollback(compensate, **each)
+            try:
+                done = await ledger.get_run(run_id).arollback(compensate, **each)
+            except RollbackInProgress:  # another rollback (a run, an overlapping scope) holds it: left to that one
+                if run_id not in report.in_progress:
+                    report.in_progress.append(run_id)
+                continue
+            if run_id in report.in_progress:
+                report.in_progress.remove(run_id)
             report.reports[run_id] = done
             report.compensated.setdefault(run_id, []).extend(done.compensated)
             undone += len(done.compensated)

@@ -301,7 +301,8 @@ class Ledger:
 
         Raises:
             BadInput: as `contain`.
-            RollbackInProgress, ConfigError, Fenced, StoreUnavailable: as `Run.rollback`.
+            ConfigError, Fenced, StoreUnavailable: as `Run.rollback` (a run another rollback holds is
+                left to it and listed under the report's `in_progress`).
         """
         return run_coroutine(self.arollback_scope(selection, compensate, contain=contain, reason=reason, **options))
 
