@@ -11,8 +11,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import reversi
 from tests.engine.test_crash import read_jsonl
+
+import reversi
 
 COMPENSATOR = Path(__file__).parent / "compensator.py"
 MANIFEST = """\
