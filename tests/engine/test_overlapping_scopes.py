@@ -46,7 +46,7 @@ def test_two_scopes_at_once_undo_each_step_once(db_url: str, tmp_path: Path) -> 
 
     both = [start(scope) for scope in scopes]
     outs = [p.communicate(timeout=300) for p in both]
-    for p, (out, err) in zip(both, outs, strict=True):
+    for p, (_, err) in zip(both, outs, strict=True):
         assert p.returncode in (0, 2), err
         assert "Traceback" not in err
     again = start(scopes[1])
