@@ -11,6 +11,7 @@ import pytest
 
 import reversi
 from reversi.core.resources import resource_key
+from reversi.errors import NotCompensable
 
 MANIFEST = """\
 version: 1
@@ -125,3 +126,15 @@ def test_ids_a_step_made_are_resources_and_other_tenants_never_block(ledger: rev
     secret = ledger.store.secret("masking")
     assert {t.key for t in touches} == {resource_key(secret, "acme", r) for r in ("price:A1", "note:n0")}
     assert all("A1" not in t.key and "n0" not in t.key for t in touches)
+
+
+def test_a_remote_worker_cannot_claim_a_step_another_run_stands_on(ledger: reversi.Ledger) -> None:
+    shop = Shop(A1=500)
+    first, second = ledger.start_run(run_id="run_0"), ledger.start_run(run_id="run_1")
+    set_price(first, shop, 600)
+    set_price(second, shop, 700)
+    with pytest.raises(NotCompensable, match="still has a standing dependent: run_1 step 0 changed price:A1"):
+        first.begin_compensation(0)
+    work = second.begin_compensation(0)
+    second.complete_compensation(work, ok=True, result="ok")
+    assert first.begin_compensation(0).call["args"] == {"sku": "A1", "price": 500}

@@ -10,8 +10,10 @@ from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet, Verification
 from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, RunSnapshot, StepStatus
 from reversi.core.plan import Action, ActionKind
+from reversi.core.resources import RunLineage
 from reversi.core.times import format_time
 from reversi.core.walk import RollbackWalk
+from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.rollback import NOT_VERIFIED, VERIFICATION_FAILED
 from reversi.errors import BadInput, NotCompensable, NotFound
 from reversi.store.base import Store
@@ -42,6 +44,7 @@ def begin_compensation(
     """
     if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)) or not 0 < lease_s < 366 * 86_400:
         raise BadInput(f"lease_s must be a positive number of seconds (under a year), not {lease_s!r}")
+    secret = lineage_secret(store)
     lock = store.try_lock_run(run_id)
     if lock is None:
         raise NotCompensable(f"step {step} of {run_id} is claimed by a running rollback")
@@ -53,16 +56,16 @@ def begin_compensation(
             raise NotFound(f"no run {run_id}")
         if not 0 <= step < len(snapshot.steps):
             raise NotFound(f"no step {step} in {run_id}")
-        action = _walk_to(snapshot, manifests, step)
+        action = _walk_to(snapshot, manifests, step, run_lineage(q, snapshot, manifests, secret))
         state = snapshot.step(step)
         if action.kind not in (ActionKind.COMPENSATE, ActionKind.DEFER) or action.compensation is None:
             raise NotCompensable(f"step {step} of {run_id} cannot be claimed: {action.kind.value} ({action.reason})")
         if state.claim is not None and state.claim.is_live():
             raise NotCompensable(f"step {step} of {run_id} is claimed by a remote worker until {state.claim.until}")
         if action.kind is ActionKind.DEFER:
-            raise NotCompensable(
-                f"step {step} of {run_id} still has a standing dependent: step {', '.join(map(str, action.blocked_by))}"
-            )
+            held = [f"step {', '.join(map(str, action.blocked_by))}"] if action.blocked_by else []
+            held += [d.describe() for d in action.blocked_by_runs]
+            raise NotCompensable(f"step {step} of {run_id} still has a standing dependent: {'; '.join(held)}")
         call = action.compensation
         data: dict[str, Any] = {}
         if call.needs_approval:
@@ -84,10 +87,11 @@ def begin_compensation(
     return CompensationWork(run_id, step, call.call_json(), until, call.verification, worker)
 
 
-def _walk_to(snapshot: RunSnapshot, manifests: ManifestSet, step: int) -> Action:
+def _walk_to(snapshot: RunSnapshot, manifests: ManifestSet, step: int, lineage: RunLineage) -> Action:
     """The rollback walk's action for `step` when it alone is undone now: every newer step that
-    would be compensated still stands (nobody is undoing it), and holds back what it depends on."""
-    walk = RollbackWalk(snapshot, manifests)
+    would be compensated still stands (nobody is undoing it), and holds back what it depends on, as
+    do the steps of other runs on the same resources that stand."""
+    walk = RollbackWalk(snapshot, manifests, lineage=lineage)
     for action in walk:
         if action.step == step:
             return action
