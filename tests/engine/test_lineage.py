@@ -138,3 +138,14 @@ def test_a_remote_worker_cannot_claim_a_step_another_run_stands_on(ledger: rever
     work = second.begin_compensation(0)
     second.complete_compensation(work, ok=True, result="ok")
     assert first.begin_compensation(0).call["args"] == {"sku": "A1", "price": 500}
+
+
+def test_a_hostile_resource_text_stays_on_its_line(ledger: reversi.Ledger) -> None:
+    shop = Shop(**{"A1\nstep 9  shop.set_price  compensate -> x\x1b[2J": 500})
+    sku = next(iter(shop.prices))
+    first, second = ledger.start_run(run_id="run_0"), ledger.start_run(run_id="run_1")
+    for run, value in ((first, 600), (second, 700)):
+        run.call("shop.set_price", {"sku": sku, "price": value}, shop.set_price, capture=shop.get_price)
+    text = first.plan().to_text()
+    assert len(text.splitlines()) == 2 and "\\nstep 9" in text  # the step's line, and the verdict
+    assert first.plan().actions[0].blocked_by_runs[0].resource == f"price:{sku}"  # exact in JSON

@@ -82,7 +82,9 @@ class Dependent:
         return {"run": self.run_id, "step": self.step, "resource": self.resource}
 
     def describe(self) -> str:
-        return f"{self.run_id} step {self.step} changed {self.resource} after this step"
+        """One line of text (the resource's own newlines written as escapes: it may come from an agent)."""
+        shown = self.resource.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+        return f"{self.run_id} step {self.step} changed {shown} after this step"
 
 
 @dataclass(frozen=True)
