@@ -52,7 +52,6 @@ def _selection(run_id: str | None, actor: str | None, key: str | None, tenant: s
                labels: tuple[str, ...], tool: str | None, since: str | None, until: str | None) -> Selection | None:
     """The scope of many runs the flags give; None when RUN is given (then `--actor` is not a scope)."""
     from reversi.core.scopes import Selection
-    from reversi.core.times import parse_since
     from reversi.errors import BadInput
 
     given = [flag for flag, value in (("--key", key), ("--tenant", tenant), ("--label", labels), ("--tool", tool),
@@ -63,15 +62,15 @@ def _selection(run_id: str | None, actor: str | None, key: str | None, tenant: s
         return None
     if not given and actor is None:
         raise BadInput(NO_RUN)
-    pairs = []
-    for label in labels:
-        name, sep, value = label.partition("=")
-        if not sep or not name:
-            raise BadInput(f"--label {label!r}: expected K=V")
-        pairs.append((name, value))
-    return Selection(actor=actor, key=key, tenant=tenant, labels=tuple(pairs), tool=tool,
-                     since=parse_since(since, what="--since") if since else None,
-                     until=parse_since(until, what="--until") if until else None)
+    return Selection.typed(actor=actor, key=key, tenant=tenant, labels=Selection.label_pairs(labels), tool=tool,
+                           since=_flag_time(since, "--since"), until=_flag_time(until, "--until"))
+
+
+def _flag_time(text: str | None, flag: str) -> str | None:
+    """A time flag, read (and named in its error) as the CLI's own."""
+    from reversi.core.times import parse_since
+
+    return parse_since(text, what=flag) if text else None
 
 
 def _scope(to: str | None, after_step: int | None) -> dict[str, Any]:

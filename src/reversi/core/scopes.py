@@ -11,7 +11,7 @@ selection leaves out are kept, and hold back what they depend on while they stan
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from reversi.core.planner import plan_rollback
 from reversi.core.printable import ESCAPED
 from reversi.core.report import RollbackReport
 from reversi.core.resources import Lineage
+from reversi.core.times import parse_since
 from reversi.errors import BadInput
 
 __all__ = ["ScopePlan", "ScopeReport", "Selection", "plan_selection"]
@@ -82,6 +83,38 @@ class Selection:
                                                   ("tool", self.tool), ("since", self.since),
                                                   ("until", self.until)) if v is not None}
         return out | ({"labels": dict(self.labels)} if self.labels else {})
+
+    @classmethod
+    def typed(cls, *, actor: str | None = None, key: str | None = None, tenant: str | None = None,
+              labels: Mapping[str, Any] | None = None, tool: str | None = None, since: str | None = None,
+              until: str | None = None) -> Selection:
+        """The selection as people type it (every surface reads its fields through this): `since` and
+        `until` as durations ago (`30m`, `2h`, `7d`) or dates; empty texts count as not given.
+
+        Raises:
+            BadInput: a field not of its form, a label whose value is not text, or no criterion at all.
+        """
+        found = dict(labels or {})
+        if not all(isinstance(v, str) for v in found.values()):
+            raise BadInput("labels must map names to strings")
+        return cls(actor=actor or None, key=key or None, tenant=tenant or None, labels=tuple(sorted(found.items())),
+                   tool=tool or None, since=parse_since(since, what="since") if since else None,
+                   until=parse_since(until, what="until") if until else None)
+
+    @staticmethod
+    def label_pairs(texts: Iterable[str], what: str = "--label") -> dict[str, str]:
+        """Labels written `K=V`, one per text.
+
+        Raises:
+            BadInput: a text without `=` or a name.
+        """
+        found = {}
+        for text in texts:
+            name, sep, value = text.partition("=")
+            if not sep or not name.strip():
+                raise BadInput(f"{what} {text!r}: expected K=V")
+            found[name.strip()] = value.strip()
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Selection:

@@ -16,7 +16,6 @@ from mcp.server import Server, ServerRequestContext
 
 from reversi.core import redaction
 from reversi.core.scopes import Selection
-from reversi.core.times import parse_since
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger
@@ -159,15 +158,11 @@ def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...], default
 
 
 def _selection(args: dict[str, Any]) -> Selection:
-    """The scope of many runs the arguments give (checked as the CLI and the API check it)."""
-    labels = _arg(args, "labels", dict, {})
-    if not all(isinstance(v, str) for v in labels.values()):
-        raise BadInput("labels must map names to strings")
-    since, until = _arg(args, "since", str, None), _arg(args, "until", str, None)
-    return Selection(actor=_arg(args, "actor", str, None), key=_arg(args, "key", str, None),
-                     tenant=_arg(args, "tenant", str, None), labels=tuple(sorted(labels.items())),
-                     tool=_arg(args, "tool", str, None), since=parse_since(since, what="since") if since else None,
-                     until=parse_since(until, what="until") if until else None)
+    """The scope of many runs the arguments give (read as every surface reads it)."""
+    return Selection.typed(actor=_arg(args, "actor", str, None), key=_arg(args, "key", str, None),
+                           tenant=_arg(args, "tenant", str, None), labels=_arg(args, "labels", dict, {}),
+                           tool=_arg(args, "tool", str, None), since=_arg(args, "since", str, None),
+                           until=_arg(args, "until", str, None))
 
 
 def _scope(args: dict[str, Any]) -> dict[str, Any]:

@@ -113,9 +113,8 @@ def start_rollback(call: Call) -> Response:
 
 
 def _selection(body: bodies.ScopeOfRuns) -> Selection:
-    return Selection(actor=body.actor, key=body.key, tenant=body.tenant, labels=tuple(sorted(body.labels.items())),
-                     tool=body.tool, since=parse_since(body.since, what="since") if body.since else None,
-                     until=parse_since(body.until, what="until") if body.until else None)
+    return Selection.typed(actor=body.actor, key=body.key, tenant=body.tenant, labels=body.labels, tool=body.tool,
+                           since=body.since, until=body.until)
 
 
 def plan_scope(call: Call) -> Response:
