@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -9,6 +10,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 
 from reversi.core.json_values import parse_json
+from reversi.core.scopes import Selection
 from reversi.errors import BadInput
 from reversi.server.endpoint import MAX_BODY_BYTES, is_whole_number
 
@@ -73,3 +75,23 @@ def resolve_arguments(form: FormData) -> dict[str, Any]:
     if result_text:
         kwargs["result"] = parse_json(result_text, "the result")
     return kwargs
+
+
+SCOPE_FIELDS = ("actor", "key", "tenant", "labels", "tool", "since", "until")
+
+
+def scope_fields(source: Mapping[str, Any]) -> dict[str, str]:
+    """The scope-of-runs fields of a form or a query, as text (absent ones empty)."""
+    return {name: str(source.get(name) or "").strip()[:500] for name in SCOPE_FIELDS}
+
+
+def selection(fields: Mapping[str, str]) -> Selection:
+    """The scope the fields give (`labels`: `K=V` pairs separated by commas).
+
+    Raises:
+        BadInput: as `Selection.typed`.
+    """
+    pairs = [p for p in fields.get("labels", "").split(",") if p.strip()]
+    return Selection.typed(actor=fields.get("actor"), key=fields.get("key"), tenant=fields.get("tenant"),
+                           labels=Selection.label_pairs(pairs, "label"), tool=fields.get("tool"),
+                           since=fields.get("since"), until=fields.get("until"))

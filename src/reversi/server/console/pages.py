@@ -257,6 +257,45 @@ class Console:
         return Response(lines, media_type="application/x-ndjson",
                         headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'})
 
+    # -- rollbacks of many runs ----------------------------------------------------------------------
+
+    async def scopes(self, request: Request, session: Session, principal: Principal) -> Response:
+        """The scope form; with a scope given, its plan and (for an operator) the confirmation."""
+        fields = forms.scope_fields(request.query_params)
+        plan, error = None, None
+        if any(fields.values()):
+            try:
+                selection = forms.selection(fields)
+                plan = await run_in_threadpool(self.ledger_for(principal).plan_scope, selection)
+            except ReversiError as exc:
+                error = exc.message
+        return self.render(request, session, "scopes.html", fields=fields, plan=plan, error=error,
+                           can_operate=principal.is_operator, can_contain=principal.is_admin,
+                           has_compensator=bool(self.state.compensator_cmd))
+
+    async def scope_rollback(self, request: Request, session: Session, principal: Principal) -> Response:
+        form = await request.form()
+        fields = forms.scope_fields(form)
+        back = "/scopes?" + urlencode({k: v for k, v in fields.items() if v})
+        try:
+            if not self.state.compensator_cmd:
+                raise NoCompensator()
+            selection = forms.selection(fields)
+            ledger = self.ledger_for(principal)
+            contain = form.get("contain") == "on"
+            job = await run_in_threadpool(lambda: ledger.submit_scope_rollback(
+                selection, attempts=3, contain=contain, reason=str(form.get("reason") or "") or None))
+        except ReversiError as exc:
+            response = self.after(request, back)
+            self.sessions.flash(request, response, "/scopes", {"flash_error": exc.message})  # by path, not query
+            return response
+        self.state.wake_worker()
+        return self.after(request, f"/scopes/jobs/{job.job_id}")
+
+    async def scope_job(self, request: Request, session: Session, principal: Principal) -> Response:
+        job = await run_in_threadpool(self.ledger_for(principal).scope_job, request.path_params["job_id"])
+        return self.render(request, session, "scope_job.html", job=job.to_dict())
+
     # -- approvals and halts -------------------------------------------------------------------------
 
     async def approvals(self, request: Request, session: Session, principal: Principal) -> Response:
@@ -321,6 +360,9 @@ class Console:
             Route("/runs/{run_id}/rollback.json", s(self.rollback_progress), methods=["GET"]),
             Route("/runs/{run_id}/steps/{step:int}/resolve", s(self.resolve), methods=["POST"]),
             Route("/runs/{run_id}/journal.jsonl", s(self.journal), methods=["GET"]),
+            Route("/scopes", s(self.scopes), methods=["GET"]),
+            Route("/scopes/rollback", s(self.scope_rollback), methods=["POST"]),
+            Route("/scopes/jobs/{job_id}", s(self.scope_job), methods=["GET"]),
             Route("/approvals", s(self.approvals), methods=["GET"]),
             Route("/approvals/{approval_id}/approve", s(self.decide), methods=["POST"]),
             Route("/approvals/{approval_id}/deny", s(self.decide), methods=["POST"]),
