@@ -11,7 +11,7 @@ from .conftest import WAIT_MS, Console, sign_in
 
 
 def _runs(console: Console) -> list[str]:
-    made = []
+    made: list[str] = []
     for actor in ("bot-7", "bot-7", "person"):
         run = console.ledger.acting_as("billing-agent").start_run(actor=actor, tenant="acme")
         run.begin("stripe.create_charge", {"amount": 1}).succeeded({"id": f"ch_{len(made)}"})

@@ -55,7 +55,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/runs/{run_id}/journal.jsonl"): SCOPED, ("GET", "/approvals"): LISTING,
     ("POST", "/approvals/{approval_id}/approve"): SCOPED, ("POST", "/approvals/{approval_id}/deny"): SCOPED,
     ("GET", "/halts"): LISTING, ("POST", "/halts"): OWN,
-    ("GET", "/scopes"): LISTING, ("POST", "/scopes/rollback"): OWN, ("GET", "/scopes/jobs/{job_id}"): SCOPED, ("POST", "/halts/{halt_id}/lift"): SCOPED,
+    ("GET", "/scopes"): LISTING, ("POST", "/scopes/rollback"): OWN, ("GET", "/scopes/jobs/{job_id}"): SCOPED,
+    ("POST", "/halts/{halt_id}/lift"): SCOPED,
 }
 GATEWAY_ROUTES = {"/healthz": PUBLIC, "/metrics": PUBLIC, "/mcp": GUARDED, "/operator/mcp": GUARDED}
 # The operator tools over MCP: those naming a run are refused another tenant's (tests/server/test_access.py).
