@@ -62,8 +62,8 @@ def _selection(run_id: str | None, actor: str | None, key: str | None, tenant: s
         return None
     if not given and actor is None:
         raise BadInput(NO_RUN)
-    return Selection.typed(actor=actor, key=key, tenant=tenant, labels=Selection.label_pairs(labels), tool=tool,
-                           since=_flag_time(since, "--since"), until=_flag_time(until, "--until"))
+    return Selection.typed(actor=actor, key=key, tenant=tenant, labels=Selection.label_pairs(labels, "--label"),
+                           tool=tool, since=_flag_time(since, "--since"), until=_flag_time(until, "--until"))
 
 
 def _flag_time(text: str | None, flag: str) -> str | None:

@@ -102,7 +102,7 @@ class Selection:
                    until=parse_since(until, what="until") if until else None)
 
     @staticmethod
-    def label_pairs(texts: Iterable[str], what: str = "--label") -> dict[str, str]:
+    def label_pairs(texts: Iterable[str], what: str = "label") -> dict[str, str]:
         """Labels written `K=V`, one per text.
 
         Raises:

@@ -93,5 +93,5 @@ def selection(fields: Mapping[str, str]) -> Selection:
     """
     pairs = [p for p in fields.get("labels", "").split(",") if p.strip()]
     return Selection.typed(actor=fields.get("actor"), key=fields.get("key"), tenant=fields.get("tenant"),
-                           labels=Selection.label_pairs(pairs, "label"), tool=fields.get("tool"),
+                           labels=Selection.label_pairs(pairs), tool=fields.get("tool"),
                            since=fields.get("since"), until=fields.get("until"))
