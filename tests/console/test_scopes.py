@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from playwright.sync_api import expect
+from tests.server.conftest import wait_for
 
 from .conftest import WAIT_MS, Console, sign_in
 
@@ -36,11 +37,15 @@ def test_an_admin_plans_and_rolls_back_an_actors_runs(console: Console, page: An
     page.wait_for_url(f"{console.url}/scopes/jobs/*")
     job = page.locator("#scope-job")
     assert "contained: halt" in job.inner_text()
-    for _ in range(200):  # the worker polls every 0.2 s: reload until the job is done
-        if page.locator("#scope-job").get_attribute("data-state") == "done":
-            break
-        page.wait_for_timeout(100)
-        page.reload()
+    job_id = page.url.rsplit("/", 1)[1]
+
+    def done() -> bool:
+        with console.ledger.store.read() as q:
+            row = q.get_scope_job(job_id)
+        return row is not None and row.state == "done"
+
+    wait_for(done, "the job of many runs to finish")  # the page does not refresh itself: reload it once done
+    page.reload()
     expect(page.locator("#scope-job")).to_have_attribute("data-state", "done", timeout=WAIT_MS)
     assert "rollback complete: 2 steps undone in 2 runs" in page.locator("#scope-job").inner_text()
     statuses = {r: console.ledger.get_run(r).steps()[0].status.value for r in (bot_a, bot_b, person)}

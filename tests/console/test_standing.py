@@ -3,23 +3,20 @@ undid each step and when, and what is left with what to do about it."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
+from tests.server.conftest import wait_for
 
-from .conftest import WAIT_MS, Console, sign_in
+from .conftest import Console, sign_in
 
 
 def _job(client: httpx.Client, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
     assert client.post(f"/v1/runs/{run_id}/rollback", json={"confirm": True, **body}).status_code == 202
-    deadline = time.monotonic() + WAIT_MS / 1000 * 4
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/v1/runs/{run_id}/rollback").json()
-        if job["state"] == "done":
-            return job
-        time.sleep(0.05)
-    raise AssertionError("the rollback job did not finish")
+    job: dict[str, Any] = wait_for(
+        lambda: (found := client.get(f"/v1/runs/{run_id}/rollback").json())["state"] == "done" and found,
+        "the rollback job to finish")
+    return job
 
 
 def test_the_run_page_shows_which_job_undid_what_and_what_is_left(console: Console, page: Any) -> None:

@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from reversi.engine.commands import command_compensator, command_reader
 from reversi.engine.jobs import Job, Lease
@@ -90,80 +92,65 @@ class JobWorker:
             await asyncio.wait(list(self._active.values()))
 
     def _claim_jobs(self) -> None:
+        self._claim("rollback jobs", self.ledger.unfinished_jobs, self.runner.claim, self._run)
+        self._claim("rollback jobs of many runs", lambda: unfinished_scope_jobs(self.ledger), self.scopes.claim,
+                    self._run_scope)
+
+    def _claim(self, what: str, unfinished: Callable[[], Sequence[Job | ScopeJob]],
+               claim: Callable[[str], Any], run: Callable[..., Awaitable[None]]) -> None:
+        """Claim and start the unfinished jobs of one kind this worker has room for."""
         if len(self._active) >= self.max_jobs:
             return
         try:
-            jobs = self.ledger.unfinished_jobs()
+            jobs = unfinished()
         except StoreUnavailable as exc:
-            log.warning("cannot look for rollback jobs: %s", exc.message)
+            log.warning("cannot look for %s: %s", what, exc.message)
             return
         for job in jobs:
             if job.job_id in self._active or len(self._active) >= self.max_jobs:
                 continue
             try:
-                claimed = self.runner.claim(job.job_id)
+                claimed = claim(job.job_id)
             except StoreUnavailable as exc:
                 log.warning("cannot claim rollback job %s: %s", job.job_id, exc.message)
                 return
             if claimed is not None:
-                self._active[job.job_id] = asyncio.ensure_future(self._run(*claimed))
-        self._claim_scope_jobs()
-
-    def _claim_scope_jobs(self) -> None:
-        try:
-            jobs = unfinished_scope_jobs(self.ledger)
-        except StoreUnavailable as exc:
-            log.warning("cannot look for rollback jobs of many runs: %s", exc.message)
-            return
-        for job in jobs:
-            if job.job_id in self._active or len(self._active) >= self.max_jobs:
-                continue
-            try:
-                claimed = self.scopes.claim(job.job_id)
-            except StoreUnavailable as exc:
-                log.warning("cannot claim rollback job %s: %s", job.job_id, exc.message)
-                return
-            if claimed is not None:
-                self._active[job.job_id] = asyncio.ensure_future(self._run_scope(*claimed))
-
-    async def _run_scope(self, job: ScopeJob, lease: Lease) -> None:
-        with lease:
-            try:
-                log.info("rollback job %s of many runs: running", job.job_id)
-                done = await self.scopes.run(job, lease)
-                complete = done.row.report is not None and done.row.report.get("complete")
-                outcome = "error" if done.row.error else ("complete" if complete else "incomplete")
-                self.metrics.rollbacks.labels(outcome).inc()
-                log.info("rollback job %s of many runs: done (%s)", job.job_id, outcome)
-            except Fenced as exc:
-                log.warning("rollback job %s of many runs: %s", job.job_id, exc.message)
-            except asyncio.CancelledError:
-                with contextlib.suppress(StoreUnavailable, Fenced):
-                    self.scopes.requeue(job, lease)
-                log.info("rollback job %s of many runs: stopped by shutdown, left to resume", job.job_id)
-                raise
-            except StoreUnavailable as exc:
-                log.warning("rollback job %s of many runs: store unavailable, will retry: %s", job.job_id,
-                            exc.message)
+                self._active[job.job_id] = asyncio.ensure_future(run(*claimed))
 
     async def _run(self, job: Job, lease: Lease) -> None:
+        await self._hold(f"rollback job {job.job_id} of {job.row.run_id}", lease, lambda: self.runner.run(job, lease),
+                         lambda: self.ledger.requeue_job(job, lease))
+
+    async def _run_scope(self, job: ScopeJob, lease: Lease) -> None:
+        name = f"rollback job {job.job_id} of many runs"
+
+        async def run() -> None:
+            done = await self.scopes.run(job, lease)
+            self._counted(name, done.row.report, done.row.error)
+
+        await self._hold(name, lease, run, lambda: self.scopes.requeue(job, lease))
+
+    async def _hold(self, name: str, lease: Lease, run: Callable[[], Awaitable[Any]],
+                    requeue: Callable[[], None]) -> None:
+        """Run a claimed job under its lease: taken over, it stops; on shutdown it goes back to the queue."""
         with lease:
             try:
-                log.info("rollback job %s of %s: running", job.job_id, job.row.run_id)
-                await self.runner.run(job, lease)
+                log.info("%s: running", name)
+                await run()
             except Fenced as exc:
-                log.warning("rollback job %s of %s: %s", job.job_id, job.row.run_id, exc.message)
+                log.warning("%s: %s", name, exc.message)
             except asyncio.CancelledError:
                 with contextlib.suppress(StoreUnavailable, Fenced):  # taken over: the job is another's now
-                    self.ledger.requeue_job(job, lease)
-                log.info("rollback job %s of %s: stopped by shutdown, left to resume", job.job_id, job.row.run_id)
+                    requeue()
+                log.info("%s: stopped by shutdown, left to resume", name)
                 raise
             except StoreUnavailable as exc:
-                log.warning("rollback job %s of %s: store unavailable, will retry: %s", job.job_id, job.row.run_id,
-                            exc.message)
+                log.warning("%s: store unavailable, will retry: %s", name, exc.message)
 
     def _count(self, job: Job) -> None:
-        report = job.row.report
-        outcome = "error" if job.row.error else ("complete" if report and report.get("complete") else "incomplete")
+        self._counted(f"rollback job {job.job_id} of {job.row.run_id}", job.row.report, job.row.error)
+
+    def _counted(self, name: str, report: Any, error: Any) -> None:
+        outcome = "error" if error else ("complete" if report and report.get("complete") else "incomplete")
         self.metrics.rollbacks.labels(outcome).inc()
-        log.info("rollback job %s of %s: done (%s)", job.job_id, job.row.run_id, outcome)
+        log.info("%s: done (%s)", name, outcome)
