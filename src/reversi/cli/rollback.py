@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from reversi.core.plan import Plan
     from reversi.core.scopes import ScopePlan, ScopeReport, Selection
     from reversi.engine.run import Run
-    from reversi.errors import BadInput, Interrupted
+    from reversi.errors import Interrupted
 
 NO_RUN = "give a RUN, or a scope of runs: --actor, --key, --tenant, --label, --tool or --since"
 NO_MANIFESTS = "no manifests in force: pass -m FILE, set manifests: in reversi.yaml or REVERSI_MANIFEST"
@@ -124,8 +124,7 @@ def plan(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], to:
             many = ledger.plan_scope(selection, masked=True)
         _show(many, as_json)
         return 0 if many.fully_reversible else 2
-    if run_id is None:
-        raise _no_run()
+    assert run_id is not None  # `_selection` refuses neither a RUN nor a scope
     scope = _scope(to, after_step)
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
@@ -142,12 +141,6 @@ def _show(shown: Plan | ScopePlan | ScopeReport, as_json: bool) -> None:
         echo_json(shown.to_dict())
     else:
         echo(shown.to_text())
-
-
-def _no_run() -> BadInput:
-    from reversi.errors import BadInput
-
-    return BadInput(NO_RUN)
 
 
 def _no_checkpoint(to: str | None, after_step: int | None) -> None:
@@ -248,8 +241,7 @@ def _check_mode(selection: Selection | None, run_id: str | None, to: str | None,
     from reversi.errors import BadInput
 
     if selection is None:
-        if run_id is None:
-            raise _no_run()
+        assert run_id is not None  # `_selection` refuses neither a RUN nor a scope
         check_run_id(run_id)
         if contain or reason is not None or by is not None:
             raise BadInput("--contain, --reason and --by are for a scope of runs: with RUN, --actor says who acts")

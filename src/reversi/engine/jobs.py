@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -29,7 +28,6 @@ from reversi.errors import Fenced, NotFound, ReversiError, RollbackInProgress, S
 from reversi.store.base import Store
 from reversi.store.jobs import JobRow
 from reversi.store.leases import DEFAULT_LEASE_S, Lease
-from reversi.store.queries import Queries
 
 __all__ = ["Job", "JobRunner", "JobState", "Lease", "latest_job", "requeue", "submit_rollback", "unfinished_jobs"]
 
@@ -119,9 +117,7 @@ def requeue(store: Store, job: Job, lease: Lease) -> None:
     Raises:
         Fenced: another process took the job over meanwhile: it is left to that one.
     """
-    with store.write() as q:
-        q.lock_run(job.row.run_id)
-        lease.check(q)
+    with lease.fenced() as q:
         q.requeue_job(job.job_id)
 
 
@@ -200,11 +196,11 @@ class JobRunner:
             snapshot = q.snapshot(row.run_id)
         after = _after_step(row)
         total = max(len(snapshot.steps) - 1 - after, 0) if snapshot is not None else 0
-        with self._fenced(row.run_id, lease) as q:
+        with lease.fenced() as q:
             q.start_job(row.job_id, utc_now(), step_after(0, total, after))
 
     def _finish(self, row: JobRow, lease: Lease, report: RollbackReport | None, error: dict[str, str] | None) -> Job:
-        with self._fenced(row.run_id, lease) as q:
+        with lease.fenced() as q:
             q.finish_job(row.job_id, utc_now(), report.to_dict() if report else None, error)
             lease.finish(q)  # done and released in one write: a new job may be queued at once
             done = q.get_job(row.job_id)
@@ -216,16 +212,9 @@ class JobRunner:
         report = executor.report.to_dict() if executor.report is not None else None
         if report is not None:
             report["complete"] = False  # so far: a client polling the job must not read it as done
-        with self._fenced(row.run_id, lease) as q:
+        with lease.fenced() as q:
             q.record_progress(row.job_id, current, report)
 
-    @contextmanager
-    def _fenced(self, run_id: str, lease: Lease) -> Iterator[Queries]:
-        """A write of the job that lands only while `lease` still holds its run."""
-        with self.store.write() as q:
-            q.lock_run(run_id)
-            lease.check(q)
-            yield q
 
 
 def _after_step(row: JobRow) -> int:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reversi.core import redaction
 from reversi.core.backoff import Retry
@@ -29,6 +28,8 @@ from reversi.store.scope_jobs import ScopeJobRow
 
 if TYPE_CHECKING:
     from reversi.engine.ledger import Ledger
+
+T = TypeVar("T")
 
 __all__ = ["ScopeJob", "ScopeJobRunner", "get_scope_job", "submit_scope_rollback", "unfinished_scope_jobs"]
 
@@ -111,7 +112,7 @@ class ScopeJobRunner:
             Fenced: another worker took the job over.
         """
         row = job.row
-        await asyncio.to_thread(self._write, row.job_id, lease, lambda q: q.start_scope_job(row.job_id, utc_now()))
+        await asyncio.to_thread(_fenced_write, lease, lambda q: q.start_scope_job(row.job_id, utc_now()))
         acting = self.ledger.acting_as(row.principal)
         report: ScopeReport | None = None
         error: dict[str, str] | None = None
@@ -136,19 +137,14 @@ class ScopeJobRunner:
             assert found is not None
             return found
 
-        return ScopeJob(await asyncio.to_thread(self._write, row.job_id, lease, finish))
+        return ScopeJob(await asyncio.to_thread(_fenced_write, lease, finish))
 
     def requeue(self, job: ScopeJob, lease: Lease) -> None:
         """Put back a job this worker stopped (a clean shutdown)."""
-        self._write(job.job_id, lease, lambda q: q.requeue_scope_job(job.job_id))
+        _fenced_write(lease, lambda q: q.requeue_scope_job(job.job_id))
 
-    def _write(self, job_id: str, lease: Lease, fn: Any) -> Any:
-        with self._fenced(job_id, lease) as q:
-            return fn(q)
 
-    @contextmanager
-    def _fenced(self, job_id: str, lease: Lease) -> Iterator[Queries]:
-        with self.ledger.store.write() as q:
-            q.lock_run(lease_name(job_id))
-            lease.check(q)
-            yield q
+def _fenced_write(lease: Lease, fn: Callable[[Queries], T]) -> T:
+    """`fn` in a write that lands only while the job's own lease (`lease_name`) still holds."""
+    with lease.fenced() as q:
+        return fn(q)

@@ -25,6 +25,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -134,6 +135,14 @@ class Lease:
         except Fenced:
             self._lost = True
             raise
+
+    @contextlib.contextmanager
+    def fenced(self) -> Iterator[Queries]:
+        """A write transaction that lands only while this hold is still the run's (Fenced otherwise)."""
+        with self.store.write() as q:
+            q.lock_run(self.run_id)
+            self.check(q)
+            yield q
 
     def ensure(self) -> None:
         """Raise Fenced if this hold may have been taken over; call it before acting outside the store.
