@@ -63,7 +63,7 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
         snap, marks = run.snapshot(), run.checkpoints()
         masker = ledger.masker()
         snap = redaction.snapshot(masker, snap)
-        standing = redaction.standing(masker, run.standing())
+        standing = run.standing(masker)
     out = snap.to_dict() | {"checkpoints": [c.to_dict() for c in marks], "where_it_stands": standing.to_dict()}
     if as_json:
         echo_json(out)

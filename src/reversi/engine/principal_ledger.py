@@ -245,9 +245,7 @@ class PrincipalLedger:
 
     def standing(self, run_id: str) -> RunStanding:
         """Where the run stands across its rollbacks, as it may be shown; raises as `run_record`."""
-        run = self.get_run(run_id, Access.READ)
-        masker = redaction.learn(self._base.masker(), run.snapshot().steps)
-        return redaction.standing(masker, run.standing())
+        return self.get_run(run_id, Access.READ).standing(self._base.masker())
 
     def masker(self) -> Masker:
         """A masker for one view of what this principal reads (see `Ledger.masker`)."""

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
+from reversi.core import redaction
 from reversi.core.backoff import Retry
 from reversi.core.calls import making
 from reversi.core.checkpoints import Checkpoint, RollbackScope, checkpoints_of, rollback_scope
@@ -32,6 +33,7 @@ from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
 from reversi.core.resources import RunLineage
+from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding, run_standing
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, Read, needs_capture, take_capture
@@ -326,11 +328,13 @@ class Run:
         snapshot, lineage = self.snapshot_and_lineage(manifests)
         return plan_rollback(snapshot, manifests, scope, lineage)
 
-    def standing(self) -> RunStanding:
-        """Where the run stands across every rollback that touched it (`reversi.core.standing`)."""
+    def standing(self, masker: Masker | None = None) -> RunStanding:
+        """Where the run stands across every rollback that touched it (`reversi.core.standing`); with
+        `masker`, as it may be shown (it learns the run's sensitive values from the same read)."""
         manifests = self._ledger.manifests
         snapshot, lineage = self.snapshot_and_lineage(manifests)
-        return run_standing(snapshot, self.events(), plan_rollback(snapshot, manifests, lineage=lineage))
+        found = run_standing(snapshot, self.events(), plan_rollback(snapshot, manifests, lineage=lineage))
+        return found if masker is None else redaction.standing(redaction.learn(masker, snapshot.steps), found)
 
     def snapshot_and_lineage(self, manifests: ManifestSet | None = None) -> tuple[RunSnapshot, RunLineage]:
         """The run and what depends on its steps through their resources, read together."""
