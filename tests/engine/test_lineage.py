@@ -11,6 +11,7 @@ import pytest
 
 import reversi
 from reversi.core.resources import resource_key
+from reversi.engine.keys import Principal, Role
 from reversi.errors import NotCompensable
 
 MANIFEST = """\
@@ -149,3 +150,18 @@ def test_a_hostile_resource_text_stays_on_its_line(ledger: reversi.Ledger) -> No
     text = first.plan().to_text()
     assert len(text.splitlines()) == 2 and "\\nstep 9" in text  # the step's line, and the verdict
     assert first.plan().actions[0].blocked_by_runs[0].resource == f"price:{sku}"  # exact in JSON
+
+
+def test_a_listings_plans_see_each_other_and_the_runs_beyond_the_page(ledger: reversi.Ledger) -> None:
+    shop = Shop(A1=500, B2=5)
+    first, second, third = (ledger.start_run(run_id=f"run_{i}") for i in range(3))
+    set_price(first, shop, 600)
+    set_price(second, shop, 700)  # on the page: holds run_0 back
+    second.call("shop.set_price", {"sku": "B2", "price": 6}, shop.set_price, capture=shop.get_price)
+    third.call("shop.set_price", {"sku": "B2", "price": 7}, shop.set_price, capture=shop.get_price)  # beyond it
+    door = ledger.for_principal(Principal("ops", Role.OPERATOR))
+    page = door.plans([ledger.run_record("run_0"), ledger.run_record("run_1")])
+    assert [(p.run_id, p.fully_reversible) for p in page] == [("run_0", False), ("run_1", False)]
+    assert [d.run_id for d in page[0].actions[0].blocked_by_runs] == ["run_1"]
+    assert [d.run_id for a in page[1].actions for d in a.blocked_by_runs] == ["run_2"]
+    assert [p.to_dict() for p in page] == [first.plan().to_dict(), second.plan().to_dict()]  # as each alone

@@ -16,7 +16,7 @@ from reversi.core.walk import reference_context
 from reversi.store.base import Store
 from reversi.store.queries import Queries
 
-__all__ = ["lineage_secret", "read_lineage", "run_lineage", "standing_elsewhere"]
+__all__ = ["lineage_secret", "read_lineage", "run_lineage", "run_lineages", "standing_elsewhere"]
 
 
 def lineage_secret(store: Store) -> bytes:
@@ -55,7 +55,25 @@ def standing_elsewhere(q: Queries, lineage: Lineage, snapshots: Sequence[RunSnap
 def run_lineage(q: Queries, snapshot: RunSnapshot, manifests: ManifestSet, secret: bytes) -> RunLineage:
     """What one run's walk needs of the lineage: steps of other runs that depend on its steps and
     stand now hold those back."""
-    lineage = read_lineage(q, [snapshot], manifests, secret)
-    stands = standing_elsewhere(q, lineage, [snapshot])
-    run_id = snapshot.run.run_id
-    return lineage.for_run(run_id, len(snapshot.steps), lineage.standing(lambda r, s: r != run_id and stands(r, s)))
+    (found,) = run_lineages(q, [snapshot], manifests, secret)
+    return found
+
+
+def run_lineages(q: Queries, snapshots: Sequence[RunSnapshot], manifests: ManifestSet,
+                 secret: bytes) -> list[RunLineage]:
+    """`run_lineage` of each run, each walked alone (a listing's page of plans), read with one pass:
+    what stands in the other runs is read from their snapshots here, or from the store."""
+    lineage = read_lineage(q, snapshots, manifests, secret)
+    elsewhere = standing_elsewhere(q, lineage, snapshots)
+    here = {(s.run.run_id, step.index): step.status.stands or step.status.unresolved
+            for s in snapshots for step in s.steps}
+
+    def stands(run_id: str, step: int) -> bool:
+        found = here.get((run_id, step))
+        return elsewhere(run_id, step) if found is None else found
+
+    def others_of(me: str) -> Callable[[str, int], bool]:
+        return lambda run_id, step: run_id != me and stands(run_id, step)
+
+    return [lineage.for_run(s.run.run_id, len(s.steps), lineage.standing(others_of(s.run.run_id)))
+            for s in snapshots]

@@ -52,7 +52,7 @@ from reversi.engine.access import (
 from reversi.engine.capture import Captured
 from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, Role
-from reversi.engine.lineage import lineage_secret, run_lineage
+from reversi.engine.lineage import lineage_secret, run_lineages
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.rollback import Compensate
 from reversi.engine.run import RollbackArguments, Run
@@ -214,7 +214,8 @@ class PrincipalLedger:
             check_run(self.principal, record, Access.READ)
         manifests, secret = self._base.manifests, lineage_secret(self._base.store)
         with self._base.store.read() as q:
-            read = [(snap, run_lineage(q, snap, manifests, secret)) for snap in q.snapshots(runs)]
+            snapshots = q.snapshots(runs)
+            read = list(zip(snapshots, run_lineages(q, snapshots, manifests, secret), strict=True))
         return [redaction.plan(redaction.learn(self._base.masker(), snap.steps),
                                plan_rollback(snap, manifests, lineage=lineage)) for snap, lineage in read]
 
