@@ -208,6 +208,27 @@ async def test_edits_writes_and_moves_over_existing_files_roll_back_and_the_plan
     assert (root / "b.txt").read_bytes() == b"keep\r\nme\n"
 
 
+async def test_two_runs_on_one_file_through_the_real_server_are_undone_later_first(tmp_path: Path) -> None:
+    """Issue 26: run 0 edits a.txt, run 1 then overwrites it. Run 0's plan names run 1 (the shipped
+    manifest's `resources:`), rolling run 0 back alone puts nothing back under run 1's write, and
+    rolling back run 1 then run 0 restores the file the runs found."""
+    world, root = _files(tmp_path)
+    path = str(root / "a.txt")
+    async with world.agent("run_files_0") as agent:
+        _ok(await agent.call_tool("edit_file", {"path": path, "edits": [{"oldText": "beta", "newText": "gamma"}]}))
+    async with world.agent("run_files_1") as agent:
+        _ok(await agent.call_tool("write_file", {"path": path, "content": "second\n"}))
+    plan, report = await world.roll_back("run_files_0")
+    (action,) = plan["actions"]
+    assert action["kind"] == "defer"
+    assert action["blocked_by_runs"] == [{"run": "run_files_1", "step": 0, "resource": f"file:{path}"}]
+    assert report["compensated"] == [] and (root / "a.txt").read_text() == "second\n"
+    _, later = await world.roll_back("run_files_1")
+    _, earlier = await world.roll_back("run_files_0")
+    assert later["compensated"] == [0] and earlier["compensated"] == [0]
+    assert (root / "a.txt").read_text() == "alpha beta\n"
+
+
 async def test_a_capture_that_fails_refuses_the_call_and_forwards_nothing(tmp_path: Path) -> None:
     world, _ = _files(tmp_path)
     async with world.agent() as agent:
