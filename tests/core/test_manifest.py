@@ -137,6 +137,16 @@ def test_an_empty_entry_is_a_write_with_a_warning() -> None:
     assert problems[0].warning
 
 
+def test_an_irreversible_entry_with_a_compensation_is_an_error() -> None:
+    entries, problems = parse(tools("mail.send:\n  irreversible: true\n  compensation: {tool: mail.recall}\n"))
+    assert entries == []
+    assert [str(problem) for problem in problems] == [
+        "m.yaml:3: mail.send is marked irreversible and declares a compensation: keep one "
+        "(an irreversible call is never undone, so its compensation would never run)"
+    ]
+    assert not problems[0].warning
+
+
 def test_reads_idempotent_irreversible_and_compensated_tools_get_no_warning() -> None:
     body = "a: {effect: read}\nb: {idempotent: true}\nc: {irreversible: true}\nd: {compensation: {tool: u}}\n"
     assert problems_of(tools(body)) == []

@@ -34,12 +34,25 @@ class CliState:
 
         return load_settings(config=self.config, db=self.db, manifests=tuple(manifests))
 
-    def ledger(self, manifests: Sequence[str] = ()) -> Ledger:
-        """Open the ledger with the manifests in force (`-m`, else the config's, else REVERSI_MANIFEST)."""
-        import reversi
+    def ledger(self, manifests: Sequence[str] = (), *, reading: bool = False) -> Ledger:
+        """Open the ledger with the manifests in force (`-m`, else the config's, else REVERSI_MANIFEST).
+
+        A command that only reads what was recorded (`reading`) goes on without a manifest file that is
+        not there, with a warning: the journal can be shown without it.
+        """
+        from dataclasses import replace
+        from pathlib import Path
+
+        from reversi.engine.ledger import open_with
 
         settings = self.settings(manifests)
-        return reversi.open(settings.db, manifests=settings.manifests, config=self.config)
+        if reading:
+            present = tuple(path for path in settings.manifests if Path(path).is_file())
+            for path in settings.manifests:
+                if path not in present:
+                    echo(f"reversi: warning: manifest {path} not found: shown without it", err=True)
+            settings = replace(settings, manifests=present)
+        return open_with(settings)
 
 
 def state(ctx: click.Context) -> CliState:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import click
 
-from reversi.cli.context import CliState, echo
+from reversi.cli.context import CliState, echo, echo_json
 from reversi.cli.groups import LazyGroup
 
 COMMANDS = {
@@ -34,6 +34,9 @@ COMMANDS = {
     "doctor": "reversi.cli.doctor:doctor",
     "completion": "reversi.cli.completion:completion",
 }
+
+
+GLOBAL_OPTIONS = ("--db", "--config")
 
 
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,9 +61,32 @@ def _one_line(message: str) -> str:
     return out
 
 
-def _fail(message: str, code: int = 1) -> int:
-    echo(f"reversi: error: {_one_line(message)}", err=True)
+def _fail(message: str, code: int = 1, *, kind: str = "error", as_json: bool = False) -> int:
+    """Say what went wrong in one line on stderr; with `--json`, also as the HTTP API's error object on stdout."""
+    line = _one_line(message)
+    if as_json:
+        echo_json({"error": {"code": kind, "message": line}})
+    echo(f"reversi: error: {line}", err=True)
     return code
+
+
+def _wants_json(args: Sequence[str]) -> bool:
+    """Whether the command line asked for JSON (`--json` before any `--`), even if parsing it failed."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def _usage_message(exc: click.UsageError) -> str:
+    hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+    if isinstance(exc, click.NoSuchOption) and exc.option_name in GLOBAL_OPTIONS and exc.ctx is not None \
+            and exc.ctx.parent is not None:
+        return (f"{exc.option_name} is a global option: put it before the command "
+                f"(reversi {exc.option_name} VALUE {exc.ctx.info_name} ...)")
+    return exc.format_message() + hint
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -72,8 +98,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:
         reconfigure(errors="surrogateescape")
+    args = list(argv) if argv is not None else sys.argv[1:]
+    as_json = _wants_json(args)
     try:
-        result = cli.main(args=list(argv) if argv is not None else None, prog_name="reversi", standalone_mode=False)
+        result = cli.main(args=args, prog_name="reversi", standalone_mode=False)
         code = result if isinstance(result, int) else 0
     except click.exceptions.Exit as done:
         code = done.exit_code
@@ -81,14 +109,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         echo(exc.ctx.get_help(), err=True)     # as no command ran (exit 2 means "done, not fully")
         code = 1
     except click.UsageError as exc:
-        hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
-        code = _fail(exc.format_message() + hint)
+        code = _fail(_usage_message(exc), kind="bad_input", as_json=as_json)
     except click.ClickException as exc:
-        code = _fail(exc.format_message())
+        code = _fail(exc.format_message(), kind="bad_input", as_json=as_json)
     except click.Abort as exc:  # click turns Ctrl-C into Abort: exit as an interrupted program does
-        code = 130 if isinstance(exc.__cause__, KeyboardInterrupt) else _fail("aborted")
+        code = 130 if isinstance(exc.__cause__, KeyboardInterrupt) else _fail("aborted", as_json=as_json)
     except ReversiError as exc:
-        code = _fail(exc.message, exc.exit_code)
+        code = _fail(exc.message, exc.exit_code, kind=exc.code, as_json=as_json)
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (`| head`): not an error worth a traceback
         code = 0

@@ -36,7 +36,7 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
     """List runs, newest first, with counts of their steps."""
     from reversi.engine.ledger import RunFilter
 
-    with state(ctx).ledger() as ledger:
+    with state(ctx).ledger(reading=True) as ledger:
         found = ledger.list_runs(RunFilter(status, actor, tenant, _since(since), limit))
     if as_json:
         echo_json([s.to_dict() for s in found])
@@ -58,7 +58,7 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
 @click.pass_context
 def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
     """Show one run and its steps."""
-    with state(ctx).ledger() as ledger:
+    with state(ctx).ledger(reading=True) as ledger:
         run = ledger.get_run(run_id)
         snap, marks = run.snapshot(), run.checkpoints()
         masker = ledger.masker()
@@ -103,7 +103,7 @@ def _count(n: int, thing: str) -> str:
 @click.pass_context
 def export(ctx: click.Context, run_id: str | None, since: str | None, as_json: bool) -> int:
     """Print the journal as JSON lines, in seq order (`--json` changes nothing: it is JSON already)."""
-    with state(ctx).ledger() as ledger:
+    with state(ctx).ledger(reading=True) as ledger:
         events = ledger.export(run_id, _since(since))
         masker, current = ledger.masker(), None
         tools: redaction.Tools = {}

@@ -97,7 +97,7 @@ def _short(value: Any) -> str:
 
 def verdict_of(undone: bool, differs: bool, residue: Sequence[str], *, tested: bool = True) -> Verdict:
     """`undone`: the rollback undid the call (or skipped it: a dry run); `differs`: the world after the
-    undo is not the world before; `tested`: the call changed the world (or, skipped, needed no undo)."""
+    undo is not the world before; `tested`: the call changed the world and an undo ran."""
     if not undone:
         return Verdict.UNDO_FAILED
     if differs:

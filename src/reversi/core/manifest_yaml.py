@@ -205,6 +205,10 @@ class _Reader:
                   for ref in sensitive_references(call.args, entry.sensitive)]
         for what, ref in needed:
             self.problem(key, f"{pattern}: its {what} needs {ref}, a sensitive value: {KEPT}", warning=True)
+        if entry.irreversible and entry.compensation is not None:
+            self.problem(key, f"{pattern} is marked irreversible and declares a compensation: keep one "
+                              "(an irreversible call is never undone, so its compensation would never run)")
+            return None
         if entry.needs_undo and entry.compensation is None and not entry.irreversible:
             message = (
                 f"{pattern} has no compensation and is not marked irreversible: "

@@ -190,6 +190,15 @@ def _relative_to(base: Path, value: str) -> str:
     return str(path if path.is_absolute() else base / path)
 
 
+def _command_relative_to(base: Path, command: str | None) -> str | None:
+    """A config file's command, with each word written as a relative path (`./undo.py`, `../bin/undo`)
+    taken from the file's folder, as its other paths are; program names and flags stay as written."""
+    if command is None:
+        return None
+    words = shlex.split(command)
+    return shlex.join(_relative_to(base, w) if w.startswith(("./", "../")) else w for w in words)
+
+
 def _db_relative_to(base: Path, url: str) -> str:
     """A config file's `db:`, with a relative SQLite path taken from the file's folder (as its other paths)."""
     prefix = "sqlite:///"
@@ -227,8 +236,8 @@ def load_settings(
         manifests=tuple(manifests) or file_manifests or env_manifests,
         kill_switch_file=kill_file,
         mode=_mode_from_env() or data.get("mode"),
-        compensator_cmd=env.get("REVERSI_COMPENSATOR_CMD") or data.get("compensator_cmd"),
-        reader_cmd=env.get("REVERSI_READER_CMD") or data.get("reader_cmd"),
+        compensator_cmd=env.get("REVERSI_COMPENSATOR_CMD") or _command_relative_to(base, data.get("compensator_cmd")),
+        reader_cmd=env.get("REVERSI_READER_CMD") or _command_relative_to(base, data.get("reader_cmd")),
         upstreams=data.get("upstreams") or {},
         rollback_lease_s=_seconds_from_env("REVERSI_ROLLBACK_LEASE_S", DEFAULT_LEASE_S, 86_400),
         retention=_retention(data),

@@ -482,7 +482,11 @@ def open(
         ConfigError: REVERSI_ENCRYPTION_KEYS cannot be read as keys (see `reversi.engine.encryption`).
         StoreUnavailable: the store cannot be reached.
     """
-    settings = load_settings(config=config, db=db, manifests=tuple(manifests))
+    return open_with(load_settings(config=config, db=db, manifests=tuple(manifests)), principal=principal)
+
+
+def open_with(settings: Settings, *, principal: str | None = None) -> Ledger:
+    """Open the ledger that `settings` describe (`open` without reading the settings again)."""
     manifest_set = load_manifest_files(settings.manifests) if settings.manifests else ManifestSet.empty()
     keyring = keyring_from_env()
     store = open_store(settings.db)

@@ -202,9 +202,10 @@ async def _drill(s: _Scratch) -> Drill:
         s.request.tool,
         info.name if info else "",
         info.version if info else "",
-        # a call the plan skips (a dry run under read_when) needs no undo: the world must simply be as before
+        # a call the plan skips (a dry run under read_when) needs no undo: the world must simply be as
+        # before, and with no undo run nothing was put to the test
         verdict_of(step in report.compensated or step in report.skipped, bool(found), residue,
-                   tested=bool(changed) or step in report.skipped),
+                   tested=bool(changed) and step not in report.skipped),
         utc_now(),
         {
             "args": args,

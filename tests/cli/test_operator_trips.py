@@ -1,0 +1,81 @@
+"""What an operator tripped on at the command line: JSON errors, misplaced global flags, a missing
+manifest on a read, commands in reversi.yaml taken from the file's folder."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from tests.cli.conftest import record_charge, reversi_cli
+
+import reversi
+
+
+@pytest.mark.parametrize(("args", "code", "kind"), [
+    (["show", "run_nope", "--json"], 1, "not_found"),
+    (["show", "bad id", "--json"], 1, "bad_input"),
+    (["runs", "--limit", "0", "--json"], 1, "bad_input"),
+    (["--db", "mysql://x", "runs", "--json"], 1, "bad_input"),
+    (["plan", "run_nope", "--json"], 1, "not_found"),
+])
+def test_with_json_an_error_is_a_json_object_on_stdout_with_the_same_exit_code(
+    here: Path, args: list[str], code: int, kind: str
+) -> None:
+    done = reversi_cli(*args, cwd=here)
+    said = json.loads(done.stdout)
+    assert done.returncode == code
+    assert said["error"]["code"] == kind
+    assert done.stderr == f"reversi: error: {said['error']['message']}\n"
+
+
+def test_without_json_an_error_is_one_line_on_stderr_only(here: Path) -> None:
+    done = reversi_cli("show", "run_nope", cwd=here)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "reversi: error: no run run_nope\n"
+
+
+def test_a_json_flag_after_double_dash_is_an_argument_not_a_request_for_json(here: Path) -> None:
+    done = reversi_cli("halt", "add", "--", "--json", cwd=here)
+    assert done.returncode == 0 and not done.stdout.lstrip().startswith("{\"error\"")
+
+
+@pytest.mark.parametrize("flag", ["--db", "--config"])
+def test_a_global_option_after_the_command_says_where_it_goes(here: Path, flag: str) -> None:
+    done = reversi_cli("show", "run_x", flag, "somewhere", cwd=here)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (f"reversi: error: {flag} is a global option: put it before the command "
+                           f"(reversi {flag} VALUE show ...)\n")
+
+
+def test_reading_commands_go_on_without_a_missing_manifest_and_say_so(here: Path) -> None:
+    run_id = record_charge(here)
+    (here / "reversi.yaml").write_text("manifests: [tools.yaml, gone.yaml]\n")
+    warning = "reversi: warning: manifest gone.yaml not found: shown without it\n"
+    for args in (["runs"], ["show", run_id], ["export", "--run", run_id]):
+        done = reversi_cli(*args, cwd=here)
+        assert done.returncode == 0 and run_id in done.stdout, done
+        assert done.stderr == warning
+    acting = reversi_cli("plan", run_id, cwd=here)  # what acts on the world needs every manifest
+    assert acting.returncode == 1 and "gone.yaml: cannot read" in acting.stderr
+
+
+def test_commands_in_the_config_file_take_relative_paths_from_its_folder(here: Path) -> None:
+    """`compensator_cmd: python3 ./undo.py` in ops/reversi.yaml runs ops/undo.py, from any folder."""
+    ops = here / "ops"
+    ops.mkdir()
+    (ops / "undo.py").write_text("import json, pathlib, sys\njson.load(sys.stdin)\n"
+                                 "pathlib.Path(__file__).with_name('ran').touch()\nprint('{}')\n")
+    (ops / "reversi.yaml").write_text(f"db: sqlite:///../journal.db\nmanifests: [../tools.yaml]\n"
+                                      f"compensator_cmd: {sys.executable} ./undo.py\n")
+    with reversi.open(f"sqlite:///{here / 'journal.db'}", manifests=[str(here / "tools.yaml")]) as ledger:
+        run = ledger.start_run()
+        run.begin("stripe.create_charge", {"amount": 5}).succeeded({"id": "ch_1"})
+    elsewhere = here / "elsewhere"
+    elsewhere.mkdir()
+    done = reversi_cli("--config", str(ops / "reversi.yaml"), "rollback", str(run.id), "--json", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["complete"] is True
+    assert report["compensated"] == [0] and (ops / "ran").exists()
