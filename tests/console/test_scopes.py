@@ -31,9 +31,9 @@ def test_an_admin_plans_and_rolls_back_an_actors_runs(console: Console, page: An
     assert bot_a in plan.inner_text() and bot_b in plan.inner_text() and person not in plan.inner_text()
 
     rollback = page.locator("form.scope-rollback")
-    rollback.locator("input[name=contain]").check()
     rollback.locator("input[name=reason]").fill("bot-7 went rogue")
-    rollback.locator("button").click()
+    rollback.locator("input[name=reason]").press("Enter")  # submits nothing: only a button decides
+    rollback.locator("button.contain").click()
     page.wait_for_url(f"{console.url}/scopes/jobs/*")
     job = page.locator("#scope-job")
     assert "contained: halt" in job.inner_text()

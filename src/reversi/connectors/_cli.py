@@ -44,6 +44,7 @@ def _print_json(value: Any) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="reversi", prog_name="reversi-connectors")
 def cli() -> None:
     """Ready-made compensators, readers and MCP tools that make real systems reversible."""
 

@@ -9,11 +9,11 @@ run of its MCP session, else a new run.
 from __future__ import annotations
 
 import logging
-import socket
 import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from importlib.metadata import version
 from typing import Any
 
 import anyio
@@ -42,6 +42,7 @@ from reversi.gateway.relay import Relay
 from reversi.gateway.revisions import is_modern
 from reversi.gateway.sessions import Sessions, owner, whole_body
 from reversi.gateway.upstream import UpstreamPool
+from reversi.listening import listen
 
 log = logging.getLogger("reversi.gateway")
 
@@ -222,7 +223,8 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool, port
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse(
             {
-                "ok": True,
+                "status": "ok",
+                "version": version("reversi"),
                 "upstreams": {
                     u.name: {"tools": len(u.tools), "restarts": u.restarts, "last_error": u.last_error}
                     for u in pool.upstreams
@@ -271,24 +273,12 @@ async def serve_http(options: GatewayOptions, ledger: Ledger) -> None:
             print(f"reversi-gateway: {NO_KEYS}", file=sys.stderr, flush=True)
         warn_of_missing_compensations(pool, ledger.manifests)
         warn_of_misfits(pool, options.manifests, ledger.manifests)
-        sock = _listen(host, port)  # before the app: its origin checks need the port bound
+        sock = listen(host, port)  # before the app: its origin checks need the port bound
         app = create_app(options, ledger, pool, sock.getsockname()[1])
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         tg.start_soon(_announce, server)
         await server.serve(sockets=[sock])
         tg.cancel_scope.cancel()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A socket bound to `host:port` (port 0: any free one).
-
-    Raises:
-        ConfigError: the address cannot be bound (in use, not this machine's).
-    """
-    try:
-        return socket.create_server((host.strip("[]"), port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 async def _announce(server: uvicorn.Server) -> None:

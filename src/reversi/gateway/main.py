@@ -51,42 +51,62 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def _parser() -> argparse.ArgumentParser:
+# The flags of an agent's gateway that `reversi-gateway operator` has no use for: it serves one operator
+# on stdio and journals no run. Its help leaves them out, and giving one is an error.
+_AGENT_ONLY = {"http": "--http", "mode": "--mode", "run_id": "--run-id",
+               "session_idle_timeout": "--session-idle-timeout", "checkpoint_tool": "--checkpoint-tool",
+               "actor": "--actor", "tenant": "--tenant", "environment": "--environment"}
+
+
+def _parser(*, operator: bool = False) -> argparse.ArgumentParser:
     parser = _Parser(
-        prog=PROG,
-        description="MCP proxy that journals every tool call of an agent in the Reversi ledger. "
+        prog=f"{PROG} operator" if operator else PROG,
+        description="The operator tools (plan, rollback, approvals, halts) over MCP on stdio." if operator else
+        "MCP proxy that journals every tool call of an agent in the Reversi ledger. "
         "`reversi-gateway operator ...` serves the operator tools on stdio instead.",
     )
+
+    def agent(text: str) -> str:
+        return argparse.SUPPRESS if operator else text
+
     parser.add_argument("--version", action=_Version, nargs=0, help="Print the version and exit.")
     parser.add_argument("--upstream", action="append", default=[], metavar="NAME=COMMAND",
                         help="An upstream MCP server: a command (stdio) or an http(s) URL. Repeatable.")
     parser.add_argument("--config", metavar="FILE", help="Config file (reversi.yaml; its upstreams: key).")
     parser.add_argument("-m", "--manifest", action="append", default=[], metavar="FILE",
                         help="Manifest file. Repeatable.")
-    parser.add_argument("--mode", choices=["observe", "enforce"], help="Mode of the runs opened (default observe).")
-    parser.add_argument("--run-id", metavar="RUN", help="stdio: continue this run, or create it under this id.")
+    parser.add_argument("--mode", choices=["observe", "enforce"],
+                        help=agent("Mode of the runs opened (default observe)."))
+    parser.add_argument("--run-id", metavar="RUN", help=agent("stdio: continue this run, or create it under this id."))
     parser.add_argument("--db", metavar="URL", help="The store (sqlite:///PATH or postgresql://...).")
-    parser.add_argument("--http", metavar="HOST:PORT", help="Serve streamable HTTP at /mcp and /operator/mcp.")
+    parser.add_argument("--http", metavar="HOST:PORT", help=agent("Serve streamable HTTP at /mcp and /operator/mcp."))
     parser.add_argument("--call-timeout", type=float, default=DEFAULT_CALL_TIMEOUT_S, metavar="S",
                         help=f"Seconds to wait for an upstream's answer (default {DEFAULT_CALL_TIMEOUT_S:g}).")
     parser.add_argument("--session-idle-timeout", type=float, default=DEFAULT_SESSION_IDLE_TIMEOUT_S, metavar="S",
-                        help="--http: seconds an MCP session may go unused before it ends "
-                        f"(default {DEFAULT_SESSION_IDLE_TIMEOUT_S:g}).")
+                        help=agent("--http: seconds an MCP session may go unused before it ends "
+                                   f"(default {DEFAULT_SESSION_IDLE_TIMEOUT_S:g})."))
     parser.add_argument("--checkpoint-tool", action="store_true",
-                        help="Offer the agent a reversi.checkpoint tool {name}, journaled in its run.")
-    parser.add_argument("--actor", default="", help="stdio: the run's actor (its scope, what halts match).")
-    parser.add_argument("--tenant", default="", help="stdio: the run's tenant.")
-    parser.add_argument("--environment", default="", help="stdio: the run's environment.")
+                        help=agent("Offer the agent a reversi.checkpoint tool {name}, journaled in its run."))
+    parser.add_argument("--actor", default="", help=agent("stdio: the run's actor (its scope, what halts match)."))
+    parser.add_argument("--tenant", default="", help=agent("stdio: the run's tenant."))
+    parser.add_argument("--environment", default="", help=agent("stdio: the run's environment."))
     return parser
 
 
-def parse_options(argv: Sequence[str]) -> GatewayOptions:
-    """The options for `argv` (without the `operator` word).
+def parse_options(argv: Sequence[str], *, operator: bool = False) -> GatewayOptions:
+    """The options for `argv` (without the `operator` word; `operator` says whether it was there).
 
     Raises:
-        ConfigError: bad upstreams, no upstream, a bad --http or config file.
+        ConfigError: bad upstreams, no upstream, a bad --http or config file, a flag the operator has no use for.
     """
-    args = _parser().parse_args(list(argv))
+    parser = _parser(operator=operator)
+    args = parser.parse_args(list(argv))
+    given = [flag for dest, flag in _AGENT_ONLY.items() if getattr(args, dest) != parser.get_default(dest)]
+    if operator and given:
+        raise ConfigError(
+            f"`reversi-gateway operator` serves one operator on stdio and journals no run: drop {', '.join(given)}"
+            " (over HTTP the operator tools are at /operator/mcp of `reversi-gateway --http`)"
+        )
     settings = load_settings(config=args.config, db=args.db, manifests=tuple(args.manifest))
     if args.upstream:
         upstreams = tuple(parse_upstream_flag(text) for text in args.upstream)
@@ -180,12 +200,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     handler.setFormatter(TerminalFormatter(f"{PROG}: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
-        options = parse_options(args)
-        if operator and (options.http is not None or options.run_id is not None):
-            raise ConfigError(
-                "`reversi-gateway operator` serves one operator on stdio and journals no run: drop --http and"
-                " --run-id (over HTTP the operator tools are at /operator/mcp of `reversi-gateway --http`)"
-            )
+        options = parse_options(args, operator=operator)
         with open_ledger(options) as ledger:
             if options.http is not None and not operator:
                 from reversi.gateway.http import serve_http

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from importlib.metadata import version
 from typing import Any, cast
 
 import anyio
@@ -315,7 +316,7 @@ class Proxy:
         """The low-level server: the first upstream's identity, and only the capabilities some upstream has."""
         first = self.pool.upstreams[0]
         info = first.server_info if len(self.pool.upstreams) == 1 else None
-        identity: dict[str, Any] = {"name": "reversi-gateway"}
+        identity: dict[str, Any] = {"name": "reversi-gateway", "version": version("reversi")}
         if info is not None:  # one upstream: the agent sees it as it is
             identity = {k: v for k, v in info if k in _IDENTITY}
             identity["instructions"] = first.instructions

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from typing import Any
 
 import anyio
@@ -175,7 +176,7 @@ def create_app(
     on_error = _error_handler(ledger, metrics, console)
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "ok", "version": version("reversi")})
 
     async def metrics_page(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=metrics.content_type)

@@ -6,6 +6,7 @@ Errors at start print `reversi-server: error: MESSAGE` and exit 1.
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
@@ -40,11 +41,14 @@ def serve(host: str, port: int, db: str | None, config: str | None, manifests: t
     from reversi.engine.config import load_settings
     from reversi.engine.keys import is_loopback
     from reversi.errors import ConfigError
+    from reversi.listening import listen
     from reversi.server.app import create_app
 
     _log_to_stderr(log_level)
     settings = load_settings(config=config, db=db, manifests=manifests)
-    with reversi.open(settings.db, manifests=settings.manifests, config=config) as ledger:
+    # bound first: an address in use is one line of error, not uvicorn's traceback
+    with reversi.open(settings.db, manifests=settings.manifests, config=config) as ledger, listen(host, port) as sock:
+        port = sock.getsockname()[1]
         if not ledger.has_keys():
             if not is_loopback(host):
                 raise ConfigError(
@@ -60,7 +64,7 @@ def serve(host: str, port: int, db: str | None, config: str | None, manifests: t
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
         )
         with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:  # uvloop, as uvicorn.run
-            runner.run(_serve(server, host))
+            runner.run(_serve(server, host, sock))
     _say("stopped")
 
 
@@ -87,8 +91,8 @@ def _server_class() -> type[Any]:
     return Server
 
 
-async def _serve(server: Any, host: str) -> None:
-    task = asyncio.ensure_future(server.serve())
+async def _serve(server: Any, host: str, sock: socket.socket) -> None:
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:

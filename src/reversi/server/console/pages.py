@@ -48,6 +48,9 @@ PAGE_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",  # pages name runs, steps and keys' holders: keep them out of caches
 }
+# What the console hands out as data (a job's progress, a run's journal): taken as what it says it is,
+# and kept out of caches, as its pages are.
+DATA_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 API_PREFIXES = ("/v1/", "/healthz", "/metrics", "/openapi.json")
 FAVICON = (HERE / "static" / "favicon.svg").read_bytes()
 
@@ -229,7 +232,7 @@ class Console:
 
     async def rollback_progress(self, request: Request, session: Session, principal: Principal) -> Response:
         job = await run_in_threadpool(self.ledger_for(principal).latest_job, request.path_params["run_id"])
-        return JSONResponse(job.to_dict())
+        return JSONResponse(job.to_dict(), headers=DATA_HEADERS)
 
     async def resolve(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id, step = request.path_params["run_id"], int(request.path_params["step"])
@@ -255,7 +258,7 @@ class Console:
         events = await run_in_threadpool(self.ledger_for(principal).events, run_id)
         lines = "".join(compact(e.to_dict()) + "\n" for e in events)
         return Response(lines, media_type="application/x-ndjson",
-                        headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'})
+                        headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"', **DATA_HEADERS})
 
     # -- rollbacks of many runs ----------------------------------------------------------------------
 

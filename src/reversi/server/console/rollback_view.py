@@ -74,19 +74,24 @@ class JobView:
         return self.state == JobState.DONE
 
 
-def job_view(job: Job, steps: tuple[StepState, ...], events: list[Event], masker: Masker) -> JobView:
+def job_view(job: Job, steps: tuple[StepState, ...], events: list[Event], masker: Masker,
+             to_undo: frozenset[int] = frozenset()) -> JobView:
     """The job with the state of the step it is on, from the run's steps and journal (both shown
-    masked already), its report masked by `masker`."""
+    masked already), its report masked by `masker`. `to_undo`: the steps the run's plan would undo now.
+
+    It counts what the confirmation counted, the steps to undo: those this job has tried (undone or
+    failed), and those the plan still undoes that it has not reached yet."""
     data = redaction.report(masker, job.to_dict())
     after = int((data.get("scope") or {}).get("after_step", -1))  # a job after a checkpoint keeps steps 0..after
-    total = max(len(steps) - 1 - after, 0)
     current_step = data["current_step"]
+    report = data["report"] or {}
+    tried = {*report.get("compensated", ()), *(f["step"] for f in report.get("failed", ()))}
     if job.state is JobState.DONE:
-        done = total
-    elif job.state is JobState.RUNNING and current_step is not None:
-        done = len(steps) - 1 - current_step  # newest first, one by one
+        ahead: set[int] = set()
     else:
-        done = 0
+        reached = current_step if job.state is JobState.RUNNING and current_step is not None else len(steps)
+        ahead = {step for step in to_undo if after < step <= reached} - tried  # newest first, one by one
+    total, done = len(tried) + len(ahead), len(tried)
     current = steps[current_step] if job.state is JobState.RUNNING and current_step is not None \
         and 0 <= current_step < len(steps) else None
     attempt, last_error = 0, None

@@ -10,7 +10,7 @@ from reversi.core import redaction
 from reversi.core.dependencies import dependencies_of
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState, who_acted
-from reversi.core.plan import Plan
+from reversi.core.plan import ActionKind, Plan
 from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding, run_standing
 from reversi.engine.access import Access
@@ -153,7 +153,7 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
     job: JobView | None = None
     if ledger.principal.reads_tenant:  # an agent reading its own run is no operator of it
         approvals = ledger.approvals(run_id=run.id)
-        job = _job(ledger, run.id, snap.steps, events, masker)
+        job = _job(ledger, run.id, snap.steps, events, masker, plan)
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
     summary = summarize(redaction.plan(masker, run.plan(to=to)) if to is not None else plan, approvals)
     standing = run_standing(snap, events, plan)  # all three masked already
@@ -162,9 +162,11 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
 
 
 def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event],
-         masker: Masker) -> JobView | None:
+         masker: Masker, plan: Plan) -> JobView | None:
+    to_undo = frozenset(a.step for a in plan.actions  # what the confirmation counts (`summarize`'s to_undo)
+                        if a.kind is ActionKind.COMPENSATE and a.denied_approval is None)
     try:
-        return job_view(ledger.latest_job(run_id), steps, events, masker)
+        return job_view(ledger.latest_job(run_id), steps, events, masker, to_undo)
     except (NotFound, Forbidden):
         return None
 
@@ -177,7 +179,8 @@ def job_page(ledger: PrincipalLedger, run_id: str) -> JobView | None:
     """
     run = ledger.get_run(run_id, Access.OPERATE)
     masker = ledger.masker()
-    return _job(ledger, run.id, redaction.snapshot(masker, run.snapshot()).steps, ledger.events(run.id), masker)
+    return _job(ledger, run.id, redaction.snapshot(masker, run.snapshot()).steps, ledger.events(run.id), masker,
+                run.plan())
 
 
 def missing_for_resolve(ledger: PrincipalLedger, manifests: ManifestSet, run_id: str, step: int,

@@ -1,0 +1,102 @@
+"""What an operator tripped on in the console: Enter that rolled back, a form that blocked its good
+answer, counts that disagreed, a denial that read as waiting, downloads that could be cached."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect
+from tests.server.conftest import wait_for
+
+from .conftest import WAIT_MS, Console, record_run, sign_in
+
+
+def signed_in_client(console: Console, key: str) -> httpx.Client:
+    """A client signed in to the console (close it when done)."""
+    client = httpx.Client(base_url=console.url, timeout=WAIT_MS / 1000)
+    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+    assert token is not None
+    assert client.post("/login", data={"csrf": token.group(1), "key": key}).status_code == 303
+    return client
+
+
+def test_without_javascript_only_a_button_rolls_back_or_grants_approvals(console: Console, browser: Any) -> None:
+    """Chromium's Enter on a checkbox presses the form's first button, with or without JavaScript: the
+    confirmation has no checkbox, and approving is a button of its own."""
+    run_id = record_run(console)
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 860})
+    try:
+        page = context.new_page()
+        sign_in(page, console, console.operator_key, f"/runs/{run_id}/rollback")
+        form = page.locator("form.rollback-confirm")
+        assert form.locator("input[type=checkbox]").count() == 0
+        assert form.locator("input:not([type=hidden]), textarea, select").count() == 0  # nothing Enter submits from
+        form.locator("button.approve").click()
+        page.wait_for_url(f"{console.url}/runs/{run_id}#rollback")
+        wait_for(lambda: console.ledger.approvals(status="approved"), "the approval granted with the rollback")
+    finally:
+        context.close()
+
+
+def test_the_resolve_form_sends_a_corrected_result_without_the_anyway_box(console: Console, page: Any) -> None:
+    run_id = record_run(console)
+    sign_in(page, console, console.operator_key, f"/runs/{run_id}")
+    form = page.locator("#step-2 form.resolve")
+    form.locator("input[name=note]").fill("found it")
+    form.locator("textarea[name=result]").fill('{"amount": 900}')
+    form.locator("button[type=submit]").click()
+    form = page.locator("#step-2 form.resolve")
+    expect(form.locator(".error")).to_contain_text("This result does not give $result.id")
+    form.locator("textarea[name=result]").fill('{"id": "ch_3", "amount": 900}')  # corrected: no box to tick
+    form.locator("button[type=submit]").click()
+    expect(page.locator("#step-2 .badge.status-succeeded")).to_be_visible(timeout=WAIT_MS)
+    assert console.ledger.get_run(run_id).steps()[2].result == {"id": "ch_3", "amount": 900}
+
+
+def test_the_panel_counts_the_steps_the_dialog_said_it_would_undo(console: Console, page: Any) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    for n in range(5):
+        run.begin("stripe.create_charge", {"amount": n}).succeeded({"id": f"ch_{n}"})
+    run.begin("mail.send", {"to": "a@b.c"}).succeeded({})  # stays: nothing to undo it with
+    run.begin("stripe.create_charge", {"amount": 9}).uncertain("timed out")  # stays until resolved
+    console.hold_file.write_text("0")  # steps 4 to 1 are undone, step 0 waits
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    page.click("[data-open=confirm-rollback]")
+    button = page.locator("#confirm-rollback button.danger")
+    assert button.inner_text() == "Roll back 5 steps"
+    button.click()
+    expect(page.locator("#rollback")).to_contain_text("4 of 5 steps done", timeout=WAIT_MS)
+    console.hold_file.unlink()
+    expect(page.locator("#rollback")).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
+
+
+def test_a_denied_undo_reads_as_denied_with_what_to_do_next(console: Console, page: Any) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    run.begin("bank.transfer", {"amount": 3}).succeeded({"id": "tr_2"})
+    run.rollback(compensate=lambda call: {"ok": True})  # asks for the transfer's approval
+    [approval] = console.ledger.approvals(status="pending")
+    console.ledger.deny(approval.approval_id, note="the customer keeps the money")
+    run.begin("flaky.create", {}).succeeded({"id": "f_1"})  # its undo fails in the console's rollback
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    page.click("[data-open=confirm-rollback]")
+    page.click("#confirm-rollback button.danger")
+    expect(page.locator("#rollback")).to_have_attribute("data-job-state", "done", timeout=WAIT_MS)
+    report = page.locator("#job-report").inner_text()
+    assert "approval denied" in report and "awaiting approval" not in report
+    assert f"its undo was denied ({approval.approval_id}), so it stays" in report
+    assert "Next: an operator may approve it after all, then roll back again." in report
+    assert "Next: fix the cause, then roll back again" in report  # the flaky undo failed
+
+
+def test_downloads_are_not_cached_nor_sniffed(console: Console) -> None:
+    run_id = record_run(console)
+    client = signed_in_client(console, console.operator_key)
+    try:
+        for path in (f"/runs/{run_id}/journal.jsonl", f"/runs/{run_id}/rollback.json"):
+            answer = client.get(path)
+            assert answer.headers["cache-control"] == "no-store", path
+            assert answer.headers["x-content-type-options"] == "nosniff", path
+    finally:
+        client.close()
