@@ -10,6 +10,8 @@ import httpx
 from playwright.sync_api import expect
 from tests.server.conftest import wait_for
 
+from reversi.server.console.views import PAGE_SIZE
+
 from .conftest import WAIT_MS, Console, record_run, sign_in
 
 
@@ -98,5 +100,26 @@ def test_downloads_are_not_cached_nor_sniffed(console: Console) -> None:
             answer = client.get(path)
             assert answer.headers["cache-control"] == "no-store", path
             assert answer.headers["x-content-type-options"] == "nosniff", path
+    finally:
+        client.close()
+
+
+def test_search_finds_a_label_and_a_tool_prefix_and_paging_goes_back_to_the_newest(console: Console) -> None:
+    agent = console.ledger.acting_as("billing-agent")
+    tagged = agent.start_run(tenant="acme", labels={"incident": "INC-4471"})
+    tagged.begin("bank.transfer", {"amount": 1}).succeeded({"id": "tr_1"})
+    for n in range(PAGE_SIZE):
+        agent.start_run(tenant="acme").begin("stripe.create_charge", {"amount": n}).succeeded({"id": f"ch_{n}"})
+    client = signed_in_client(console, console.operator_key)
+    try:
+        assert tagged.id in client.get("/", params={"q": "INC-4471"}).text
+        by_tool = client.get("/", params={"q": "bank."}).text
+        assert tagged.id in by_tool and "ch_0" not in by_tool and by_tool.count('href="/runs/run_') == 1
+        first = client.get("/").text
+        assert "Newest runs" not in first
+        older = re.search(r'href="(/\?after=[^"]+)">Older runs', first)
+        assert older is not None
+        second = client.get(older.group(1).replace("&amp;", "&")).text
+        assert tagged.id in second and '<a href="/?">← Newest runs</a>' in second
     finally:
         client.close()

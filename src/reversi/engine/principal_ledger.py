@@ -197,6 +197,25 @@ class PrincipalLedger:
             return q.count_runs(opened_before=before, tenant=self.principal.tenant,
                                 principal=listing_owner(self.principal))
 
+    def attention_counts(self) -> dict[str, int]:
+        """How many of the runs this principal sees need a person, in each way (`Attention` values; `any`
+        counts a run once), counted over every run in the store; and `retained`, when retention is
+        configured."""
+        possible, tenant = listing_tenant(self.principal, None)
+        counts = {a.value: 0 for a in Attention if a is not Attention.RETAINED}
+        if not possible:
+            return counts
+        kinds = (Attention.UNRESOLVED, Attention.UNDO_FAILED)
+        with self._base.store.read() as q:
+            found = q.runs_with_steps_in(sorted(Attention.ANY.statuses), tenant=tenant,
+                                         principal=listing_owner(self.principal))
+        runs = {kind: set().union(*(found[status] for status in kind.statuses)) for kind in kinds}
+        runs[Attention.APPROVAL] = set(self.awaiting_approval()) if self.principal.reads_tenant else set()
+        runs[Attention.ANY] = set().union(*runs.values())
+        counts |= {kind.value: len(ids) for kind, ids in runs.items()}
+        retained = self.retained_count()
+        return counts if retained is None else counts | {Attention.RETAINED.value: retained}
+
     def awaiting_approval(self) -> dict[str, int]:
         """The runs of this operator's reach with pending approvals, and how many each has."""
         counts: dict[str, int] = {}

@@ -51,7 +51,9 @@ _STATUS_EVENTS = ("intended", "succeeded", "failed", "uncertain", "resolved", "c
 _RUN_COLUMNS = "run_id, principal, mode, actor, tenant, environment, labels, created_at"
 _STEP_COLUMNS = "run_id, step, tool, args, depends_on, compensation_needs_approval, manifest_digest, dup_key"
 _EVENT_COLUMNS = "run_id, seq, step, type, at, actor, data"
-_SEARCHED = {"any": ("run_id", "actor", "tenant", "environment"), "actor": ("actor",), "tenant": ("tenant",)}
+# Where a search looks: columns of `runs`, and for `any` the tools its steps called too ("stripe.").
+_SEARCHED = {"any": ("run_id", "actor", "tenant", "environment", "labels"), "actor": ("actor",), "tenant": ("tenant",)}
+_TOOL_SEARCHED = "EXISTS (SELECT 1 FROM steps s WHERE s.run_id = runs.run_id AND LOWER(s.tool) LIKE ? ESCAPE '\\')"
 
 
 def _run(row: Any) -> RunRecord:
@@ -108,7 +110,8 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
     ) -> list[RunRecord]:
         """Runs newest first; `before` is the (created_at, run_id) of the last run of the previous page;
         `contains`: (where, text) pairs, each text found whatever its case in the run's `actor`, its
-        `tenant`, or `any` of its id, actor, tenant and environment; `opened_before`: a time."""
+        `tenant`, or `any` of its id, actor, tenant, environment, labels and its steps' tools;
+        `opened_before`: a time."""
         where, params = [], []
         if opened_before is not None:
             where.append("created_at < ?")
@@ -120,8 +123,9 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
         for part, text in contains:
             columns = _SEARCHED[part]
             pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            where.append("(" + " OR ".join(f"LOWER({c}) LIKE ? ESCAPE '\\'" for c in columns) + ")")
-            params.extend([pattern] * len(columns))
+            found = [f"LOWER({c}) LIKE ? ESCAPE '\\'" for c in columns] + ([_TOOL_SEARCHED] if part == "any" else [])
+            where.append("(" + " OR ".join(found) + ")")
+            params.extend([pattern] * len(found))
         if since is not None:
             where.append("created_at >= ?")
             params.append(since)
@@ -295,6 +299,27 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
         statuses = [StepStatus(json.loads(data)["status"]) if type_ == EventType.RESOLVED else StepStatus(type_)
                     for type_, data in rows]
         return RunSummary.of(run, statuses)
+
+    def runs_with_steps_in(self, statuses: Sequence[str], *, tenant: str | None = None,
+                           principal: str | None = None) -> dict[str, set[str]]:
+        """For each of `statuses` (not `succeeded` or `failed`, which a `resolved` event also gives),
+        the runs (of `tenant`, of `principal`, when given) with a step in it now, read from each step's
+        last status event, as `run_summary` reads them: counted in the database, whatever their number."""
+        kinds = ", ".join(f"'{t}'" for t in _STATUS_EVENTS)
+        wanted = ", ".join("?" for _ in statuses)
+        sql = ("SELECT DISTINCT e.type, e.run_id FROM events e JOIN (SELECT run_id, step, MAX(seq) AS seq FROM events "
+               f"WHERE step IS NOT NULL AND type IN ({kinds}) GROUP BY run_id, step) last "
+               "ON e.run_id = last.run_id AND e.seq = last.seq JOIN runs r ON r.run_id = e.run_id "
+               f"WHERE e.type IN ({wanted})")
+        params: list[str] = list(statuses)
+        for column, value in (("tenant", tenant), ("principal", principal)):
+            if value is not None:
+                sql += f" AND r.{column} = ?"
+                params.append(value)
+        found: dict[str, set[str]] = {status: set() for status in statuses}
+        for type_, run_id in self._exec(sql, params).fetchall():
+            found[type_].add(run_id)
+        return found
 
     def step_statuses(self, steps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StepStatus]:
         """The status of each of these (run, step) pairs that exists, from its last status event."""

@@ -184,11 +184,12 @@ class Console:
         ledger = self.ledger_for(principal)
         rows, following = await run_in_threadpool(views.runs_page, ledger, filters, after)
         next_link = f"/?{urlencode({**filters.to_dict(), 'after': json.dumps(following)})}" if following else None
+        first_link = f"/?{urlencode(filters.to_dict())}" if after is not None else None
         if q.get("fragment") == "rows":
             return self.render(request, session, "runs_rows.html", fragment=True, rows=rows)
-        counts = await run_in_threadpool(views.attention_counts, ledger)
+        counts = await run_in_threadpool(ledger.attention_counts)
         return self.render(request, session, "runs.html", rows=rows, filters=filters, next_link=next_link,
-                           active=any(r.active for r in rows), counts=counts, scanned=views.TRIAGE_SCAN)
+                           first_link=first_link, active=any(r.active for r in rows), counts=counts)
 
     async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]

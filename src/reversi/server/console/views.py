@@ -16,7 +16,6 @@ from reversi.engine.principal_ledger import Attention, PrincipalLedger
 from reversi.errors import BadInput
 
 PAGE_SIZE = 25
-TRIAGE_SCAN = 500  # the runs list counts the runs needing attention among this many of the latest
 APPROVALS_SHOWN = 200  # on the approvals page, pending first
 REFRESH_MS = {"runs": 5000, "job": 1000}  # how often a page's script refreshes the runs list, a job's progress
 
@@ -148,20 +147,6 @@ def runs_page(ledger: PrincipalLedger, filters: RunFilters,
                            active=bool(s.unresolved) or StepStatus.COMPENSATING in s.statuses or bool(waiting),
                            labels=dict(s.run.labels), pending=waiting))
     return rows, found.next
-
-
-def attention_counts(ledger: PrincipalLedger) -> dict[str, int]:
-    """How many of the latest `TRIAGE_SCAN` runs need attention, in each way (`Attention` values); and
-    `retained`, when retention is configured: how many runs of every age are kept past it."""
-    pending = ledger.awaiting_approval() if ledger.principal.reads_tenant else {}
-    counts = {a.value: 0 for a in Attention if a is not Attention.RETAINED}
-    for s in ledger.list_runs(limit=TRIAGE_SCAN).items:
-        ways = [a for a in Attention if a not in (Attention.ANY, Attention.RETAINED)
-                and (a.statuses & s.statuses or (a.approvals and s.run.run_id in pending))]
-        for a in [*ways, Attention.ANY] if ways else []:
-            counts[a.value] += 1
-    retained = ledger.retained_count()
-    return counts if retained is None else counts | {Attention.RETAINED.value: retained}
 
 
 def nav_badges(ledger: PrincipalLedger) -> dict[str, int]:
