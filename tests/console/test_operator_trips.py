@@ -123,3 +123,36 @@ def test_search_finds_a_label_and_a_tool_prefix_and_paging_goes_back_to_the_newe
         assert tagged.id in second and '<a href="/?">← Newest runs</a>' in second
     finally:
         client.close()
+
+
+def test_a_tenant_admin_is_told_it_may_not_lift_a_halt_of_every_tenant(console: Console) -> None:
+    from reversi.engine.keys import create_key
+
+    _, acme_admin = create_key(console.ledger.store, "ada", "admin", tenant="acme")
+    everywhere = console.ledger.add_halt("all stop", by="dana")
+    theirs = console.ledger.add_halt("globex's", tenant="globex", by="dana")
+    client = signed_in_client(console, acme_admin)
+    try:
+        token = re.search(r'name="csrf" value="([^"]+)"', client.get("/halts").text)
+        assert token is not None
+        lifted = client.post(f"/halts/{everywhere.halt_id}/lift", data={"csrf": token.group(1)}, follow_redirects=True)
+        assert (f"{everywhere.halt_id} stops the calls of every tenant: an admin confined to tenant acme may not "
+                "lift it; an admin of every tenant can") in lifted.text
+        hidden = client.post(f"/halts/{theirs.halt_id}/lift", data={"csrf": token.group(1)}, follow_redirects=True)
+        assert f"no active halt {theirs.halt_id}" in hidden.text  # another tenant's halt: not even named
+    finally:
+        client.close()
+    assert {h.halt_id for h in console.ledger.halts()} == {everywhere.halt_id, theirs.halt_id}
+
+
+def test_an_agents_crafted_halt_post_is_refused_where_it_can_see_it(console: Console) -> None:
+    client = signed_in_client(console, console.agent_key)
+    try:
+        token = re.search(r'name="csrf" value="([^"]+)"', client.get("/halts").text)
+        assert token is not None
+        for data in ({"reason": "mine now"}, {"reason": "mine now", "tool": "stripe.*"}):
+            answer = client.post("/halts", data={"csrf": token.group(1), **data}, follow_redirects=True)
+            assert 'id="flash-error"' in answer.text and "the key of billing-agent is agent" in answer.text
+    finally:
+        client.close()
+    assert console.ledger.halts() == []

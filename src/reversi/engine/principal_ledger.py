@@ -516,10 +516,19 @@ class PrincipalLedger:
         """Lift one halt, or all this principal sees; returns how many.
 
         Raises:
-            Forbidden: not an admin.
+            Forbidden: not an admin, or (confined to a tenant) a halt that can refuse its tenant's calls
+                but is not only that tenant's: an admin of every tenant lifts it.
             NotFound: `halt_id` names no active halt this principal sees.
         """
         require_role(self.principal, Role.ADMIN)
+        tenant = self.principal.tenant
+        if halt_id is not None and tenant is not None:
+            stops = {h.halt_id: h for h, liftable in self.halts_in_force() if not liftable}
+            if halt_id in stops:
+                said = stops[halt_id].scope.tenant
+                whose = f"tenants matching {said!r}" if said else "every tenant"
+                raise Forbidden(f"{halt_id} stops the calls of {whose}: an admin confined to tenant {tenant} "
+                                "may not lift it; an admin of every tenant can")
         return halts.lift_halts(self._base.store, halt_id, self.principal.name, self.principal.tenant,
                                 principal=self.principal.name)
 

@@ -25,10 +25,10 @@ from starlette.templating import Jinja2Templates
 
 from reversi.core.json_values import compact
 from reversi.core.models import who_acted
-from reversi.engine.access import Access
-from reversi.engine.keys import Principal
+from reversi.engine.access import Access, require_role
+from reversi.engine.keys import Principal, Role
 from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import BodyTooLarge, CsrfRefused, NoCompensator, ReversiError, Unauthorized
+from reversi.errors import BodyTooLarge, CsrfRefused, Forbidden, NoCompensator, ReversiError, Unauthorized
 from reversi.server.console import forms, run_view, views
 from reversi.server.console.graph import run_graph
 from reversi.server.console.session import Session, Sessions, check_csrf
@@ -327,6 +327,10 @@ class Console:
 
     async def add_halt(self, request: Request, session: Session, principal: Principal) -> Response:
         form = await request.form()
+        try:  # first: a key that may not halt is told so on any page, not in a form it is never shown
+            require_role(principal, Role.ADMIN)
+        except Forbidden as exc:
+            return self.after(request, "/halts", flash_error=exc.message)
         scope = {k: (str(form.get(k) or "").strip() or None) for k in ("tool", "actor", "tenant", "environment")}
         if not any(scope.values()) and form.get("everything") != "on":
             everything = f"every new call of tenant {principal.tenant}" if principal.tenant else "every new call"
