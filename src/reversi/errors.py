@@ -215,9 +215,14 @@ class CaptureFailed(Refused):
 
 
 class Halted(Refused):
-    """A halt or the kill file stops new calls (`kill switch: REASON`)."""
+    """A halt or the kill file stops new calls (`kill switch: REASON`, then the halt and what it stops);
+    `.halt_id` names the halt (None: the kill file)."""
 
     code = "halted"
+
+    def __init__(self, message: str, halt_id: str | None = None) -> None:
+        super().__init__(message)
+        self.halt_id = halt_id
 
 
 class Duplicate(Refused):

@@ -7,10 +7,12 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
 from tests.server.conftest import wait_for
 
-from reversi.server.console.views import PAGE_SIZE
+from reversi.errors import Halted
+from reversi.server.console.views import PAGE_SIZE, linked_ids
 
 from .conftest import WAIT_MS, Console, record_run, sign_in
 
@@ -156,3 +158,24 @@ def test_an_agents_crafted_halt_post_is_refused_where_it_can_see_it(console: Con
     finally:
         client.close()
     assert console.ledger.halts() == []
+
+
+def test_a_refusal_names_the_scoped_halt_and_links_it(console: Console, page: Any) -> None:
+    halt = console.ledger.add_halt("card testing", tool="stripe.*", by="dana")
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    run.begin("bank.transfer", {"amount": 1}).succeeded({"id": "tr_1"})
+    with pytest.raises(Halted):
+        run.begin("stripe.create_charge", {"amount": 2})
+    sign_in(page, console, console.admin_key, f"/runs/{run.id}")
+    reason = page.locator(".reason").first
+    assert reason.inner_text() == f"kill switch: card testing (halt {halt.halt_id} stops only calls with tool=stripe.*)"
+    reason.locator("a").click()
+    page.wait_for_url(f"{console.url}/halts#{halt.halt_id}")
+    assert "card testing" in page.locator(f"tr[id='{halt.halt_id}']").inner_text()
+
+
+def test_ids_in_a_refusal_are_linked_and_the_rest_is_escaped() -> None:
+    approval = "apr_" + "0" * 32
+    shown = str(linked_ids(f"approval required: {approval} <script>alert(1)</script> halt_x"))
+    assert shown == (f'approval required: <a href="/approvals#{approval}"><code>{approval}</code></a> '
+                     "&lt;script&gt;alert(1)&lt;/script&gt; halt_x")

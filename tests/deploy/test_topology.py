@@ -151,9 +151,11 @@ def test_two_servers_and_two_gateways_share_the_agents_the_halts_and_the_jobs_of
             assert [s.status.value for s in ledger.get_run(f"run_agent_{i}").steps()] == ["succeeded"] * CALLS
 
     # A halt added on one server stops the next call of every agent, and over the other server.
-    assert clients[1].post("/v1/halt", json={"reason": "incident 42"}).status_code == 201
+    added = clients[1].post("/v1/halt", json={"reason": "incident 42"})
+    assert added.status_code == 201
     refused = anyio.run(each_agent_calls, gateways, keys, CALLS)
-    assert {refusal(r) for r in refused} == {"kill switch: incident 42"}
+    said = f"kill switch: incident 42 (halt {added.json()['halt_id']} stops every new call)"
+    assert {refusal(r) for r in refused} == {said}
     over_api = httpx.post(f"{servers[2].url}/v1/runs/run_agent_0/steps", json={"tool": "fs.stat", "args": {}},
                           headers={"Authorization": f"Bearer {keys[0]}"}, timeout=WAIT_S)
     assert over_api.status_code == 403 and over_api.json()["error"]["code"] == "halted"

@@ -126,10 +126,13 @@ def test_a_scoped_halt_stops_a_call_only_when_every_field_it_names_matches(
     stopped: tuple[str, dict[str, Any]],
     allowed: list[tuple[str, dict[str, Any]]],
 ) -> None:
-    ledger.add_halt("investigating", by="dana", **scope)
+    halt = ledger.add_halt("investigating", by="dana", **scope)
 
     tool, run_scope = stopped
-    assert_refused(ledger.start_run(**run_scope), Halted, tool, {"n": 1}, "kill switch: investigating")
+    named = ", ".join(f"{k}={v}" for k, v in scope.items())  # which halt, and that it stops only some calls
+    refused = assert_refused(ledger.start_run(**run_scope), Halted, tool, {"n": 1},
+                             f"kill switch: investigating (halt {halt.halt_id} stops only calls with {named})")
+    assert isinstance(refused, Halted) and refused.halt_id == halt.halt_id
     for tool, run_scope in allowed:
         run = ledger.start_run(**run_scope)
         fn = Tool()
@@ -281,10 +284,11 @@ def test_a_denied_call_is_refused_until_the_denial_is_reversed(ledger: reversi.L
 
 
 def test_a_halt_is_checked_before_an_approval_is_requested(ledger: reversi.Ledger) -> None:
-    ledger.add_halt("frozen")
+    halt = ledger.add_halt("frozen")
     run = ledger.start_run()
 
-    assert_refused(run, Halted, "payments.wire", {"amount": 5}, "kill switch: frozen")
+    assert_refused(run, Halted, "payments.wire", {"amount": 5},
+                   f"kill switch: frozen (halt {halt.halt_id} stops every new call)")
     assert ledger.approvals() == []
 
 

@@ -80,7 +80,8 @@ async def test_an_operator_plans_rolls_back_resolves_and_halts(tmp_path: Path, s
             halt = _ok(await operator.call_tool("reversi.halt", {"reason": "incident 7"}))
             assert halt["halt_id"].startswith("halt_")
             refused = await agent.call_tool("echo", {"text": "x"})
-            assert refused.is_error and refused.content[0].text == "kill switch: incident 7"  # type: ignore[union-attr]
+            assert refused.is_error and refused.content[0].text == (  # type: ignore[union-attr]
+                f"kill switch: incident 7 (halt {halt['halt_id']} stops every new call)")
             assert _ok(await operator.call_tool("reversi.resume", {})) == {"lifted": 1}
             assert not (await agent.call_tool("echo", {"text": "x"})).is_error
 

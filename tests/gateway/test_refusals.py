@@ -40,7 +40,8 @@ async def test_refusals_are_tool_errors_that_never_reach_the_upstream(
             assert not (await agent.call_tool("env", {"name": "HOME"})).is_error
 
             halt = ledger.add_halt("looking into it", tool="echo", by="dana")
-            assert _text(await agent.call_tool("echo", {"text": "x"})) == "kill switch: looking into it"
+            assert _text(await agent.call_tool("echo", {"text": "x"})) == (  # the model is told it is not all
+                f"kill switch: looking into it (halt {halt.halt_id} stops only calls with tool=echo)")
             ledger.lift_halts(halt.halt_id)
 
             kill_file.write_text("maintenance\n")

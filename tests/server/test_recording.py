@@ -89,13 +89,14 @@ def test_a_halt_added_over_http_refuses_the_next_call_with_403(site: Site) -> No
     assert halt.status_code == 201 and halt.json()["scope"] == {"tool": "stripe.*"}
     refused = agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.create_charge", "args": {}})
     assert refused.status_code == 403
-    assert refused.json() == {"error": {"code": "halted", "message": "kill switch: investigating"}}
+    said = f"kill switch: investigating (halt {halt.json()['halt_id']} stops only calls with tool=stripe.*)"
+    assert refused.json() == {"error": {"code": "halted", "message": said}}
     assert agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "github.create_repo"}).status_code == 201
     assert admin.get("/v1/halts").json()["items"][0]["halt_id"] == halt.json()["halt_id"]
     assert admin.post("/v1/resume", json={}).json() == {"lifted": 1}
     assert agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "stripe.create_charge"}).status_code == 201
     events = site.ledger.get_run(run_id).events()
-    assert [e.data["reason"] for e in events if e.type == "refused"] == ["kill switch: investigating"]
+    assert [e.data["reason"] for e in events if e.type == "refused"] == [said]
 
 
 def test_the_kill_file_refuses_every_call_with_its_reason(site: Site, kill_file: Path) -> None:

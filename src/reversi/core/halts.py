@@ -8,8 +8,16 @@ from fnmatch import fnmatchcase
 from reversi.core.models import Halt, Scope
 
 
-def halt_message(reason: str) -> str:
-    return f"kill switch: {reason or 'kill file present'}"
+def halt_message(reason: str, halt: Halt | None = None) -> str:
+    """What a refused call is told: `kill switch: REASON` (the kill file's, with no `halt`), then which
+    halt refused it and what that halt stops, so that no one told "kill switch" (a model least of all)
+    takes a halt of some calls for a stop of all of them."""
+    said = f"kill switch: {reason or 'kill file present'}"
+    if halt is None:
+        return said
+    scope = halt.scope.to_dict()
+    stops = "only calls with " + ", ".join(f"{k}={v}" for k, v in scope.items()) if scope else "every new call"
+    return f"{said} (halt {halt.halt_id} stops {stops})"
 
 
 def _matches(glob: str | None, value: str) -> bool:

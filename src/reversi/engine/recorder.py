@@ -332,7 +332,7 @@ class Recorder:
 
     def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
         halt = matching_halt(q.active_halts(lock_run=run.run_id), tool, run.scope)
-        return Halted(halt_message(halt.reason)) if halt else None
+        return Halted(halt_message(halt.reason, halt), halt_id=halt.halt_id) if halt else None
 
 
 def _who(run: RunRecord) -> str:

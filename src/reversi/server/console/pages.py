@@ -64,7 +64,8 @@ class Console:
         self.manifests = state.ledger.manifests
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, compact=views.compact,
-                                          age=views.age, refresh_ms=views.REFRESH_MS, who=who_acted)
+                                          age=views.age, refresh_ms=views.REFRESH_MS, who=who_acted,
+                                          linked_ids=views.linked_ids)
 
     # -- plumbing ----------------------------------------------------------------------------------
 

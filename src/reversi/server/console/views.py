@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from markupsafe import Markup, escape
 
 from reversi.core.models import RunSummary, StepStatus
 from reversi.core.plan import ActionKind, Plan
@@ -50,6 +53,21 @@ def took(start: str | None, end: str | None) -> str:
 def step_list(steps: list[int]) -> str:
     """`[3]` as "step 3", `[1, 2]` as "steps 1, 2"."""
     return ("step " if len(steps) == 1 else "steps ") + ", ".join(str(s) for s in steps)
+
+
+# The ids a refusal's text names, each linked to where a person acts on it (halts are lifted on their
+# page; approvals granted on theirs).
+_IDS = re.compile(r"\b(halt_[0-9a-f-]{36}|apr_[0-9a-f]{32})\b")
+
+
+def linked_ids(text: str) -> Markup:
+    """`text`, escaped, with each halt and approval id in it a link to its page."""
+    def link(found: re.Match[str]) -> str:
+        name = found.group(1)
+        page = "/halts" if name.startswith("halt_") else "/approvals"
+        return f'<a href="{page}#{name}"><code>{name}</code></a>'
+
+    return Markup(_IDS.sub(link, str(escape(text))))
 
 
 def pretty(value: Any) -> str:
