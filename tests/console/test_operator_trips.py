@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 from tests.server.conftest import wait_for
 
+from reversi.engine import jobs
 from reversi.errors import Halted
 from reversi.server.console.views import PAGE_SIZE, linked_ids
 
@@ -179,3 +180,58 @@ def test_ids_in_a_refusal_are_linked_and_the_rest_is_escaped() -> None:
     shown = str(linked_ids(f"approval required: {approval} <script>alert(1)</script> halt_x"))
     assert shown == (f'approval required: <a href="/approvals#{approval}"><code>{approval}</code></a> '
                      "&lt;script&gt;alert(1)&lt;/script&gt; halt_x")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_long_label_or_halt_reason_keeps_the_status_and_lift_columns_on_screen(
+        console: Console, browser: Any, width: int) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme", labels={"ticket": "X" * 80})
+    run.begin("stripe.create_charge", {"amount": 1}).succeeded({"id": "ch_1"})
+    console.ledger.add_halt("R" * 300, tool="nothing.*", by="dana")
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        page = context.new_page()
+        sign_in(page, console, console.admin_key)
+        status = page.locator("#run-rows tr td:nth-child(2) .badge").first.bounding_box()
+        assert status is not None and status["x"] + status["width"] <= width, status
+        page.goto(f"{console.url}/halts")
+        lift = page.locator("table.halts button:text('Lift')").bounding_box()
+        assert lift is not None and lift["x"] + lift["width"] <= width, lift
+    finally:
+        context.close()
+
+
+def test_a_job_that_ends_keeps_what_the_operator_is_typing(console: Console, page: Any) -> None:
+    run_id = record_run(console)
+    console.hold_file.write_text("")  # every undo waits
+    sign_in(page, console, console.admin_key, f"/runs/{run_id}")
+    page.click("[data-open=confirm-rollback]")
+    page.click("#confirm-rollback button.danger")
+    expect(page.locator("#rollback")).to_have_attribute("data-job-state", "running", timeout=WAIT_MS)
+    note = page.locator("#step-2 form.resolve input[name=note]")
+    note.fill("checked the dashboard, half way through")
+    console.hold_file.unlink()
+    notice = page.locator("#job-notice")
+    expect(notice).to_contain_text("The rollback is done", timeout=WAIT_MS)
+    assert note.input_value() == "checked the dashboard, half way through"
+    notice.locator("a").click()  # the operator reloads when ready
+    expect(page.locator("#job-report")).to_contain_text("rollback INCOMPLETE", timeout=WAIT_MS)
+
+
+def test_without_javascript_a_running_job_says_to_reload(console: Console, browser: Any) -> None:
+    run_id = record_run(console)
+    console.hold_file.write_text("")
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        sign_in(page, console, console.operator_key, f"/runs/{run_id}/rollback")
+        page.click("form.rollback-confirm button.danger")
+        page.wait_for_url(f"{console.url}/runs/{run_id}#rollback")
+        hint = page.locator("#job-reload")
+        expect(hint).to_contain_text("reload it", timeout=WAIT_MS)
+        console.hold_file.unlink()
+        wait_for(lambda: jobs.latest_job(console.ledger.store, run_id).state.value == "done", "the rollback")
+        hint.locator("a").click()
+        expect(page.locator("#job-report")).to_be_visible(timeout=WAIT_MS)
+    finally:
+        context.close()

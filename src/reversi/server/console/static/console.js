@@ -79,8 +79,22 @@ function refreshRuns() {
   });
 }
 
+// Whether a form on the page holds something the operator typed or chose and has not sent.
+function unsentInput() {
+  return [...document.querySelectorAll("form input, form textarea, form select")].some((field) => {
+    if (field.type === "hidden") return false;
+    if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+    if (field.tagName === "SELECT") { // a select none of whose options is marked shows its first
+      const initial = [...field.options].findIndex((o) => o.defaultSelected);
+      return field.selectedIndex !== Math.max(initial, 0);
+    }
+    return field.value !== field.defaultValue;
+  });
+}
+
 // A rollback job in progress: show its progress as the server renders it; reload the page when it
-// is done (a GET: every form answers with a redirect, so a reload never sends one again).
+// is done (a GET: every form answers with a redirect, so a reload never sends one again), unless the
+// operator is typing in a form: then say it is done, and leave the reload to them.
 function followJob() {
   const panel = document.getElementById("rollback");
   if (!panel || !["queued", "running"].includes(panel.dataset.jobState)) return;
@@ -91,7 +105,12 @@ function followJob() {
     const job = box.querySelector(".job");
     panel.dataset.jobState = job ? job.dataset.state : "";
     if (panel.dataset.jobState !== "done") return true;
-    window.location.reload();
+    if (unsentInput()) {
+      say(document.getElementById("job-notice"), "The rollback is done. The steps below show how they stood before it:",
+          { href: window.location.pathname, text: "reload when you have sent what you are writing" });
+    } else {
+      window.location.reload();
+    }
     return false;
   });
 }
