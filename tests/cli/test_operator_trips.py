@@ -79,3 +79,51 @@ def test_commands_in_the_config_file_take_relative_paths_from_its_folder(here: P
     report = json.loads(done.stdout)
     assert report["complete"] is True
     assert report["compensated"] == [0] and (ops / "ran").exists()
+
+
+def test_plan_after_a_failed_undo_says_so_and_offers_it_again(here: Path) -> None:
+    run_id = record_charge(here)
+    failing = f"{sys.executable} -c \"import sys; sys.exit('stripe: 503 service unavailable')\""
+    failed = reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", failing, cwd=here)
+    assert failed.returncode == 2
+    shown = reversi_cli("plan", run_id, "-m", "tools.yaml", cwd=here)
+    assert shown.stdout.splitlines()[0] == ("step 0  stripe.create_charge  compensate -> stripe.refund  (its last undo "
+                                            "failed: stripe: 503 service unavailable, after 1 attempt; tried again)")
+    planned = json.loads(reversi_cli("plan", run_id, "-m", "tools.yaml", "--json", cwd=here).stdout)
+    assert planned["actions"][0]["last_failure"] == "stripe: 503 service unavailable, after 1 attempt"
+
+
+def test_resolving_as_succeeded_without_what_the_undo_needs_asks_for_force(here: Path) -> None:
+    run_id = record_charge(here, uncertain=True)
+    refused = reversi_cli("resolve", run_id, "0", "--status", "succeeded", "--note", "saw it", "-m", "tools.yaml",
+                          cwd=here)
+    assert refused.returncode == 1 and refused.stderr == (
+        "reversi: error: step 0's undo needs $result.id from its result, which --result does not give: without it "
+        "the step can never be undone. Give it in --result, or add --force to settle it anyway\n")
+    assert json.loads(reversi_cli("show", run_id, "--json", cwd=here).stdout)["steps"][0]["status"] == "uncertain"
+    given = reversi_cli("resolve", run_id, "0", "--status", "succeeded", "--result", '{"id": "ch_9"}', "--note",
+                        "in the dashboard", "-m", "tools.yaml", cwd=here)
+    assert given.returncode == 0, given.stderr
+
+
+def test_a_mistaken_resolve_is_corrected_until_an_undo_is_tried(here: Path) -> None:
+    run_id = record_charge(here, uncertain=True)
+    forced = reversi_cli("resolve", run_id, "0", "--status", "succeeded", "--note", "saw it", "--force",
+                         "-m", "tools.yaml", cwd=here)
+    assert forced.returncode == 0, forced.stderr
+    plan = json.loads(reversi_cli("plan", run_id, "-m", "tools.yaml", "--json", cwd=here).stdout)
+    assert plan["actions"][0]["kind"] == "unrecoverable"
+    fixed = reversi_cli("resolve", run_id, "0", "--status", "succeeded", "--result", '{"id": "ch_9"}',
+                        "--note", "found the id after all", "-m", "tools.yaml", cwd=here)
+    assert fixed.returncode == 0, fixed.stderr
+    plan = json.loads(reversi_cli("plan", run_id, "-m", "tools.yaml", "--json", cwd=here).stdout)
+    assert plan["actions"][0]["args"] == {"charge_id": "ch_9"}
+    with reversi.open() as ledger:
+        resolved = [e for e in ledger.get_run(run_id).events() if e.type == "resolved"]
+    assert [e.data.get("correction", False) for e in resolved] == [False, True]
+    assert resolved[1].data["note"] == "found the id after all"
+
+    undo = f"{sys.executable} -c \"import sys; sys.exit('stripe: 503')\""
+    assert reversi_cli("rollback", run_id, "-m", "tools.yaml", "--compensator-cmd", undo, cwd=here).returncode == 2
+    late = reversi_cli("resolve", run_id, "0", "--status", "failed", "--note", "never mind", cwd=here)
+    assert late.returncode == 1 and "is compensation_failed: only intended or uncertain steps" in late.stderr

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from reversi.core.checkpoints import RollbackScope
     from reversi.core.plan import Plan
     from reversi.core.scopes import ScopePlan, ScopeReport, Selection
+    from reversi.engine.ledger import Ledger
     from reversi.engine.run import Run
     from reversi.errors import Interrupted
 
@@ -288,6 +289,22 @@ def _interrupted(run: Run) -> Interrupted:
     return Interrupted(f"rollback interrupted: {where}; run the rollback again to finish it")
 
 
+def _refuse_unrecoverable(ledger: Ledger, run: Run, step: int, result: Any) -> None:
+    """Refuse to settle a step as succeeded without what its undo needs from the result: it could never be undone."""
+    from reversi.core.resolve_guide import missing_fields
+    from reversi.errors import BadInput, NotFound
+
+    snapshot = run.snapshot()
+    if not 0 <= step < len(snapshot.steps):
+        raise NotFound(f"no step {step} in {run.id}")
+    missing = missing_fields(ledger.manifests, snapshot, step, result)
+    if missing:
+        them = "it" if len(missing) == 1 else "them"
+        raise BadInput(f"step {step}'s undo needs {', '.join(missing)} from its result, which --result does not give: "
+                       f"without {them} the step can never be undone. Give {them} in --result, or add --force to "
+                       "settle it anyway")
+
+
 @click.command()
 @click.argument("run_id", metavar="RUN")
 @click.argument("step", type=int)
@@ -295,11 +312,14 @@ def _interrupted(run: Run) -> Interrupted:
 @click.option("--result", "result_json", metavar="JSON", help="The result found downstream (lets the step be undone).")
 @click.option("--note", help="How you know (required; kept in the journal).")
 @click.option("--actor", help="Who settled it (default: REVERSI_ACTOR, else the principal).")
+@click.option("--force", is_flag=True, help="Settle as succeeded even without what its undo needs from --result.")
+@manifest_option
 @json_option
 @click.pass_context
 def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json: str | None, note: str | None,
-            actor: str | None, as_json: bool) -> int:
-    """Settle an unresolved (intended or uncertain) step after checking the downstream system."""
+            actor: str | None, force: bool, manifests: tuple[str, ...], as_json: bool) -> int:
+    """Settle an unresolved (intended or uncertain) step after checking the downstream system; resolve
+    it again to correct a settlement before any undo of it."""
     from reversi.core.json_values import parse_json
     from reversi.core.models import check_run_id
     from reversi.errors import BadInput
@@ -310,8 +330,11 @@ def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json
     kwargs: dict[str, Any] = {}
     if result_json is not None:
         kwargs["result"] = parse_json(result_json, "--result")
-    with state(ctx).ledger() as ledger:
-        settled = ledger.get_run(run_id).resolve(step, status, note=note, actor=actor, **kwargs)
+    with state(ctx).ledger(manifests) as ledger:
+        run = ledger.get_run(run_id)
+        if status == "succeeded" and not force:
+            _refuse_unrecoverable(ledger, run, step, kwargs.get("result"))
+        settled = run.resolve(step, status, note=note, actor=actor, **kwargs)
     if as_json:
         echo_json(settled.to_dict())
     else:

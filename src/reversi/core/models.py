@@ -248,6 +248,16 @@ def derive_status(events: Iterable[Event]) -> StepStatus:
     return status
 
 
+def settled_by_hand(events: Iterable[Event]) -> bool:
+    """Whether a step's status was last set by a person's `resolved` (no outcome or undo came after it):
+    such a settlement may be corrected by resolving the step again."""
+    last = None
+    for ev in events:
+        if ev.type == EventType.RESOLVED or ev.type in _STATUS_AFTER:
+            last = ev.type
+    return last == EventType.RESOLVED
+
+
 def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     """Fold a step's events (in seq order) into its current state."""
     status = StepStatus.INTENDED

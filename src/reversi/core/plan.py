@@ -116,6 +116,9 @@ class Action:
     # A compensation whose approval was denied: the rollback leaves the step standing (a denial is
     # not overridden by approving pending ones), so it holds back what it depends on.
     denied_approval: str | None = None
+    # A compensation tried before that failed: its last error and attempts (`its last undo failed: ...`).
+    # The rollback offers it again; the plan says so, rather than look as if nothing had happened.
+    last_failure: str | None = None
 
     @property
     def leaves_standing(self) -> bool:
@@ -137,6 +140,8 @@ class Action:
             )
             if self.denied_approval is not None:
                 out["reason"] = Reason.approval_denied(self.denied_approval)
+            if self.last_failure is not None:
+                out["last_failure"] = self.last_failure
         else:
             out["reason"] = self.reason
         if self.kind is ActionKind.DEFER:
@@ -149,7 +154,8 @@ class Action:
         """The action's text form: `compensate -> TOOL`, or the kind and its reason."""
         if self.kind is ActionKind.COMPENSATE and self.compensation is not None:
             denied = f"  {Reason.approval_denied(self.denied_approval)}" if self.denied_approval else ""
-            return f"compensate -> {self.compensation.tool}{denied}"
+            failed = f"  (its last undo failed: {self.last_failure}; tried again)" if self.last_failure else ""
+            return f"compensate -> {self.compensation.tool}{denied}{failed}"
         return f"{self.kind.value}  {self.reason}" if self.reason else self.kind.value
 
 

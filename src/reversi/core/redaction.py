@@ -72,7 +72,8 @@ def _action(masker: Masker, action: Action) -> Action:
     if comp is not None:
         comp = replace(comp, args=masker.value(comp.args))
     others = tuple(replace(d, resource=masker.text(d.resource)) for d in action.blocked_by_runs)
-    return replace(action, compensation=comp, reason=_maybe(masker, action.reason), blocked_by_runs=others)
+    return replace(action, compensation=comp, reason=_maybe(masker, action.reason), blocked_by_runs=others,
+                   last_failure=_maybe(masker, action.last_failure))
 
 
 def plan(masker: Masker, found: Plan) -> Plan:

@@ -87,7 +87,15 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         needs_approval=_needs_approval(step, comp.requires_approval),
         verification=entry.verification,
     )
-    return Action(index, tool, ActionKind.COMPENSATE, compensation=call)
+    return Action(index, tool, ActionKind.COMPENSATE, compensation=call, last_failure=_last_failure(step))
+
+
+def _last_failure(step: StepState) -> str | None:
+    """A step whose undo failed last time: the error and after how many attempts."""
+    if step.status is not StepStatus.COMPENSATION_FAILED:
+        return None
+    tries = f"{step.attempts} attempt{'' if step.attempts == 1 else 's'}"
+    return f"{step.last_error or 'no error said'}, after {tries}"
 
 
 def _why_missing(step: StepState, ref: str) -> str:

@@ -28,6 +28,7 @@ from reversi.core.models import (
     StepStatus,
     derive_status,
     derive_step,
+    settled_by_hand,
 )
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
@@ -397,12 +398,13 @@ class Run:
     def resolve(
         self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None
     ) -> StepState:
-        """Settle an unresolved step as `succeeded` (with the result found) or `failed`.
+        """Settle an unresolved step as `succeeded` (with the result found) or `failed`; or correct a step
+        settled so before any undo of it was tried (journaled as a `resolved` with `correction: true`).
 
         Raises:
             BadInput: a bad status, a result for a failed step, or a missing note.
             NotFound: no such step.
-            Conflict: the step is not unresolved.
+            Conflict: the step is neither unresolved nor settled by hand (or an undo of it was tried since).
         """
         step = _step_number(step)
         if status not in ("succeeded", "failed"):
@@ -422,10 +424,13 @@ class Run:
             if not events:
                 raise NotFound(f"no step {step} in {self.id}")
             current = derive_status(events)
-            if not current.unresolved:
+            if not current.unresolved and not settled_by_hand(events):
                 raise Conflict(
                     f"step {step} of {self.id} is {current.value}: only intended or uncertain steps can be resolved"
+                    " (or one settled by hand, to correct it, before any undo of it)"
                 )
+            if not current.unresolved:
+                data["correction"] = True
             q.append(self.id, [NewEvent(EventType.RESOLVED, step, who, data)])
         return self.step_state(step)
 

@@ -68,7 +68,7 @@ SCHEMAS: dict[str, Any] = {
         {"reason": _nullable(_STR), "compensation_tool": _STR, "args": _ANY, "idempotency_key": _STR,
          "needs_approval": _BOOL, "residue": {"type": "array", "items": _STR},
          "compensation_kind": _enum(CompensationKind), "verified": _BOOL, "blocked_by": _STEPS,
-         "blocked_by_runs": _OTHER_RUNS}),
+         "blocked_by_runs": _OTHER_RUNS, "last_failure": _STR}),
     "Plan": _object({"run_id": _STR, "actions": {"type": "array", "items": _ref("Action")},
                      "fully_reversible": _BOOL, "notes": {"type": "array", "items": _STR}},
                     {"scope": _ref("Scope")}),

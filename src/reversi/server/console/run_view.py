@@ -11,12 +11,12 @@ from reversi.core.dependencies import dependencies_of
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState, who_acted
 from reversi.core.plan import ActionKind, Plan
+from reversi.core.resolve_guide import ResolveGuide, guide, missing_fields
 from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding, run_standing
 from reversi.engine.access import Access
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import Forbidden, NotFound
-from reversi.server.console.resolve_guide import ResolveGuide, guide, missing_fields
 from reversi.server.console.rollback_view import JobView, PlanSummary, job_view, summarize
 from reversi.server.console.views import clock, pretty, took
 
