@@ -126,9 +126,11 @@ def test_the_report_ends_incomplete_because_of_the_email(demo: DemoRun) -> None:
 def test_the_files_and_rows_are_back_as_before(demo: DemoRun) -> None:
     files = demo.workdir / "demo-shop" / "files"
     assert demo.invoice_seen
-    assert sorted(p.relative_to(files).as_posix() for p in files.rglob("*")) == ["invoices", "prices.csv"]
+    # as before the agent, but for the run the demo leaves for the reader: a new invoice, order 2042 paid
+    assert sorted(p.relative_to(files).as_posix() for p in files.rglob("*")) == [
+        "invoices", "invoices/INV-2042.txt", "prices.csv"]
     assert (files / "prices.csv").read_text() == PRICES
-    assert rows_of(demo.workdir) == {"orders": [(2041, "acme", 4900, "open"), (2042, "acme", 1900, "open")],
+    assert rows_of(demo.workdir) == {"orders": [(2041, "acme", 4900, "open"), (2042, "acme", 1900, "paid")],
                                      "payments": []}
 
 
@@ -149,6 +151,29 @@ def test_the_manifest_is_written_and_checks_clean(demo: DemoRun) -> None:
     assert f"  reversi plan {demo.run_id} -m .reversi/demo/tools.yaml" in demo.text
 
 
+def test_the_run_left_for_the_reader_rolls_back_with_the_connectors_as_the_console_does(demo: DemoRun) -> None:
+    """`make demo` serves the console with the connectors as compensator and reader, set to the demo's
+    shop: the same command undoes the reader's run, and the shop is as the first rollback left it."""
+    yours = demo.text.split("  yours:   ")[1].split()[0]
+    work = demo.workdir
+    with ledger_of(work) as ledger:
+        assert [s.status.value for s in ledger.get_run(yours).steps()] == ["succeeded", "succeeded"]
+    bin_dir = Path(sys.executable).parent
+    env = {**{k: v for k, v in os.environ.items() if k not in SETTINGS_FROM_ENV},
+           "REVERSI_FS_ROOT": str(work / "demo-shop" / "files"),
+           "REVERSI_SQL_URL": f"sqlite:///{work / 'demo-shop' / 'shop.db'}",
+           "REVERSI_CONNECTOR_DIR": str(work / ".reversi" / "connectors")}
+    done = subprocess.run([str(bin_dir / "reversi"), "rollback", yours, "-m", ".reversi/demo/tools.yaml",
+                           "--compensator-cmd", f"{bin_dir / 'reversi-connectors'} compensate",
+                           "--reader-cmd", f"{bin_dir / 'reversi-connectors'} read", "--json"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["compensated"] == [1, 0]
+    files = work / "demo-shop" / "files"
+    assert sorted(p.relative_to(files).as_posix() for p in files.rglob("*")) == ["invoices", "prices.csv"]
+    assert rows_of(work)["orders"] == [(2041, "acme", 4900, "open"), (2042, "acme", 1900, "open")]
+
+
 def test_the_cli_demo_runs_again_on_a_fresh_shop_and_the_commands_it_suggests_work(folder: Path,
                                                                                    demo: DemoRun) -> None:
     env = {k: v for k, v in os.environ.items() if k not in SETTINGS_FROM_ENV}
@@ -164,7 +189,8 @@ def test_the_cli_demo_runs_again_on_a_fresh_shop_and_the_commands_it_suggests_wo
     assert run_id != demo.run_id
     assert "  + stripe charge ch_000001 $49.00 INV-2041 Pro plan: refunded" in again.stdout  # a fresh fake, too
     with ledger_of(folder) as ledger:
-        assert {s.run.run_id for s in ledger.list_runs()} == {demo.run_id, run_id}
+        assert {s.run.run_id for s in ledger.list_runs()} == {demo.run_id, f"{demo.run_id}_yours", run_id,
+                                                              f"{run_id}_yours"}
     plan = reversi_cli("plan", run_id, "-m", ".reversi/demo/tools.yaml")
     assert plan.returncode == 2
     assert "step 0  fs.write_file  skip  already compensated" in plan.stdout

@@ -23,6 +23,7 @@ Seal = Callable[[str, dict[str, Any], dict[str, Any]], dict[str, Any]]  # `rever
 AGENT, TENANT, ENVIRONMENT, OPERATOR = "billing-agent", "acme", "demo", "dana"
 INVOICE = "INV-2041\ncustomer: acme\nPro plan, March: $49.00\n"
 PRICES = "sku,plan,price\nPRO,Pro plan,59.00\nSEAT,extra seat,19.00\n"
+SECOND_INVOICE = "INV-2042\ncustomer: acme\nextra seat, March: $19.00\n"
 CHARGE = {"amount": 4900, "currency": "usd", "customer": "cus_acme_42", "description": "INV-2041 Pro plan"}
 LATE_CHARGE = {"amount": 1900, "currency": "usd", "customer": "cus_acme_42", "description": "INV-2042 extra seat"}
 EMAIL = {"to": "ap@acme.example", "subject": "Receipt for INV-2041", "body": "Thank you: we charged $49.00."}
@@ -56,6 +57,12 @@ class Tour:
     steps: int = 0
     timed_out: int = -1
     email: int = -1
+    left: str | None = None  # the run left for the reader, once made
+
+    @property
+    def yours(self) -> str:
+        """The second run's id: the one the demo leaves for the reader to roll back."""
+        return f"{self.run_id}_yours"
 
     @property
     def scope_flags(self) -> list[str]:
@@ -173,6 +180,20 @@ class Tour:
             "The files and rows are back as they were, the message is deleted and both charges are refunded (a "
             "charge and its refund stay on the statement: Stripe cannot erase them). The report says rollback "
             "INCOMPLETE, honestly: the email stays sent."
+        )
+
+    async def leave_one(self, agent: Client, run_id: str, plan_command: str) -> None:
+        """A second, short run that nobody rolls back: the reader's, to undo in the console."""
+        self._heading(f"6. One more run, left for you to roll back ({run_id})")
+        self.steps = 0
+        await self._call(agent, "fs.write_file", {"path": "invoices/INV-2042.txt", "content": SECOND_INVOICE},
+                         lambda r: "wrote invoices/INV-2042.txt (a new file)")
+        await self._call(agent, "sql.update", {"table": "orders", "key": {"id": 2042}, "values": {"status": "paid"}},
+                         lambda r: "set order 2042 to paid")
+        self.left = run_id
+        self._explain(
+            "Nothing undid these two steps. Open the run in the console this demo serves (make demo) and press "
+            f"Roll back…, or plan it here: {plan_command}"
         )
 
     def what_went_wrong(self) -> str | None:

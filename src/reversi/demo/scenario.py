@@ -114,7 +114,7 @@ def run_demo(workdir: Path, echo: Echo) -> int:
         finally:
             for fake in fakes.each():
                 fake.release()
-    _explore(paths, tour.run_id, echo)
+    _explore(paths, tour, echo)
     if problem:
         echo("")
         echo(f"The demo did not go as designed: {problem} (the gateways' log: {paths.shown(paths.log)})")
@@ -184,7 +184,12 @@ async def _run_tour(tour: Tour, paths: DemoPaths, env: dict[str, str]) -> str | 
                                f" --call-timeout {CALL_TIMEOUT_S}")
                 await tour.work(agent)
             await tour.settle_and_roll_back(operator, f"reversi-gateway operator --upstream \"{UPSTREAM_SHOWN}\" ...")
-    return tour.what_went_wrong()
+        problem = tour.what_went_wrong()
+        if problem is None:
+            yours = ["--run-id", tour.yours, "--call-timeout", str(CALL_TIMEOUT_S), *tour.scope_flags]
+            async with _gateway(common + yours, env, paths.workdir, log) as agent:
+                await tour.leave_one(agent, tour.yours, f"reversi plan {tour.yours} -m {paths.shown(paths.manifest)}")
+    return problem
 
 
 @asynccontextmanager
@@ -194,11 +199,14 @@ async def _gateway(args: list[str], env: dict[str, str], cwd: Path, log: TextIO)
         yield client
 
 
-def _explore(paths: DemoPaths, run_id: str, echo: Echo) -> None:
+def _explore(paths: DemoPaths, tour: Tour, echo: Echo) -> None:
+    run_id = tour.run_id
     echo("")
     echo("Explore it yourself, from this folder")
     echo(f"  journal: {paths.db} (SQLite)")
     echo(f"  run:     {run_id}")
+    if tour.left:
+        echo(f"  yours:   {tour.left} (not rolled back)")
     # The commands below read the default store; if REVERSI_DB or reversi.yaml points elsewhere, name ours.
     db = "" if load_settings().db == DEFAULT_URL else f"--db {DEFAULT_URL} "
     echo(f"  reversi {db}runs")
