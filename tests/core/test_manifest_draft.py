@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reversi.core.drill import Drill, Verdict, coverage_rows, differences, verdict_of
+from reversi.core.drill import Drill, Verdict, coverage_rows, differences, only_reads, verdict_of
 from reversi.core.manifest import merge
 from reversi.core.manifest_draft import draft_manifest, undo_candidates
 from reversi.core.manifest_fit import fit_problems
@@ -158,3 +158,13 @@ def test_coverage_lists_each_write_tool_with_the_drill_that_says_most_of_its_und
         "upsert_flag  undo: nothing to undo (idempotent)  not drilled",
         "send  undo: no entry  not drilled",
     ]
+
+
+def test_a_tool_the_manifest_says_only_reads_is_no_write_tool_to_cover_or_drill() -> None:
+    """The server says nothing of `send` (no readOnlyHint): the user's `effect: read` is the word."""
+    entries, _ = parse_manifest("version: 1\ntools:\n  send: {effect: read}\n", "m.yaml")
+    manifests, _ = merge([entries])
+    send = LISTING.get("send")
+    assert send is not None and send.writes and only_reads(send, manifests)
+    assert "send" not in [row.tool for row in coverage_rows(manifests, LISTING, [])]
+    assert not only_reads(send, merge([[]])[0])

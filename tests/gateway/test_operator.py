@@ -94,3 +94,14 @@ async def test_an_operator_plans_rolls_back_resolves_and_halts(tmp_path: Path, s
     ]
     assert [c["arguments"] for c in shop.calls("get_order")] == [{"order_id": "a2"}, {"order_id": "a1"}]
     assert {k: o["status"] for k, o in shop.orders().items()} == {"a1": "canceled", "a2": "canceled"}
+
+
+async def test_a_plan_with_no_manifests_in_force_says_how_to_give_one(tmp_path: Path, shop: Shop) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    async with gateway("--upstream", shop.flag(), "--db", db, "--run-id", "run_bare") as agent:
+        await agent.call_tool("create_order", {"order_id": "a1", "amount": 3})
+    async with gateway("operator", "--upstream", shop.flag(), "--db", db) as operator:
+        plan = _ok(await operator.call_tool("reversi.plan_rollback", {"run_id": "run_bare"}))
+    assert plan["actions"][0]["kind"] == "unmanifested"
+    assert plan["notes"] == ["no manifests in force: start the gateway with -m FILE, or set manifests: in "
+                             "reversi.yaml or REVERSI_MANIFEST"]

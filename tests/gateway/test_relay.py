@@ -60,3 +60,14 @@ async def test_on_stdio_the_agent_is_asked_between_calls_unless_it_speaks_2026()
     stateless.seen(_ctx(_Session("modern"), None, version="2026-07-28"))
     refused = await stateless.ask("up", ROOTS, types.ListRootsResult)
     assert isinstance(refused, types.ErrorData) and "2026-07-28" in refused.message
+
+
+async def test_over_http_a_2026_agent_with_a_call_in_flight_is_told_why_it_cannot_be_asked() -> None:
+    relay = Relay(one_agent=False, wait_s=0.1)
+    with relay.calling("up", _ctx(_Session("modern"), None, version="2026-07-28")):
+        refused = await relay.ask("up", ROOTS, types.ListRootsResult)
+    assert isinstance(refused, types.ErrorData)
+    assert refused.message == "roots/list not relayed: the agent speaks MCP 2026-07-28, which has no requests from " \
+                              "server to client"
+    idle = await relay.ask("up", ROOTS, types.ListRootsResult)  # once it is done: nobody has a call in flight
+    assert isinstance(idle, types.ErrorData) and "no agent has a request in flight" in idle.message

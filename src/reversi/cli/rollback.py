@@ -114,9 +114,7 @@ def plan(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], to:
          since: str | None, until: str | None, as_json: bool) -> int:
     """Show what a rollback would do (a dry run), of one RUN or of a scope of runs (--actor, --key,
     --tenant, --label, --tool, --since, --until). Exit 2 when it is not fully reversible."""
-    import dataclasses
 
-    from reversi.core.plan import ActionKind
 
     selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
     if selection is not None:
@@ -131,8 +129,8 @@ def plan(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], to:
         run = ledger.get_run(run_id)
         result = run.plan(**scope)
         result = redaction.plan(redaction.learn(ledger.masker(), run.snapshot().steps), result)
-        if not ledger.settings.manifests and any(a.kind is ActionKind.UNMANIFESTED for a in result.actions):
-            result = dataclasses.replace(result, notes=(*result.notes, NO_MANIFESTS))
+        if not ledger.settings.manifests and result.unmanifested:
+            result = result.noting(NO_MANIFESTS)
     _show(result, as_json)
     return 0 if result.fully_reversible else 2
 

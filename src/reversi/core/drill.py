@@ -23,10 +23,10 @@ from typing import Any
 
 from reversi.core.json_values import compact
 from reversi.core.manifest import Effect, ManifestSet, ToolEntry
-from reversi.core.tool_listing import Listing
+from reversi.core.tool_listing import ListedTool, Listing
 
 __all__ = ["CoverageRow", "Drill", "Verdict", "coverage_rows", "declared_undo", "differences", "new_drill_id",
-           "undo_ran", "verdict_of"]
+           "only_reads", "undo_ran", "verdict_of"]
 
 _MAX_DIFFERENCES = 20
 
@@ -145,6 +145,13 @@ class CoverageRow:
         return f"{self.tool}  undo: {self.undo}  {drilled}{residue}"
 
 
+def only_reads(tool: ListedTool, manifests: ManifestSet) -> bool:
+    """Whether a tool changes nothing: the server marks it read-only, or its manifest entry says
+    `effect: read` (the user's word, where the server says nothing)."""
+    entry = manifests.lookup(tool.name)
+    return not tool.writes or (entry is not None and entry.effect is Effect.READ)
+
+
 def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Drill]) -> list[CoverageRow]:
     """A row for each tool the server may write with, in its order, with the drill that says most of its
     undo: among the drills (`drills` newest first) of the listing's server and version (any, where the
@@ -158,7 +165,7 @@ def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Dri
             mine.setdefault(done.tool, []).append(done)
     rows = []
     for tool in listing.tools:
-        if not tool.writes:
+        if only_reads(tool, manifests):
             continue
         entry = manifests.lookup(tool.name)
         residue = entry.compensation.residue if entry is not None and entry.compensation is not None else ()

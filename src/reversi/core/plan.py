@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -174,6 +174,15 @@ class Plan:
         compensation succeeds. A `compensate` whose approval was denied still counts: what it holds
         back is `defer`, which does not."""
         return all(a.kind in (ActionKind.COMPENSATE, ActionKind.SKIP) for a in self.actions)
+
+    @property
+    def unmanifested(self) -> bool:
+        """Some step has no manifest entry (with no manifests in force, every write step)."""
+        return any(a.kind is ActionKind.UNMANIFESTED for a in self.actions)
+
+    def noting(self, note: str) -> Plan:
+        """The plan with one more note."""
+        return replace(self, notes=(*self.notes, note))
 
     def to_dict(self) -> dict[str, Any]:
         out = {

@@ -22,7 +22,7 @@ from typing import Any
 from mcp import types
 
 import reversi
-from reversi.core.drill import Drill, differences, new_drill_id, verdict_of
+from reversi.core.drill import Drill, differences, new_drill_id, only_reads, verdict_of
 from reversi.core.json_values import compact
 from reversi.core.manifest import ToolEntry
 from reversi.core.models import StepStatus, utc_now
@@ -138,7 +138,7 @@ class _Scratch:
         tool, and its arguments."""
         found: list[tuple[str, str, Any]] = [
             (tool.name, tool.name, {}) for tool in self.listing.tools
-            if tool.read_only_hint is True and not tool.input_schema.get("required")
+            if only_reads(tool, self.ledger.manifests) and not tool.input_schema.get("required")
         ]
         for tool, _ in self.request.reads:
             listed = self.listing.get(tool)

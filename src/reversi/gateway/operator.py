@@ -27,6 +27,8 @@ from reversi.gateway.undo_calls import ROLLBACK_RETRY, UndoCalls
 from reversi.gateway.upstream import UpstreamPool
 
 log = logging.getLogger("reversi.gateway")
+NO_MANIFESTS = ("no manifests in force: start the gateway with -m FILE, or set manifests: in reversi.yaml or "
+                "REVERSI_MANIFEST")
 
 PrincipalFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[Principal]]
 
@@ -211,6 +213,8 @@ class Operator:
         run = await anyio.to_thread.run_sync(self._run, principal, args)
         door = self.ledger.for_principal(principal)
         plan = await anyio.to_thread.run_sync(lambda: door.plan(run.id, **_scope(args)))
+        if not self.ledger.settings.manifests and plan.unmanifested:
+            plan = plan.noting(NO_MANIFESTS)
         return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
 
     async def _warned(self, run: Run, answer: types.CallToolResult) -> types.CallToolResult:

@@ -44,6 +44,9 @@ def _agent(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return _STDIO
 
 
+STATELESS = "the agent speaks MCP 2026-07-28, which has no requests from server to client"
+
+
 def _not_relayed(request: Any, why: str) -> types.ErrorData:
     return types.ErrorData(code=METHOD_NOT_FOUND, message=f"{request.method} not relayed: {why}")
 
@@ -57,6 +60,7 @@ class Relay:
         self._sessions: dict[str, ServerSession] = {}
         self._busy: dict[str, Counter[str]] = {}  # upstream -> agent -> requests in flight
         self._stateless = False  # stdio: the agent spoke 2026-07-28, which cannot be asked
+        self._stateless_busy: Counter[str] = Counter()  # HTTP: upstream -> such agents' requests in flight
         self._joined = anyio.Event()
 
     def seen(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -74,8 +78,14 @@ class Relay:
     def calling(self, upstream: str, ctx: ServerRequestContext[Any, Any]) -> Iterator[None]:
         """While the agent of `ctx` has a request in flight on `upstream`."""
         key = self.seen(ctx)
-        if key is None:
-            yield
+        if key is None:  # a 2026-07-28 agent: no session to ask, but its call is in flight all the same
+            self._stateless_busy[upstream] += 1
+            try:
+                yield
+            finally:
+                self._stateless_busy[upstream] -= 1
+                if not self._stateless_busy[upstream]:
+                    del self._stateless_busy[upstream]
             return
         self._sessions.setdefault(key, ctx.session)
         busy = self._busy.setdefault(upstream, Counter())
@@ -102,8 +112,10 @@ class Relay:
             if not self._stateless and _STDIO in self._sessions:
                 return self._sessions[_STDIO]
             if self._stateless:
-                return "the agent speaks MCP 2026-07-28, which has no requests from server to client"
+                return STATELESS
             return "no agent is connected"
+        if self._stateless_busy[upstream]:
+            return STATELESS
         return "no agent has a request in flight on this upstream"
 
     async def ask(self, upstream: str, request: Any, result_type: type[BaseModel]) -> Any:
