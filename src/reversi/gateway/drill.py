@@ -26,7 +26,7 @@ from reversi.core.drill import Drill, differences, new_drill_id, only_reads, ver
 from reversi.core.json_values import compact
 from reversi.core.manifest import ToolEntry
 from reversi.core.models import StepStatus, utc_now
-from reversi.core.tool_listing import Listing
+from reversi.core.tool_listing import ListedTool, Listing
 from reversi.engine.capture import take_capture
 from reversi.engine.ledger import Ledger
 from reversi.errors import CaptureFailed, ConfigError, DrillFailed
@@ -133,12 +133,21 @@ class _Scratch:
         except Exception as exc:  # a JSON-RPC error, a timeout, the server gone: the drill cannot go on
             raise DrillFailed(f"{tool}: the server did not answer: {type(exc).__name__}: {exc}") from exc
 
+    def _reads_unasked(self, tool: ListedTool) -> bool:
+        """A read the drill makes without being told: one the server marks read-only that requires no
+        argument; or, where only the manifest says it reads, one that takes none at all (a server's
+        optional arguments are not always optional)."""
+        if not only_reads(tool, self.ledger.manifests):
+            return False
+        if tool.read_only_hint is True:
+            return not tool.input_schema.get("required")
+        return not tool.input_schema.get("properties")
+
     def reads(self) -> list[tuple[str, str, Any]]:
         """Each read of the world: its name in the evidence (the tool, and its arguments as given), the
         tool, and its arguments."""
         found: list[tuple[str, str, Any]] = [
-            (tool.name, tool.name, {}) for tool in self.listing.tools
-            if only_reads(tool, self.ledger.manifests) and not tool.input_schema.get("required")
+            (tool.name, tool.name, {}) for tool in self.listing.tools if self._reads_unasked(tool)
         ]
         for tool, _ in self.request.reads:
             listed = self.listing.get(tool)
