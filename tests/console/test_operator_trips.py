@@ -235,3 +235,35 @@ def test_without_javascript_a_running_job_says_to_reload(console: Console, brows
         expect(page.locator("#job-report")).to_be_visible(timeout=WAIT_MS)
     finally:
         context.close()
+
+
+def test_a_300_step_run_is_paged_fifty_steps_at_a_time_and_drawn(console: Console, page: Any) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    for n in range(300):
+        depends = [n - 1] if n % 3 else []
+        run.begin("stripe.create_charge", {"amount": n}, depends_on=depends).succeeded({"id": f"ch_{n}"})
+    client = signed_in_client(console, console.operator_key)
+    try:
+        whole = client.get(f"/runs/{run.id}")
+        assert len(whole.content) < 200 * 1024
+        assert client.get(f"/runs/{run.id}", params={"step": "x"}).status_code == 400
+    finally:
+        client.close()
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    window = page.locator("nav.step-window")
+    assert "Steps 299 to 250 of 300" in window.inner_text()
+    assert page.locator("ol.timeline > li").count() == 50
+    assert page.locator("svg.run-graph g.node").count() == 50  # the picture of the steps shown
+    assert page.locator("#step-249").count() == 0
+    depends = page.locator("#step-250 p.depends a")  # step 250 depends on 249, on the next page
+    depends.first.click()
+    page.wait_for_url(f"{console.url}/runs/{run.id}?step=249#step-249")
+    expect(page.locator("#step-249")).to_be_visible()
+    assert "Steps 249 to 200 of 300" in page.locator("nav.step-window").inner_text()
+    page.click("nav.step-window a:text('Older steps')")
+    expect(page.locator("nav.step-window")).to_contain_text("Steps 199 to 150 of 300")
+    page.click("[data-open=confirm-rollback]")
+    dialog = page.locator("#confirm-rollback")
+    assert dialog.locator("ul.undo-list li").count() == 31  # the newest 30, and how many more
+    assert "and 270 older steps: the plan lists every one" in dialog.inner_text()
+    assert dialog.locator("button.danger").first.inner_text() == "Roll back 300 steps"

@@ -65,6 +65,15 @@ def cursor(text: str | None) -> tuple[str, str] | None:
     return value[0], value[1]
 
 
+def step_param(text: str | None) -> int | None:
+    """The `step` of a run page's address: which window of steps to show (None: the newest)."""
+    if text is None or text == "":
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        raise BadInput(f"step must be a step number, not {text[:40]!r}")
+    return int(text)
+
+
 def resolve_arguments(form: FormData) -> dict[str, Any]:
     status = str(form.get("status") or "")
     note = str(form.get("note") or "")

@@ -4,6 +4,8 @@ which standing steps it waits for. Server-rendered SVG: no script, styled by the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container
+
 from markupsafe import Markup, escape
 
 from reversi.core.plan import Action, ActionKind, Plan
@@ -30,9 +32,12 @@ def _why(action: Action, kinds: dict[int, str]) -> str:
     return f"{action.kind.value}: {action.reason}" if action.reason else action.kind.value
 
 
-def run_graph(plan: Plan, deps: dict[int, list[Dependency]]) -> Markup:
-    """The SVG of the run (empty for a run without steps; a note past `MAX_STEPS`)."""
-    actions = plan.actions
+def run_graph(plan: Plan, deps: dict[int, list[Dependency]], href: Callable[[int], str],
+              shown: Container[int] | None = None) -> Markup:
+    """The SVG of the plan's steps, or of those `shown` (a run's page shows a window of them: arcs to
+    steps outside it are left out), each a link to `href(step)`; empty for no steps, a note past
+    `MAX_STEPS`."""
+    actions = tuple(a for a in plan.actions if shown is None or a.step in shown)
     if not actions:
         return Markup("")
     if len(actions) > MAX_STEPS:
@@ -57,16 +62,16 @@ def run_graph(plan: Plan, deps: dict[int, list[Dependency]]) -> Markup:
             parts.append(f'<path class="{cls}" d="M{left},{y1} C{bend},{y1} {bend},{y2} {left},{y2}" '
                          f'marker-end="url(#arrow)"><title>step {step} depends on step {dep.step} '
                          f'({escape(dep.why)})</title></path>')
-    kinds = {a.step: a.kind.value for a in actions}
-    parts += [_node(a, _why(a, kinds), row[a.step] * _ROW + 4, left) for a in actions]
+    kinds = {a.step: a.kind.value for a in plan.actions}
+    parts += [_node(a, _why(a, kinds), row[a.step] * _ROW + 4, left, href(a.step)) for a in actions]
     parts.append("</svg>")
     return Markup("".join(parts))
 
 
-def _node(a: Action, why: str, y: int, left: int) -> str:
+def _node(a: Action, why: str, y: int, left: int, href: str) -> str:
     return (f'<g class="node kind-{a.kind.value}{" denied" if a.denied_approval else ""}" id="graph-step-{a.step}">'
         f'<title>step {a.step} {escape(a.tool)}: {escape(why)}</title>'
-        f'<a href="#step-{a.step}"><rect x="{left}" y="{y}" width="{_BOX_W}" height="{_BOX_H}" rx="6"/>'
+        f'<a href="{escape(href)}"><rect x="{left}" y="{y}" width="{_BOX_W}" height="{_BOX_H}" rx="6"/>'
         f'<text x="{left + 10}" y="{y + 15}" class="label">#{a.step} {escape(_short(a.tool, _TEXT))}</text>'
         f'<text x="{left + 10}" y="{y + 30}" class="why">{escape(_short(why, _TEXT + 14))}</text></a></g>')
 

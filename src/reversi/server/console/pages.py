@@ -194,8 +194,11 @@ class Console:
 
     async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
-        view = await run_in_threadpool(run_view.run_page, self.ledger_for(principal), run_id, self.manifests)
-        return self.render(request, session, "run.html", view=view, graph=run_graph(view.plan, view.dependencies),
+        step = forms.step_param(request.query_params.get("step"))
+        view = await run_in_threadpool(run_view.run_page, self.ledger_for(principal), run_id, self.manifests,
+                                       None, step)
+        return self.render(request, session, "run.html", view=view,
+                           graph=run_graph(view.plan, view.dependencies, view.step_href, view.window),
                            can_operate=principal.is_operator,
                            has_compensator=bool(self.state.compensator_cmd))
 

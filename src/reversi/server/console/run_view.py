@@ -3,7 +3,7 @@ an operator of the run, its approvals and its last rollback job (sync: call from
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reversi.core import redaction
@@ -79,6 +79,43 @@ class CheckpointView:
     checkpoint = True
 
 
+WINDOW = 50  # steps a run's page shows at once: a run of thousands still loads in a blink
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """The steps a run's page shows: `low`..`high`, of steps 0..`last` (newest first, `WINDOW` at a
+    time, counted from the newest, so every page but the oldest is full)."""
+
+    low: int
+    high: int
+    last: int
+
+    @classmethod
+    def around(cls, last: int, step: int | None) -> StepWindow:
+        """The window that holds `step` (None: the newest)."""
+        if last < 0:
+            return cls(0, -1, -1)
+        step = last if step is None else min(max(step, 0), last)
+        high = last - WINDOW * ((last - step) // WINDOW)
+        return cls(max(high - WINDOW + 1, 0), high, last)
+
+    def __contains__(self, step: object) -> bool:
+        return isinstance(step, int) and self.low <= step <= self.high
+
+    @property
+    def whole(self) -> bool:
+        return self.low == 0 and self.high == self.last
+
+    @property
+    def newer(self) -> int | None:
+        return None if self.high >= self.last else min(self.high + WINDOW, self.last)
+
+    @property
+    def older(self) -> int | None:
+        return None if self.low <= 0 else self.low - 1
+
+
 @dataclass
 class RunView:
     record: RunRecord
@@ -94,6 +131,16 @@ class RunView:
     checkpoints: list[CheckpointView] = field(default_factory=list)  # oldest first
     to: str | None = None  # the checkpoint `summary` is after (the rollback confirmed from it), if any
     standing: RunStanding | None = None  # where the run stands across every rollback that touched it
+    window: StepWindow = StepWindow(0, -1, -1)  # the steps shown: the plan table, picture, timeline, journal
+
+    @property
+    def shown_plan(self) -> Plan:
+        """The plan's actions for the steps shown."""
+        return replace(self.plan, actions=tuple(a for a in self.plan.actions if a.step in self.window))
+
+    def step_href(self, step: int) -> str:
+        """A link to a step's entry: on this page, or on the page of steps that holds it."""
+        return f"#step-{step}" if step in self.window else f"?step={step}#step-{step}"
 
 
 def _timings(events: list[Event]) -> dict[int, dict[str, Any]]:
@@ -120,8 +167,10 @@ def dependencies(steps: tuple[StepState, ...], manifests: ManifestSet) -> dict[i
     return {step: [Dependency(target, why) for target, why in on.items()] for step, on in found.items()}
 
 
-def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: str | None = None) -> RunView:
-    """Everything the run page shows; with `to`, the summary is of a rollback after that checkpoint.
+def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: str | None = None,
+             step: int | None = None) -> RunView:
+    """Everything the run page shows, for the window of steps that holds `step` (None: the newest);
+    with `to`, the summary is of a rollback after that checkpoint.
 
     Raises:
         BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record`; NotFound for an unknown `to`.
@@ -134,8 +183,9 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
     by_step = {a.step: a for a in plan.actions}
     timings = _timings(events)
     deps = dependencies(snap.steps, manifests)
+    window = StepWindow.around(len(snap.steps) - 1, step)
     steps = []
-    for state in snap.steps:
+    for state in snap.steps[window.low: window.high + 1]:
         outcome = pretty(state.result) if state.has_result else (state.error or "")
         action = by_step[state.index]
         t = timings.get(state.index, {})
@@ -147,8 +197,10 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
                            str(e.data.get("reason", "")), e.actor) for e in events if e.type == EventType.REFUSED]
     marks = [CheckpointView(e.seq, clock(e.at), str(e.data.get("name", "")), int(e.data.get("after_step", -1)),
                             e.actor) for e in events if e.type == EventType.CHECKPOINT]
-    timeline: list[StepView | RefusedView | CheckpointView] = sorted([*steps, *refused, *marks],
-                                                                     key=lambda item: -item.seq)
+    low, high = _bounds(window, events)
+    timeline: list[StepView | RefusedView | CheckpointView] = sorted(
+        [*steps, *(r for r in refused if low <= r.seq <= high), *(m for m in marks if low <= m.seq <= high)],
+        key=lambda item: -item.seq)
     approvals: list[Approval] = []
     job: JobView | None = None
     if ledger.principal.reads_tenant:  # an agent reading its own run is no operator of it
@@ -157,8 +209,22 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
     residue = {a.step: list(a.compensation.residue) for a in plan.actions if a.compensation and a.compensation.residue}
     summary = summarize(redaction.plan(masker, run.plan(to=to)) if to is not None else plan, approvals)
     standing = run_standing(snap, events, plan)  # all three masked already
-    return RunView(snap.run, list(reversed(steps)), plan, events, approvals, job, summary, residue,
-                   timeline, deps, marks, to, standing)
+    shown = [e for e in events if e.step in window or (e.step is None and low <= e.seq <= high)]
+    return RunView(snap.run, list(reversed(steps)), plan, shown, approvals, job, summary, residue,
+                   timeline, deps, marks, to, standing, window)
+
+
+def _bounds(window: StepWindow, events: list[Event]) -> tuple[int, int]:
+    """The journal's seq range of the window: from its oldest step's first event (the run's start, for
+    the oldest window) to just before the first event of the step after it (the end, for the newest)."""
+    first: dict[int, int] = {}
+    for e in events:
+        if e.step is not None and e.step not in first:
+            first[e.step] = e.seq
+    low = 0 if window.low == 0 else first.get(window.low, 0)
+    high = first.get(window.high + 1, 1 << 62) - 1
+    return low, high
+
 
 
 def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event],
