@@ -3,6 +3,7 @@ answer, counts that disagreed, a denial that read as waiting, downloads that cou
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -267,3 +268,26 @@ def test_a_300_step_run_is_paged_fifty_steps_at_a_time_and_drawn(console: Consol
     assert dialog.locator("ul.undo-list li").count() == 31  # the newest 30, and how many more
     assert "and 270 older steps: the plan lists every one" in dialog.inner_text()
     assert dialog.locator("button.danger").first.inner_text() == "Roll back 300 steps"
+
+
+def test_the_read_back_answer_is_shown_beside_what_was_expected_and_json_copies(console: Console,
+                                                                                 browser: Any) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    run.begin("crm.update", {"name": "ada"}).succeeded({"id": "c_7"})
+    run.rollback(compensate=lambda call: {"ok": True}, verifier=lambda tool, args: {"restored": False, "id": "c_7"},
+                 retry={"attempts": 1})
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=console.url)
+    try:
+        page = context.new_page()
+        sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+        read_back = page.locator("#step-0 details.read-back")
+        assert "did not show the undo" in read_back.locator("summary").inner_text()
+        answered, expected = read_back.locator("pre.json").all()
+        assert json.loads(answered.inner_text()) == {"restored": False, "id": "c_7"}
+        assert json.loads(expected.inner_text()) == {"restored": True}
+        read_back.locator("button.copy").first.click()
+        expect(read_back.locator("button.copy").first).to_have_text("Copied")
+        assert json.loads(page.evaluate("navigator.clipboard.readText()")) == {"restored": False, "id": "c_7"}
+    finally:
+        context.close()

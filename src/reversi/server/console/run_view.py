@@ -30,6 +30,18 @@ class Dependency:
     why: str  # "declared" (depends_on) or the `requires` glob that matched
 
 
+@dataclass(frozen=True)
+class ReadBackView:
+    """The last read-back of a step's undo: what the read tool answered, beside what the entry expects."""
+
+    tool: str
+    arguments: str
+    answer: str
+    expected: str
+    ok: bool
+    mismatch: str = ""
+
+
 @dataclass
 class StepView:
     state: StepState
@@ -43,6 +55,7 @@ class StepView:
     guide: ResolveGuide | None = None
     seq: int = 0  # of its `intended` event: where it sits among the refused calls
     depends: list[Dependency] = field(default_factory=list)
+    read_back: ReadBackView | None = None
 
     @property
     def unresolved(self) -> bool:
@@ -156,7 +169,21 @@ def _timings(events: list[Event]) -> dict[int, dict[str, Any]]:
         elif ev.type == EventType.RESOLVED:
             who = who_acted(ev.actor, ev.data.get("principal"))
             times["note"] = f"settled by {who}: {ev.data.get('note', '')} · {clock(ev.at)}"
+        elif ev.type in (EventType.VERIFIED, EventType.VERIFICATION_FAILED) and "tool" in ev.data:
+            times["read_back"] = ev
     return found
+
+
+def _read_back(ev: Event | None, manifests: ManifestSet, tool: str) -> ReadBackView | None:
+    if ev is None:
+        return None
+    entry = manifests.lookup(tool)
+    expected = entry.verification.expect if entry is not None and entry.verification is not None else None
+    data = ev.data
+    answer = pretty(data.get("answer")) if data.get("error") is None else f"an error: {data['error']}"
+    return ReadBackView(str(data.get("tool", "")), pretty(data.get("arguments")), answer,
+                        pretty(expected) if expected is not None else "(the entry in force declares none)",
+                        ev.type == EventType.VERIFIED, str(data.get("mismatch", "")))
 
 
 def dependencies(steps: tuple[StepState, ...], manifests: ManifestSet) -> dict[int, list[Dependency]]:
@@ -192,7 +219,8 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
         steps.append(StepView(state, pretty(state.args), outcome, clock(t.get("started")),
                               took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
                               action.describe(), guide(manifests, state.tool) if state.status.unresolved else None,
-                              t.get("seq", 0), deps.get(state.index, [])))
+                              t.get("seq", 0), deps.get(state.index, []),
+                              _read_back(t.get("read_back"), manifests, state.tool)))
     refused = [RefusedView(e.seq, clock(e.at), str(e.data.get("tool", "")), pretty(e.data.get("args")),
                            str(e.data.get("reason", "")), e.actor) for e in events if e.type == EventType.REFUSED]
     marks = [CheckpointView(e.seq, clock(e.at), str(e.data.get("name", "")), int(e.data.get("after_step", -1)),

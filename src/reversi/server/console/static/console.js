@@ -115,4 +115,24 @@ function followJob() {
   });
 }
 
-document.addEventListener("DOMContentLoaded", () => { refreshRuns(); followJob(); });
+// A Copy button on each JSON block (with JavaScript only: without it, select the text).
+function copyButtons(root) {
+  for (const block of root.querySelectorAll("pre.json")) {
+    if (block.previousElementSibling && block.previousElementSibling.classList.contains("copy")) continue;
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "copy link";
+    button.textContent = "Copy";
+    button.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(block.textContent);
+        button.textContent = "Copied";
+      } catch (err) {
+        button.textContent = "Copy failed: select the text";
+      }
+    });
+    block.before(button);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => { refreshRuns(); followJob(); copyButtons(document); });
