@@ -106,6 +106,7 @@ def test_a_failing_compensation_is_retried_with_one_key_and_each_attempt_is_jour
     ]
     assert all(d["idempotency_key"] == undo.calls[0]["idempotency_key"] for t, d in events if t == "compensating")
     assert events[1][1]["error"] == "downstream said 503"
+    assert all("retry_at" in d for t, d in events if t == "compensation_failed")  # another attempt followed each
     assert events[-1][1]["result"] == {"undone": "stripe.refund", "attempt": 3}
     assert "(3 attempts)" in report.to_text()
 
@@ -615,3 +616,13 @@ def test_retry_may_be_given_as_the_reference_pages_mapping(ledger: reversi.Ledge
         with pytest.raises(BadInput) as raised:
             run.rollback(compensate=undo, retry=bad)  # type: ignore[arg-type]
         assert str(raised.value) == message
+
+
+def test_a_failed_attempt_says_when_the_next_goes_and_the_last_says_none(ledger: reversi.Ledger) -> None:
+    run = ledger.start_run()
+    charge(run)
+    report = run.rollback(compensate=Undo(fail_first=5), retry=reversi.Retry(attempts=2, base_ms=0, max_ms=0))
+    assert report.failed
+    failed = [d for t, d in step_events(run, 0) if t == "compensation_failed"]
+    assert [d["attempt"] for d in failed] == [1, 2]
+    assert "retry_at" in failed[0] and "retry_at" not in failed[1]

@@ -6,7 +6,7 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -53,6 +53,11 @@ def new_run_id() -> str:
 def utc_now() -> str:
     """The current time as UTC RFC 3339 with microseconds."""
     return format_time(datetime.now(UTC))
+
+
+def in_seconds(seconds: float) -> str:
+    """The time `seconds` from now, as `utc_now` writes it."""
+    return format_time(datetime.now(UTC) + timedelta(seconds=seconds))
 
 
 class Mode(StrEnum):

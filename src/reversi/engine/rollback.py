@@ -32,6 +32,7 @@ from reversi.core.models import (
     StepState,
     StepStatus,
     derive_status,
+    in_seconds,
 )
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason
 from reversi.core.references import MissingReference, resolve
@@ -189,10 +190,10 @@ class RollbackExecutor:
         when the step turned out compensated already (see `_begin_attempt`) and nothing was run."""
         compensate, retry = self.options.compensate, self.options.retry
         assert compensate is not None
-        error = ""
+        error, wait_s = "", 0.0
         for attempt in range(1, retry.attempts + 1):
             if attempt > 1:
-                await self.sleep(retry.delay_s(attempt, random.uniform(0.5, 1.0)))
+                await self.sleep(wait_s)
             data: dict[str, Any] = {
                 "tool": call.tool,
                 "args": call.args,
@@ -215,8 +216,11 @@ class RollbackExecutor:
                 except Exception as exc:
                     error = _error_text(exc)
                     tracing.compensation_ended(span, error)
-                    failed = self._event(EventType.COMPENSATION_FAILED, call.step, {"error": error, "attempt": attempt})
-                    await self._journal(call, [failed])
+                    said: dict[str, Any] = {"error": error, "attempt": attempt}
+                    if attempt < retry.attempts:  # when the next attempt goes, for whoever watches
+                        wait_s = retry.delay_s(attempt + 1, random.uniform(0.5, 1.0))
+                        said["retry_at"] = in_seconds(wait_s)
+                    await self._journal(call, [self._event(EventType.COMPENSATION_FAILED, call.step, said)])
                     continue
                 tracing.compensation_ended(span, None)
             return result, attempt, None

@@ -67,6 +67,7 @@ class JobView:
     current: StepState | None = None
     attempt: int = 0  # the current step's attempt, in this job
     last_error: str | None = None  # the current step's last failed attempt, in this job
+    retry_at: str | None = None  # when its next attempt goes, if one will
     report: dict[str, Any] | None = None
 
     @property
@@ -94,14 +95,16 @@ def job_view(job: Job, steps: tuple[StepState, ...], events: list[Event], masker
     total, done = len(tried) + len(ahead), len(tried)
     current = steps[current_step] if job.state is JobState.RUNNING and current_step is not None \
         and 0 <= current_step < len(steps) else None
-    attempt, last_error = 0, None
+    attempt, last_error, retry_at = 0, None, None
     if current is not None:
         since = data["started_at"] or data["created_at"]
         for ev in events:
             if ev.step != current.index or ev.at < since:
                 continue
             if ev.type == EventType.COMPENSATING:
-                attempt = max(attempt, int(ev.data.get("attempt", 1)))
+                attempt, retry_at = max(attempt, int(ev.data.get("attempt", 1))), None
             elif ev.type == EventType.COMPENSATION_FAILED:
                 last_error = str(ev.data.get("error", ""))
-    return JobView(data, job.state.value, total, done, job.row.attempts, current, attempt, last_error, data["report"])
+                retry_at = ev.data.get("retry_at")
+    return JobView(data, job.state.value, total, done, job.row.attempts, current, attempt, last_error,
+                   retry_at if isinstance(retry_at, str) and attempt < job.row.attempts else None, data["report"])
