@@ -65,6 +65,7 @@ def compensation_key(run_id: str, step: int, tool: str) -> str:
 def reference_fold(events: Iterable[RawEvent]) -> tuple[str | None, list[str]]:
     """A step's status from its events in `seq` order, and every event that could not happen where it is."""
     status: str | None = None
+    by_hand = False  # the status was set by a `resolved`, which a correction may follow
     problems = []
     for ev in events:
         t, new, ok = ev.type, status, False
@@ -74,7 +75,8 @@ def reference_fold(events: Iterable[RawEvent]) -> tuple[str | None, list[str]]:
             ok, new = status == "intended", t
         elif t == "resolved":
             new = ev.data.get("status")
-            ok = status in UNRESOLVED and new in ("succeeded", "failed")
+            ok = (status in UNRESOLVED or (by_hand and ev.data.get("correction") is True)) \
+                and new in ("succeeded", "failed")
         elif t == "compensating":
             ok, new = status in STANDING, t
         elif t in ("compensated", "compensation_failed"):
@@ -85,6 +87,9 @@ def reference_fold(events: Iterable[RawEvent]) -> tuple[str | None, list[str]]:
             ok = status is not None
         if not ok:
             problems.append(f"seq {ev.seq}: {t} after {status or 'nothing'}")
+        if t in ("resolved", "intended", "succeeded", "failed", "uncertain", "compensating", "compensated",
+                 "compensation_failed"):  # the events that set a status
+            by_hand = t == "resolved"
         status = new  # as the events say, right or wrong: the wrong one is reported above
     return status, problems
 

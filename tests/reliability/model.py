@@ -49,6 +49,7 @@ class Step:
     args: dict[str, Any]
     depends_on: tuple[int, ...]
     status: str
+    resolved_to: str | None = None  # what an operator last settled it as (a correction may follow)
 
 
 @dataclass
@@ -160,9 +161,9 @@ class Model:
     def resolve(self, index: int) -> str | None:
         """An operator settles a step as the downstream says it went; the error, if it may not be."""
         step = self.steps[index]
-        if step.status not in UNRESOLVED:
+        if step.status not in UNRESOLVED and step.status != step.resolved_to:  # settled by hand: corrected
             return "Conflict"
-        step.status = "succeeded" if step.args["op"] in self.created else "failed"
+        step.status = step.resolved_to = "succeeded" if step.args["op"] in self.created else "failed"
         return None
 
     # -- decisions -------------------------------------------------------------------------------

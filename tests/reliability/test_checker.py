@@ -153,6 +153,12 @@ def test_the_reference_fold_names_each_event_that_cannot_be_where_it_is() -> Non
     assert problems == ["seq 2: failed after succeeded", "seq 3: resolved after failed",
                         "seq 4: compensated after failed"]
     assert reference_fold([ev(0, "succeeded")])[1] == ["seq 0: succeeded after nothing"]
+    corrected = [ev(0, "intended"), ev(1, "uncertain"), ev(2, "resolved", status="succeeded"),
+                 ev(3, "resolved", status="failed", correction=True)]
+    assert reference_fold(corrected) == ("failed", [])  # a settlement by hand, corrected
+    _, problems = reference_fold([*corrected[:3], ev(3, "compensating"), ev(4, "compensation_failed"),
+                                  ev(5, "resolved", status="failed", correction=True)])
+    assert problems == ["seq 5: resolved after compensation_failed"]  # an undo was tried: no correction
 
 
 def test_a_refused_downstream_call_is_an_error_the_sdk_journals_as_failed(world: World) -> None:

@@ -166,7 +166,11 @@ def test_an_operator_resolves_an_uncertain_step_and_the_plan_follows(site: Site)
     assert plan["actions"][0]["args"] == {"charge_id": "ch_9", "amount": 9}
     resolved = [e for e in site.ledger.get_run(run_id).events() if e.type == "resolved"]
     assert resolved[0].actor == "operator" and resolved[0].data["note"] == "in the dashboard"
-    again = operator.post(f"/v1/runs/{run_id}/steps/0/resolve", json={"status": "failed", "note": "x"})
+    corrected = operator.post(f"/v1/runs/{run_id}/steps/0/resolve",  # settled by hand: it may be corrected
+                              json={"status": "failed", "note": "it was the test card after all"})
+    assert corrected.status_code == 200 and corrected.json()["status"] == "failed"
+    record(agent, run_id, "stripe.create_charge", {"amount": 1}, {"id": "ch_1"})  # step 1: its own outcome
+    again = operator.post(f"/v1/runs/{run_id}/steps/1/resolve", json={"status": "failed", "note": "x"})
     assert again.status_code == 409
 
 
