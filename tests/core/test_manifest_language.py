@@ -179,7 +179,8 @@ def test_every_new_key_is_read_into_the_entry() -> None:
         ('t:\n  compensation: {tool: u, when: {"$args.x": {$exists: maybe}}}',
          'm.yaml:4: $exists: expected true or false, got "maybe"'),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {a: {$exist: true}}}',
-         'm.yaml:5: unknown operator "$exist" (known: $exists, $excludes, and $error in expect)'),
+         'm.yaml:5: unknown operator "$exist" (known: $exists, $excludes, $not, $any, $gt, $gte, $lt, $lte, and '
+         "$error in expect)"),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {a: {$error: true}}}',
          "m.yaml:5: $error is only allowed as the whole expect: {$error: true} or {$error: TEXT}"),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {$error: true, a: 1}}',
@@ -290,3 +291,53 @@ def test_a_prefixed_manifest_names_every_tool_with_the_prefix_and_keeps_its_comm
 def test_a_prefix_must_be_a_name_the_gateway_takes_for_an_upstream(name: str) -> None:
     with pytest.raises(BadInput, match=r"a prefix is an upstream's name \(1-64 of letters, digits, _ and -\)"):
         prefixed("version: 1\ntools: {}\n", name)
+
+
+# -- $not, $any and comparisons ----------------------------------------------------------------------
+
+
+def test_not_tells_an_explicit_false_and_an_absent_flag_from_true() -> None:
+    single = {"$args.is_directory": {"$not": True}}
+    assert unmet_condition(single, ctx(args={"is_directory": False})) is None
+    assert unmet_condition(single, ctx(args={})) is None  # nothing at all is not true either
+    assert unmet_condition(single, ctx(args={"is_directory": True})) == \
+        "`$args.is_directory` is true, expected anything but true"
+    assert unmet_condition({"$args.is_directory": {"$not": {"$exists": False}}}, ctx(args={})) == \
+        '`$args.is_directory` is missing, expected anything but {"$exists":false}'
+
+
+def test_any_holds_when_one_choice_matches_and_comparisons_take_numbers_only() -> None:
+    kind = {"$args.kind": {"$any": ["note", {"$excludes": "/"}]}}
+    assert unmet_condition(kind, ctx(args={"kind": "note"})) is None
+    assert unmet_condition(kind, ctx(args={"kind": "folder/x"})) == \
+        '`$args.kind` is "folder/x", expected one of ["note",{"$excludes":"/"}]'
+    big = {"$args.amount": {"$gt": 1000}}
+    assert unmet_condition(big, ctx(args={"amount": 1000.5})) is None
+    assert unmet_condition(big, ctx(args={"amount": 1000})) == "`$args.amount` is 1000, expected a number > 1000"
+    assert unmet_condition(big, ctx(args={"amount": True})) == "`$args.amount` is true, expected a number > 1000"
+    assert unmet_condition({"$args.n": {"$lte": 2}}, ctx(args={})) == "`$args.n` is missing, expected a number <= 2"
+    assert first_mismatch({"count": {"$gte": 1}, "state": {"$not": "open"}}, {"count": 1, "state": "closed"}) is None
+
+
+def test_the_new_operators_are_checked_where_they_are_written() -> None:
+    _, problems = parse("""\
+        t:
+          compensation:
+            tool: u
+            when:
+              "$args.a": {$not: true, $gt: 1}
+              "$args.b": {$any: []}
+              "$args.c": {$gt: "ten"}
+              "$args.d": {$lt: true}
+              "$args.e": {$any: [{$nope: 1}]}
+              "$args.f": {$not: "$nothing.here"}
+        """)
+    assert problems == [  # each on its own line (the file's first two are `version` and `tools`)
+        "m.yaml:7: $not stands alone: {$not: ...}",
+        "m.yaml:8: $any: expected a list of what may match, got an empty list",
+        'm.yaml:9: $gt: expected a number, got "ten"',
+        "m.yaml:10: $lt: expected a number, got true",
+        'm.yaml:11: unknown operator "$nope" (known: $exists, $excludes, $not, $any, $gt, $gte, $lt, $lte, and '
+        "$error in expect)",
+        'm.yaml:12: bad reference "$nothing.here"',
+    ]

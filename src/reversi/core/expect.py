@@ -4,21 +4,27 @@
 Operators may stand where a value is expected: `{$exists: false}` (the key, or the reference, names
 nothing) or `{$exists: true}` (it names something, whatever it is); `{$excludes: "TEXT"}` (a text that
 does not contain TEXT: a read that replaced what it could not decode with U+FFFD is not the file);
-and, for a whole read-back only, `{$error: true}` or `{$error: "TEXT"}` (the read tool answered with
-an error, containing TEXT).
+`{$not: V}` (what V does not match: `{$not: true}` holds for false and for nothing at all);
+`{$any: [V, ...]}` (what one of them matches); `{$gt: N}`, `{$gte: N}`, `{$lt: N}`, `{$lte: N}` (a
+number, not a boolean, compared with N); and, for a whole read-back only, `{$error: true}` or
+`{$error: "TEXT"}` (the read tool answered with an error, containing TEXT).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from reversi.core.json_values import quoted
 from reversi.core.references import NOTHING, MissingReference, ReferenceContext, resolve
 
-__all__ = ["ERROR", "EXCLUDES", "EXISTS", "first_mismatch", "unmet_condition"]
+__all__ = ["ANY", "COMPARISONS", "ERROR", "EXCLUDES", "EXISTS", "NOT", "first_mismatch", "unmet_condition"]
 
-EXISTS, EXCLUDES, ERROR = "$exists", "$excludes", "$error"
+EXISTS, EXCLUDES, ERROR, NOT, ANY = "$exists", "$excludes", "$error", "$not", "$any"
+COMPARISONS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
+    "$gt": (">", lambda a, b: a > b), "$gte": (">=", lambda a, b: a >= b),
+    "$lt": ("<", lambda a, b: a < b), "$lte": ("<=", lambda a, b: a <= b),
+}
 
 
 def first_mismatch(expect: Any, answer: Any, error: str | None = None) -> str | None:
@@ -73,15 +79,43 @@ def _exists(expect: Any) -> bool | None:
     return None
 
 
-def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
-    if isinstance(expect, Mapping) and EXCLUDES in expect:
-        text = str(expect[EXCLUDES])
-        if isinstance(answer, str) and text not in answer:
+def _logical(expect: Mapping[str, Any], answer: Any, path: str) -> str | None:
+    """`$not`, `$any` and the comparisons: the mismatch, or None when it holds."""
+    shown = "missing" if answer is NOTHING else _shown(answer)
+    if NOT in expect:
+        if _mismatch(expect[NOT], answer, path) is not None:
             return None
-        if isinstance(answer, str):
-            return f"{_subject(path)} contains {quoted(text)}"
-        shown = "missing" if answer is NOTHING else _shown(answer)
-        return f"{_subject(path)} is {shown}, expected a text without {quoted(text)}"
+        return f"{_subject(path)} is {shown}, expected anything but {quoted(expect[NOT])}"
+    if ANY in expect:
+        if any(_mismatch(choice, answer, path) is None for choice in expect[ANY]):
+            return None
+        return f"{_subject(path)} is {shown}, expected one of {quoted(expect[ANY])}"
+    name = next(iter(expect))
+    sign, holds = COMPARISONS[name]
+    number = isinstance(answer, int | float) and not isinstance(answer, bool)
+    if number and holds(answer, expect[name]):
+        return None
+    return f"{_subject(path)} is {shown}, expected a number {sign} {quoted(expect[name])}"
+
+
+def _is_logical(expect: Any) -> bool:
+    return isinstance(expect, Mapping) and len(expect) == 1 and next(iter(expect)) in (NOT, ANY, *COMPARISONS)
+
+
+def _excludes(text: str, answer: Any, path: str) -> str | None:
+    if isinstance(answer, str) and text not in answer:
+        return None
+    if isinstance(answer, str):
+        return f"{_subject(path)} contains {quoted(text)}"
+    shown = "missing" if answer is NOTHING else _shown(answer)
+    return f"{_subject(path)} is {shown}, expected a text without {quoted(text)}"
+
+
+def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
+    if _is_logical(expect):
+        return _logical(expect, answer, path)
+    if isinstance(expect, Mapping) and EXCLUDES in expect:
+        return _excludes(str(expect[EXCLUDES]), answer, path)
     exists = _exists(expect)
     if exists is not None:
         if exists == (answer is not NOTHING):

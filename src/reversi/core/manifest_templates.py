@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from reversi.core.expect import ERROR, EXCLUDES, EXISTS
+from reversi.core.expect import ANY, COMPARISONS, ERROR, EXCLUDES, EXISTS, NOT
 from reversi.core.json_values import quoted
 from reversi.core.patterns import check_pattern
 from reversi.core.references import EACH, SEARCH, bad_references, is_reference, reference_roots
@@ -59,7 +59,7 @@ class Templates:
             elif SEARCH in names:
                 self._search(node, fields, roots)
             elif operators and any(name.startswith("$") for name in names):
-                self._operator(node, fields)
+                self._operator(node, fields, roots)
             else:
                 for _, _, value in fields:
                     self.template(value, roots, operators)
@@ -133,9 +133,11 @@ class Templates:
         else:
             self.report(node, f"{form}: expected one reference to {what}, got {describe(node)}")
 
-    def _operator(self, node: MappingNode, fields: list[tuple[str, Node, Node]]) -> None:
+    def _operator(self, node: MappingNode, fields: list[tuple[str, Node, Node]], roots: frozenset[str]) -> None:
         name, key, value = next(field for field in fields if field[0].startswith("$"))
-        if name == ERROR:
+        if name in (NOT, ANY, *COMPARISONS):
+            self._logical(node, fields, roots)
+        elif name == ERROR:
             self.report(key, f"{ERROR} is only allowed as the whole expect: {{{ERROR}: true}} or {{{ERROR}: TEXT}}")
         elif name == EXCLUDES:
             if len(fields) != 1:
@@ -143,11 +145,29 @@ class Templates:
             elif not _is_text(value):
                 self.report(value, f"{EXCLUDES}: expected a text, got {describe(value)}")
         elif name != EXISTS:
-            self.report(key, f"unknown operator {quoted(name)} (known: {EXISTS}, {EXCLUDES}, and {ERROR} in expect)")
+            known = ", ".join([EXISTS, EXCLUDES, NOT, ANY, *COMPARISONS])
+            self.report(key, f"unknown operator {quoted(name)} (known: {known}, and {ERROR} in expect)")
         elif len(fields) != 1:
             self.report(node, f"{EXISTS} stands alone: {{{EXISTS}: true}} or {{{EXISTS}: false}}")
         elif not is_bool(value):
             self.report(value, f"{EXISTS}: expected true or false, got {describe(value)}")
+
+    def _logical(self, node: MappingNode, fields: list[tuple[str, Node, Node]], roots: frozenset[str]) -> None:
+        """`$not`, `$any` and the comparisons: each alone in its mapping, over what it takes."""
+        name, _, value = next(field for field in fields if field[0].startswith("$"))
+        if len(fields) != 1:
+            self.report(node, f"{name} stands alone: {{{name}: ...}}")
+        elif name == NOT:
+            self.template(value, roots, operators=True)
+        elif name == ANY and (not isinstance(value, SequenceNode) or not value.value):
+            got = "an empty list" if isinstance(value, SequenceNode) else describe(value)
+            self.report(value, f"{ANY}: expected a list of what may match, got {got}")
+        elif name == ANY:
+            self.template(value, roots, operators=True)
+        else:
+            number = scalar(value) if isinstance(value, ScalarNode) and not is_bool(value) else None
+            if not isinstance(number, int | float) or isinstance(number, bool):
+                self.report(value, f"{name}: expected a number, got {describe(value)}")
 
     def _no_others(self, fields: list[tuple[str, Node, Node]], allowed: set[str]) -> None:
         names = sorted(allowed)
