@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from reversi.core.checkpoints import RollbackScope
     from reversi.core.plan import Plan
     from reversi.core.scopes import ScopePlan, ScopeReport, Selection
-    from reversi.engine.ledger import Ledger
     from reversi.engine.run import Run
     from reversi.errors import Interrupted
 
@@ -114,8 +113,6 @@ def plan(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], to:
          since: str | None, until: str | None, as_json: bool) -> int:
     """Show what a rollback would do (a dry run), of one RUN or of a scope of runs (--actor, --key,
     --tenant, --label, --tool, --since, --until). Exit 2 when it is not fully reversible."""
-
-
     selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
     if selection is not None:
         _no_checkpoint(to, after_step)
@@ -287,15 +284,11 @@ def _interrupted(run: Run) -> Interrupted:
     return Interrupted(f"rollback interrupted: {where}; run the rollback again to finish it")
 
 
-def _refuse_unrecoverable(ledger: Ledger, run: Run, step: int, result: Any) -> None:
+def _refuse_unrecoverable(run: Run, step: int, result: Any) -> None:
     """Refuse to settle a step as succeeded without what its undo needs from the result: it could never be undone."""
-    from reversi.core.resolve_guide import missing_fields
-    from reversi.errors import BadInput, NotFound
+    from reversi.errors import BadInput
 
-    snapshot = run.snapshot()
-    if not 0 <= step < len(snapshot.steps):
-        raise NotFound(f"no step {step} in {run.id}")
-    missing = missing_fields(ledger.manifests, snapshot, step, result)
+    missing = run.missing_from_result(step, result)
     if missing:
         them = "it" if len(missing) == 1 else "them"
         raise BadInput(f"step {step}'s undo needs {', '.join(missing)} from its result, which --result does not give: "
@@ -331,7 +324,7 @@ def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
         if status == "succeeded" and not force:
-            _refuse_unrecoverable(ledger, run, step, kwargs.get("result"))
+            _refuse_unrecoverable(run, step, kwargs.get("result"))
         settled = run.resolve(step, status, note=note, actor=actor, **kwargs)
     if as_json:
         echo_json(settled.to_dict())

@@ -33,6 +33,7 @@ from reversi.core.models import (
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.report import RollbackReport
+from reversi.core.resolve_guide import missing_fields
 from reversi.core.resources import RunLineage
 from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding, run_standing
@@ -319,6 +320,18 @@ class Run:
             return q.run_events(self.id)
 
     # -- operating -------------------------------------------------------------------------------
+
+    def missing_from_result(self, step: int, result: Any) -> list[str]:
+        """The `$result` references step `step`'s undo needs (by the manifests in force) that `result`
+        does not give: settled as succeeded with this result, the step could never be undone.
+
+        Raises:
+            NotFound: no such step.
+        """
+        snapshot = self.snapshot()
+        if not 0 <= step < len(snapshot.steps):
+            raise NotFound(f"no step {step} in {self.id}")
+        return missing_fields(self._ledger.manifests, snapshot, step, result)
 
     def plan(self, manifests: ManifestSet | None = None, *, to: str | None = None,
              after_step: int | None = None) -> Plan:

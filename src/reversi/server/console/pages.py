@@ -247,7 +247,7 @@ class Console:
             await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
             kwargs = forms.resolve_arguments(form)
             if kwargs["status"] == "succeeded" and form.get("accept_missing") != "on":
-                missing = await run_in_threadpool(run_view.missing_for_resolve, ledger, self.manifests, run_id, step,
+                missing = await run_in_threadpool(run_view.missing_for_resolve, ledger, run_id, step,
                                                   kwargs.get("result"))
                 if missing:
                     return self.after(request, f"/runs/{run_id}", f"step-{step}", form={str(step): forms.typed(form)},

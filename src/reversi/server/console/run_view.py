@@ -10,8 +10,8 @@ from reversi.core import redaction
 from reversi.core.dependencies import dependencies_of
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState, who_acted
-from reversi.core.plan import ActionKind, Plan
-from reversi.core.resolve_guide import ResolveGuide, guide, missing_fields
+from reversi.core.plan import Plan
+from reversi.core.resolve_guide import ResolveGuide, guide
 from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding, run_standing
 from reversi.engine.access import Access
@@ -257,8 +257,7 @@ def _bounds(window: StepWindow, events: list[Event]) -> tuple[int, int]:
 
 def _job(ledger: PrincipalLedger, run_id: str, steps: tuple[StepState, ...], events: list[Event],
          masker: Masker, plan: Plan) -> JobView | None:
-    to_undo = frozenset(a.step for a in plan.actions  # what the confirmation counts (`summarize`'s to_undo)
-                        if a.kind is ActionKind.COMPENSATE and a.denied_approval is None)
+    to_undo = frozenset(a.step for a in summarize(plan, []).to_undo)  # what the confirmation counts
     try:
         return job_view(ledger.latest_job(run_id), steps, events, masker, to_undo)
     except (NotFound, Forbidden):
@@ -277,15 +276,11 @@ def job_page(ledger: PrincipalLedger, run_id: str) -> JobView | None:
                 run.plan())
 
 
-def missing_for_resolve(ledger: PrincipalLedger, manifests: ManifestSet, run_id: str, step: int,
-                        result: Any) -> list[str]:
-    """The fields of `result` that step `step`'s undo needs and does not get (see `missing_fields`).
+def missing_for_resolve(ledger: PrincipalLedger, run_id: str, step: int, result: Any) -> list[str]:
+    """The fields of `result` that step `step`'s undo needs and does not get (`Run.missing_from_result`).
 
     Raises:
         BadInput, NotFound, Forbidden: as `PrincipalLedger.run_record` (operating the run); NotFound
             for a step the run does not have.
     """
-    snapshot = ledger.get_run(run_id, Access.OPERATE).snapshot()
-    if not 0 <= step < len(snapshot.steps):
-        raise NotFound(f"no step {step} in {run_id}")
-    return missing_fields(manifests, snapshot, step, result)
+    return ledger.get_run(run_id, Access.OPERATE).missing_from_result(step, result)
