@@ -292,3 +292,16 @@ def test_the_read_back_answer_is_shown_beside_what_was_expected_and_json_copies(
         assert json.loads(page.evaluate("navigator.clipboard.readText()")) == {"restored": False, "id": "c_7"}
     finally:
         context.close()
+
+
+def test_a_read_back_answer_an_upstream_wrote_is_shown_as_text_never_as_markup(console: Console, page: Any) -> None:
+    """The read tool's answer is the upstream's to write: markup in it is shown, not run."""
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    run.begin("crm.update", {"name": "ada"}).succeeded({"id": "c_7"})
+    hostile = {"restored": False, "note": "<img src=x onerror=\"document.title='pwned'\"><script>1</script>"}
+    run.rollback(compensate=lambda call: {"ok": True}, verifier=lambda tool, args: hostile, retry={"attempts": 1})
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    answered = page.locator("#step-0 details.read-back pre.json").first
+    assert json.loads(answered.inner_text()) == hostile
+    assert page.locator("#step-0 details.read-back img, #step-0 details.read-back script").count() == 0
+    assert page.title() != "pwned"
