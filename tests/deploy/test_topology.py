@@ -183,7 +183,7 @@ def test_two_servers_and_two_gateways_share_the_agents_the_halts_and_the_jobs_of
         os.kill(servers[held].pid, signal.SIGCONT)
     servers[held].search(r"rollback job \S+ of run_agent_4: the rollback of run_agent_4 was taken over")
     # step 2 was undone by the stopped server before it stopped; step 1 was where it stopped
-    assert (job["report"]["compensated"], job["report"]["skipped"]) == ([1, 0], [2]), job
+    assert (job["report"]["compensated"], job["report"]["skipped"]) == ([1, 0], [2]), job["report"]
 
     # The server running a job is killed: the other finishes it at once.
     rollback_job(clients[other], "run_agent_5")
@@ -195,7 +195,7 @@ def test_two_servers_and_two_gateways_share_the_agents_the_halts_and_the_jobs_of
     assert taker == survivor
     open_gate(gate, undo)
     job = wait_for(lambda: finished_job(clients[survivor], "run_agent_5"), "the survivor to finish the job")
-    assert (job["report"]["compensated"], job["report"]["skipped"]) == ([1, 0], [2]), job
+    assert (job["report"]["compensated"], job["report"]["skipped"]) == ([1, 0], [2]), job["report"]
 
     applied = Counter(a["key"] for a in read_jsonl(witness / "applied.log"))
     assert len(applied) == 2 * CALLS and set(applied.values()) == {1}, "an undo took effect twice"
