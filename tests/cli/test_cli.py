@@ -100,8 +100,8 @@ def test_the_shipped_manifests_are_shown_checked_and_prefixed_for_a_gateway_with
     (here / "mem.yaml").write_text(reversi_cli("manifest", "show", "memory", "--prefix", "mem", cwd=here).stdout)
     with reversi.open(manifests=[str(here / "mem.yaml")]) as ledger:
         entry = ledger.manifests.lookup("mem.delete_entities")
-    assert entry is not None and entry.capture is not None and entry.compensation is not None
-    assert (entry.capture.tool, entry.compensation.tool) == ("mem.open_nodes", "mem.create_entities")
+    assert entry is not None and entry.capture is not None and len(entry.compensations) == 1
+    assert (entry.capture.tool, entry.compensations[0].tool) == ("mem.open_nodes", "mem.create_entities")
 
 
 def test_an_invalid_manifests_problems_are_one_line(here: Path) -> None:

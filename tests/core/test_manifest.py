@@ -84,13 +84,13 @@ def test_the_conformance_manifest_parses_without_problems_or_warnings() -> None:
     assert problems == []
     by_name = {entry.pattern: entry for entry in entries}
     charge = by_name["stripe.create_charge"]
-    assert charge.compensation == Compensation(
+    assert charge.compensations == (Compensation(
         tool="stripe.refund",
         args={"charge_id": "$result.id", "amount": "$args.amount"},
         kind=CompensationKind.COMPENSATION,
         requires_approval=False,
         residue=("the charge still appears on the customer's statement",),
-    )
+    ),)
     assert (charge.source, charge.line) == ("m.yaml", 4)
     assert by_name["stripe.get_charge"].effect is Effect.READ
     assert not by_name["stripe.get_charge"].needs_undo
@@ -107,8 +107,8 @@ def test_the_conformance_manifest_parses_without_problems_or_warnings() -> None:
     wire = by_name["payments.wire"]
     assert wire.requires_approval
     assert wire.requires == ("payments.*",)
-    assert wire.compensation is not None
-    assert wire.compensation.requires_approval
+    assert len(wire.compensations) == 1
+    assert wire.compensations[0].requires_approval
     assert by_name["shop.place_order"].idempotency_key == ("$args.order_id", "${run.tenant}")
 
 
@@ -117,7 +117,7 @@ def test_an_entry_gets_the_defaults_for_what_it_leaves_out() -> None:
     (entry,) = entries
     assert (entry.effect, entry.idempotent, entry.irreversible) == (Effect.WRITE, False, False)
     assert (entry.requires, entry.requires_approval, entry.idempotency_key) == ((), False, None)
-    assert entry.compensation == Compensation("u", {}, CompensationKind.COMPENSATION, False, ())
+    assert entry.compensations == (Compensation("u", {}, CompensationKind.COMPENSATION, False, ()),)
     assert entry.verification == Verification("r", {}, {}, 0, 200)
 
 
@@ -191,13 +191,13 @@ def test_an_unknown_top_level_key_is_named() -> None:
         ("idempotent: yes", 'idempotent: expected true or false, got "yes"'),
         ('idempotent: "true"', 'idempotent: expected true or false, got "true"'),
         ("irreversible: 1", "irreversible: expected true, false or a sentence saying what stays, got 1"),
-        ("requires_approval: [true]", "requires_approval: expected true or false, got a list"),
+        ("requires_approval: [true]", "requires_approval: expected true, false or conditions on $args, got a list"),
         ("effect: sometimes", 'effect: "sometimes" is not one of read, write'),
         ("effect: 3", "effect: 3 is not one of read, write"),
         ("effect: READ", 'effect: "READ" is not one of read, write'),
         ("requires: github.create_repo", 'requires: expected a list of strings, got "github.create_repo"'),
         ("requires: [1]", "requires: expected a string, got 1"),
-        ("compensation: [u]", "compensation: expected a mapping, got a list"),
+        ("compensation: [u]", 'compensation[0]: expected a mapping, got "u"'),
         (
             "compensation: {tool: u, kind: undo}",
             'compensation.kind: "undo" is not one of inverse, compensation',
@@ -205,7 +205,7 @@ def test_an_unknown_top_level_key_is_named() -> None:
         ("compensation: {tool: u, args: [1]}", "compensation.args: expected a mapping, got a list"),
         (
             "compensation: {tool: u, requires_approval: no}",
-            'compensation.requires_approval: expected true or false, got "no"',
+            'compensation.requires_approval: expected true, false or conditions on $args, got "no"',
         ),
         (
             "compensation: {tool: u, residue: text}",
@@ -509,7 +509,7 @@ def test_a_yaml_bomb_is_refused_without_being_expanded() -> None:
 
 def test_aliases_that_share_a_value_a_few_times_are_fine() -> None:
     entries, found = parse(tools("a:\n  compensation: &undo {tool: u, args: {x: 1}}\nb:\n  compensation: *undo\n"))
-    assert found == [] and [e.compensation for e in entries] == [Compensation("u", {"x": 1})] * 2
+    assert found == [] and [e.compensations for e in entries] == [(Compensation("u", {"x": 1}),)] * 2
 
 
 def test_nesting_deeper_than_the_parser_follows_is_a_problem_not_a_crash() -> None:

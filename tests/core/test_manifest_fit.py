@@ -121,7 +121,8 @@ def test_an_idempotent_entry_for_a_tool_the_server_calls_destructive_is_a_warnin
 
 
 def test_an_undeclared_key_of_an_open_schema_is_a_warning_and_a_closed_one_an_error() -> None:
-    open_schema = {"tools": [{"name": "a", "inputSchema": {"type": "object", "properties": {"x": {}}}},
+    open_schema = {"tools": [{"name": "a", "inputSchema": {"type": "object", "properties": {"x": {}},
+                                                           "required": ["x"]}},
                              {"name": "b", "inputSchema": {"type": "object", "properties": {"y": {}}}}]}
     text = 'version: 1\ntools:\n  a:\n    compensation: {tool: b, args: {y: 1, z: "$args.x"}}\n' \
            '  b: {irreversible: true}\n'

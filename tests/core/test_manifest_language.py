@@ -144,7 +144,7 @@ def test_every_new_key_is_read_into_the_entry() -> None:
     edit, mail = entries
     assert edit.capture == Capture("read_text_file", {"path": "$args.path"}, "ENOENT")
     assert edit.read_when == {"$args.dryRun": True}
-    assert edit.compensation.when == {"$before": {"$exists": True}}
+    assert edit.compensations[0].when == {"$before": {"$exists": True}}
     assert edit.verification.expect == {"$error": "ENOENT"}
     assert (mail.irreversible, mail.irreversible_reason) == (True, "the email stays sent")
 
@@ -165,7 +165,7 @@ def test_every_new_key_is_read_into_the_entry() -> None:
         ('t:\n  compensation: {tool: u, args: {x: {$search: "$result", pattern: "("}}}',
          'm.yaml:4: $search.pattern "(": not a regular expression RE2 runs: missing ): ('),
         ('t:\n  compensation: {tool: u, args: {x: {$search: "$result", pattern: "a", as: 1}}}',
-         'm.yaml:4: unknown key "as" beside $search, number and pattern'),
+         'm.yaml:4: unknown key "as" beside $search, group, number and pattern'),
         ('t:\n  compensation: {tool: u, args: {x: u}, when: {"$args.x": {$excludes: 3}}}',
          "m.yaml:4: $excludes: expected a text, got 3"),
         ('t:\n  compensation: {tool: u, args: {x: u}, when: {"$args.x": {$excludes: a, b: 1}}}',
@@ -179,7 +179,7 @@ def test_every_new_key_is_read_into_the_entry() -> None:
         ('t:\n  compensation: {tool: u, when: {"$args.x": {$exists: maybe}}}',
          'm.yaml:4: $exists: expected true or false, got "maybe"'),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {a: {$exist: true}}}',
-         'm.yaml:5: unknown operator "$exist" (known: $exists, $excludes, $not, $any, $gt, $gte, $lt, $lte, and '
+         'm.yaml:5: unknown operator "$exist" (known: $exists, $excludes, $contains, $matches, $not, $any, $gt, $gte, $lt, $lte, and '
          "$error in expect)"),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {a: {$error: true}}}',
          "m.yaml:5: $error is only allowed as the whole expect: {$error: true} or {$error: TEXT}"),
@@ -337,7 +337,7 @@ def test_the_new_operators_are_checked_where_they_are_written() -> None:
         "m.yaml:8: $any: expected a list of what may match, got an empty list",
         'm.yaml:9: $gt: expected a number, got "ten"',
         "m.yaml:10: $lt: expected a number, got true",
-        'm.yaml:11: unknown operator "$nope" (known: $exists, $excludes, $not, $any, $gt, $gte, $lt, $lte, and '
+        'm.yaml:11: unknown operator "$nope" (known: $exists, $excludes, $contains, $matches, $not, $any, $gt, $gte, $lt, $lte, and '
         "$error in expect)",
         'm.yaml:12: bad reference "$nothing.here"',
     ]

@@ -113,9 +113,12 @@ def declared_undo(entry: ToolEntry | None) -> str:
         return "nothing to undo (effect: read)" if entry.effect is Effect.READ else "nothing to undo (idempotent)"
     if entry.irreversible:
         return "irreversible"
-    if entry.compensation is None:
+    if not entry.compensations:
         return "none declared"
-    return f"{entry.compensation.tool} ({entry.compensation.kind.value})"
+    return "; ".join(
+        (f"{name}: " if (name := entry.alternative_name(comp)) else "") + f"{comp.tool} ({comp.kind.value})"
+        for comp in entry.compensations
+    )
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,7 @@ def coverage_rows(manifests: ManifestSet, listing: Listing, drills: Sequence[Dri
         if only_reads(tool, manifests):
             continue
         entry = manifests.lookup(tool.name)
-        residue = entry.compensation.residue if entry is not None and entry.compensation is not None else ()
+        residue = entry.residue if entry is not None else ()
         digest = entry.digest if entry is not None else None
         ranked = sorted(mine.get(tool.name, []),
                         key=lambda d: (_drilled_entry(d) == digest, d.verdict is not Verdict.UNTESTED, undo_ran(d)),

@@ -4,6 +4,8 @@
 Operators may stand where a value is expected: `{$exists: false}` (the key, or the reference, names
 nothing) or `{$exists: true}` (it names something, whatever it is); `{$excludes: "TEXT"}` (a text that
 does not contain TEXT: a read that replaced what it could not decode with U+FFFD is not the file);
+`{$contains: "TEXT"}` (a text that contains TEXT); `{$matches: "RE"}` (a text in which the regular
+expression RE, run on RE2, finds a match: anchor it with `^...$` for the whole text);
 `{$not: V}` (what V does not match: `{$not: true}` holds for false and for nothing at all);
 `{$any: [V, ...]}` (what one of them matches); `{$gt: N}`, `{$gte: N}`, `{$lt: N}`, `{$lte: N}` (a
 number, not a boolean, compared with N); and, for a whole read-back only, `{$error: true}` or
@@ -16,11 +18,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reversi.core.json_values import quoted
+from reversi.core.patterns import first_match
 from reversi.core.references import NOTHING, MissingReference, ReferenceContext, resolve
 
-__all__ = ["ANY", "COMPARISONS", "ERROR", "EXCLUDES", "EXISTS", "NOT", "first_mismatch", "unmet_condition"]
+__all__ = [
+    "ANY", "COMPARISONS", "CONTAINS", "ERROR", "EXCLUDES", "EXISTS", "MATCHES", "NOT", "TEXT_MATCHERS",
+    "first_mismatch", "rule_holds", "unmet_condition",
+]
 
 EXISTS, EXCLUDES, ERROR, NOT, ANY = "$exists", "$excludes", "$error", "$not", "$any"
+CONTAINS, MATCHES = "$contains", "$matches"
+TEXT_MATCHERS = (EXCLUDES, CONTAINS, MATCHES)
 COMPARISONS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
     "$gt": (">", lambda a, b: a > b), "$gte": (">=", lambda a, b: a >= b),
     "$lt": ("<", lambda a, b: a < b), "$lte": ("<=", lambda a, b: a <= b),
@@ -72,6 +80,11 @@ def unmet_condition(conditions: Mapping[str, Any], ctx: ReferenceContext) -> str
     return None
 
 
+def rule_holds(rule: bool | Mapping[str, Any], ctx: ReferenceContext) -> bool:
+    """A `requires_approval` rule for one call: true, false, or whether its conditions all hold."""
+    return rule if isinstance(rule, bool) else unmet_condition(rule, ctx) is None
+
+
 def _exists(expect: Any) -> bool | None:
     """What `{$exists: B}` asks for (B), or None when `expect` is not that operator."""
     if isinstance(expect, Mapping) and EXISTS in expect:
@@ -102,20 +115,25 @@ def _is_logical(expect: Any) -> bool:
     return isinstance(expect, Mapping) and len(expect) == 1 and next(iter(expect)) in (NOT, ANY, *COMPARISONS)
 
 
-def _excludes(text: str, answer: Any, path: str) -> str | None:
-    if isinstance(answer, str) and text not in answer:
-        return None
+def _text_matcher(expect: Mapping[str, Any], answer: Any, path: str) -> str | None:
+    """`$excludes`, `$contains` and `$matches`: the mismatch, or None when the answer is a text that holds."""
+    name = next(iter(expect))
+    wanted = str(expect[name])
     if isinstance(answer, str):
-        return f"{_subject(path)} contains {quoted(text)}"
+        if name == EXCLUDES:
+            return None if wanted not in answer else f"{_subject(path)} contains {quoted(wanted)}"
+        if (wanted in answer) if name == CONTAINS else first_match(wanted, answer, 0) is not None:
+            return None
     shown = "missing" if answer is NOTHING else _shown(answer)
-    return f"{_subject(path)} is {shown}, expected a text without {quoted(text)}"
+    what = {EXCLUDES: "without", CONTAINS: "containing", MATCHES: "matching"}[name]
+    return f"{_subject(path)} is {shown}, expected a text {what} {quoted(wanted)}"
 
 
 def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
     if _is_logical(expect):
         return _logical(expect, answer, path)
-    if isinstance(expect, Mapping) and EXCLUDES in expect:
-        return _excludes(str(expect[EXCLUDES]), answer, path)
+    if isinstance(expect, Mapping) and len(expect) == 1 and next(iter(expect)) in TEXT_MATCHERS:
+        return _text_matcher(expect, answer, path)
     exists = _exists(expect)
     if exists is not None:
         if exists == (answer is not NOTHING):

@@ -15,9 +15,11 @@ from reversi.core.json_values import quoted
 from reversi.core.sensitive import SensitivePath
 
 __all__ = [
+    "ApprovalRule",
     "Capture",
     "Compensation",
     "CompensationKind",
+    "Conditions",
     "Effect",
     "ManifestSet",
     "Problem",
@@ -57,21 +59,32 @@ class Capture:
     absent_on_error: str | None = None
 
 
+Conditions = Mapping[str, Any]
+"""A reference → the value it must match (`{"$args.dryRun": true}`), matched by `reversi.core.expect`."""
+
+ApprovalRule = bool | Conditions
+"""`requires_approval`: always, never, or when the call's arguments meet conditions (`$args` and `$run` only,
+so the rule is decided when the call is made)."""
+
+
 @dataclass(frozen=True)
 class Compensation:
-    """The call that undoes a step; `args` is a template of references.
+    """One way to undo a step; `args` is a template of references.
 
     Attributes:
-        when: Conditions (a reference → the value it must match) under which this undo fits the step;
-            a step for which one does not hold plans as unrecoverable, naming it. None: always.
+        when: Conditions under which this undo fits the step. Of an entry's alternatives, the first
+            whose `when` holds is the undo; a step none fits plans as unrecoverable, naming why. None:
+            always.
+        name: What the alternative is called in the plan (`overwrite`); None: its place in the list.
     """
 
     tool: str
     args: Mapping[str, Any] = field(default_factory=dict)
     kind: CompensationKind = CompensationKind.COMPENSATION
-    requires_approval: bool = False
+    requires_approval: ApprovalRule = False
     residue: tuple[str, ...] = ()
-    when: Mapping[str, Any] | None = None
+    when: Conditions | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,7 @@ class ToolEntry:
     Attributes:
         pattern: The key as written: an exact tool name or a glob.
         irreversible_reason: What `irreversible: "..."` says stays in the world ("" for `true`).
+        compensations: The ways to undo a call, tried in order (`Compensation.when`); empty: none declared.
         capture: The read made before each call (`$before`), if any.
         read_when: Conditions (a reference → the value it must match) under which a call of this write
             tool changed nothing, e.g. `{"$args.dryRun": True}`; such a step plans `skip` (`read`).
@@ -108,16 +122,28 @@ class ToolEntry:
     idempotent: bool = False
     irreversible: bool = False
     requires: tuple[str, ...] = ()
-    requires_approval: bool = False
+    requires_approval: ApprovalRule = False
     idempotency_key: tuple[Any, ...] | None = None
-    compensation: Compensation | None = None
+    compensations: tuple[Compensation, ...] = ()
     verification: Verification | None = None
     irreversible_reason: str = ""
     capture: Capture | None = None
-    read_when: Mapping[str, Any] | None = None
+    read_when: Conditions | None = None
     sensitive: tuple[SensitivePath, ...] = ()
     resources: tuple[Any, ...] = ()  # texts, or `$each` forms that make lists of them
     digest: str = ""
+
+    @property
+    def residue(self) -> tuple[str, ...]:
+        """What the entry's undos say they cannot take back: each alternative's sentences, once each."""
+        return tuple(dict.fromkeys(line for comp in self.compensations for line in comp.residue))
+
+    def alternative_name(self, comp: Compensation) -> str | None:
+        """How the plan names one of the entry's undos: its `name`, else its place (`#2`); None when the
+        entry has only one."""
+        if len(self.compensations) == 1:
+            return None
+        return comp.name or f"#{self.compensations.index(comp) + 1}"
 
     @property
     def needs_undo(self) -> bool:

@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reversi.core.manifest import Effect, ManifestSet, Problem, ToolEntry
 from reversi.core.references import references_to
-from reversi.core.tool_listing import Fit, ListedTool, Listing, arguments_fit, path_fit
+from reversi.core.tool_listing import Fit, ListedTool, Listing, arguments_fit, optional_in, path_fit
 
-__all__ = ["KeyLines", "fit_problems", "key_lines", "tools_called"]
+__all__ = ["KeyLines", "fit_problems", "key_lines", "label", "tools_called"]
 
 KeyLines = Mapping[str, Mapping[tuple[str, ...], int]]
 """For each manifest file, the line of each key path (`("tools", NAME, "compensation", "tool")`)."""
@@ -38,14 +38,20 @@ class Called(Protocol):
     def args(self) -> Mapping[str, Any]: ...
 
 
-def tools_called(entry: ToolEntry) -> list[tuple[str, Called]]:
-    """The calls an entry makes besides the forward one, by the key that declares each."""
-    calls: list[tuple[str, Called | None]] = [
-        ("compensation", entry.compensation),
-        ("verification", entry.verification),
-        ("capture", entry.capture),
+def tools_called(entry: ToolEntry) -> list[tuple[tuple[str, ...], Called]]:
+    """The calls an entry makes besides the forward one, by the path of the key that declares each
+    (`("compensation",)`, or `("compensation", "1")` for the second of its alternatives)."""
+    several = len(entry.compensations) > 1
+    calls: list[tuple[tuple[str, ...], Called | None]] = [
+        (("compensation", str(i)) if several else ("compensation",), comp) for i, comp in enumerate(entry.compensations)
     ]
-    return [(key, call) for key, call in calls if call is not None]
+    calls += [(("verification",), entry.verification), (("capture",), entry.capture)]
+    return [(path, call) for path, call in calls if call is not None]
+
+
+def label(path: Sequence[str]) -> str:
+    """A key path as messages write it: `compensation[1].args`."""
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path).removeprefix(".")
 
 
 def key_lines(text: str) -> dict[tuple[str, ...], int]:
@@ -57,7 +63,13 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
     found: dict[tuple[str, ...], int] = {}
 
     def walk(node: Node | None, path: tuple[str, ...], depth: int) -> None:
-        if not isinstance(node, MappingNode) or depth > 32:
+        if depth > 32:
+            return
+        if isinstance(node, SequenceNode):  # alternatives: their keys under the index, `("compensation", "1")`
+            for i, item in enumerate(node.value):
+                found.setdefault((*path, str(i)), item.start_mark.line + 1)
+                walk(item, (*path, str(i)), depth + 1)
+        if not isinstance(node, MappingNode):
             return
         for key, value in node.value:
             if isinstance(key, ScalarNode):
@@ -100,10 +112,10 @@ class _Checker:
                 self.say(entry, ("idempotent",), f"{tool.name} is declared idempotent: true, so a rollback skips it, "
                                                  "but the server says it may destroy data (destructiveHint: true)",
                          warning=True)
-        for key, call in tools_called(entry):
-            self.call(entry, key, call, forward)
+        for path, call in tools_called(entry):
+            self.call(entry, path, call, forward)
         templates: list[tuple[tuple[str, ...], Any]] = [
-            ((key, "args", name), value) for key, call in tools_called(entry) for name, value in call.args.items()
+            ((*path, "args", name), value) for path, call in tools_called(entry) for name, value in call.args.items()
         ]
         if entry.verification is not None:
             templates += [(("verification", "expect", k), v) for k, v in entry.verification.expect.items()]
@@ -113,31 +125,38 @@ class _Checker:
             for tool in forward:
                 self.references(entry, path, template, tool)
 
-    def call(self, entry: ToolEntry, key: str, call: Called, forward: Sequence[ListedTool]) -> None:
+    def call(self, entry: ToolEntry, path: tuple[str, ...], call: Called, forward: Sequence[ListedTool]) -> None:
         called = self.listing.get(call.tool)
+        key = label(path)
         if called is None:
             if self.judged(call.tool):
-                self.say(entry, (key, "tool"), f"{key} tool {call.tool}: the server offers no such tool")
+                self.say(entry, (*path, "tool"), f"{key} tool {call.tool}: the server offers no such tool")
             return
-        if key in ("verification", "capture") and called.read_only_hint is False:
+        if path[0] in ("verification", "capture") and called.read_only_hint is False:
             read = "read-back" if key == "verification" else key
-            self.say(entry, (key, "tool"), f"{key} tool {call.tool} is not read-only (readOnlyHint: false): "
-                                           f"a {read} should change nothing", warning=True)
+            self.say(entry, (*path, "tool"), f"{key} tool {call.tool} is not read-only (readOnlyHint: false): "
+                                             f"a {read} should change nothing", warning=True)
         missing, unknown, closed = arguments_fit(called.input_schema, list(call.args))
         for name in missing:
-            self.say(entry, (key, "args"), f"{key}.args: {call.tool} requires {_q(name)}, which is not given")
+            self.say(entry, (*path, "args"), f"{key}.args: {call.tool} requires {_q(name)}, which is not given")
         for name in unknown:
             message = f"{key}.args.{name}: {call.tool} has no argument {_q(name)}"
             if closed:
-                self.say(entry, (key, "args", name), f"{message} (its input schema allows no others)")
+                self.say(entry, (*path, "args", name), f"{message} (its input schema allows no others)")
             else:
-                self.say(entry, (key, "args", name), f"{message} declared: it may be ignored", warning=True)
+                self.say(entry, (*path, "args", name), f"{message} declared: it may be ignored", warning=True)
 
     def references(self, entry: ToolEntry, path: tuple[str, ...], template: Any, tool: ListedTool) -> None:
+        required = dict(references_to(template, "args", optional=False))
         for written, steps in references_to(template, "args"):
             fit, why = path_fit(tool.input_schema, steps)
+            name = optional_in(tool.input_schema, steps) if written in required else None
             if fit is not Fit.FITS:
                 self.say(entry, path, f"{written}: not in the input schema of {tool.name} ({why})")
+            elif name is not None:
+                self.say(entry, path, f"{written}: {_q(name)} is optional in the input schema of {tool.name}, and a "
+                                      "call without it leaves this reference naming nothing: write {$optional: "
+                                      f"{_q(written)}}} (with default: VALUE where one is needed)", warning=True)
         if tool.output_schema is None:
             return
         for written, steps in references_to(template, "result"):

@@ -12,10 +12,20 @@ from dataclasses import dataclass
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from reversi.core.expect import ANY, COMPARISONS, ERROR, EXCLUDES, EXISTS, NOT
+from reversi.core.expect import ANY, COMPARISONS, ERROR, EXISTS, MATCHES, NOT, TEXT_MATCHERS
 from reversi.core.json_values import quoted
 from reversi.core.patterns import check_pattern
-from reversi.core.references import EACH, SEARCH, bad_references, is_reference, reference_roots
+from reversi.core.references import (
+    EACH,
+    FORMAT,
+    OPTIONAL,
+    QUOTES,
+    SEARCH,
+    bad_references,
+    format_names,
+    is_reference,
+    reference_roots,
+)
 from reversi.core.yaml_nodes import describe, is_bool, is_null, scalar
 
 __all__ = ["AFTER_CALL", "BEFORE_CALL", "Templates"]
@@ -31,8 +41,8 @@ Pairs = Callable[[MappingNode], list[tuple[str, Node, Node]]]
 _WHY_NOT = {
     "before": "$before needs a capture in this entry",
     "item": "$item is only known inside the \"as\" of a $each",
-    "result": "a capture runs before the call: only $args and $run are known then",
-    "step": "a capture runs before the call: only $args and $run are known then",
+    "result": "{early} before the call: only $args and $run are known then",
+    "step": "{early} before the call: only $args and $run are known then",
 }
 
 
@@ -43,6 +53,8 @@ class Templates:
 
     report: Report
     pairs: Pairs
+    early: str = "a capture runs"
+    """What is checked when only `BEFORE_CALL` is known, as the messages say it."""
 
     def template(self, node: Node, roots: frozenset[str], operators: bool = False) -> None:
         """A template: its references, `$each` and `$search` forms, and (`operators`) `$exists`."""
@@ -58,6 +70,12 @@ class Templates:
                 self._each(node, fields, roots, operators)
             elif SEARCH in names:
                 self._search(node, fields, roots)
+            elif OPTIONAL in names:
+                self._optional(node, fields, roots, operators)
+            elif FORMAT in names:
+                self._format(node, fields, roots, operators)
+            elif quote := next((name for name in names if name in QUOTES), None):
+                self._quote(quote, fields, roots, operators)
             elif operators and any(name.startswith("$") for name in names):
                 self._operator(node, fields, roots)
             else:
@@ -94,7 +112,10 @@ class Templates:
         for bad in bad_references(value):
             self.report(node, f"bad reference {quoted(bad)}")
         for root in sorted(reference_roots(value) - roots):
-            self.report(node, f"{quoted(value)}: {_WHY_NOT.get(root, f'${root} is not known here')}")
+            early = roots == BEFORE_CALL and root in ("before", "result", "step")
+            why = _WHY_NOT["result" if early else root] if early or root in _WHY_NOT else f"${root} is not known here"
+            why = why.format(early=self.early)
+            self.report(node, f"{quoted(value)}: {why}")
 
     def _each(self, node: MappingNode, fields: list[tuple[str, Node, Node]], roots: frozenset[str],
               operators: bool) -> None:
@@ -115,17 +136,53 @@ class Templates:
         elif not _is_text(pattern):
             self.report(pattern, f"{SEARCH}.pattern: expected a regular expression, got {describe(pattern)}")
         else:
-            self._pattern(pattern)
+            self._pattern(pattern, f"{SEARCH}.pattern")
         number = found.get("number")
         if number is not None and not (isinstance(number, ScalarNode) and isinstance(scalar(number), bool)):
             self.report(number, f"{SEARCH}.number: expected true or false, got {describe(number)}")
-        self._no_others(fields, {SEARCH, "pattern", "number"})
+        group = found.get("group")
+        value = scalar(group) if isinstance(group, ScalarNode) and not is_bool(group) else None
+        if group is not None and (not isinstance(value, int) or value < 0):
+            self.report(group, f"{SEARCH}.group: expected a group number (0: the whole match), got {describe(group)}")
+        self._no_others(fields, {SEARCH, "pattern", "number", "group"})
 
-    def _pattern(self, node: Node) -> None:
+    def _optional(self, node: MappingNode, fields: list[tuple[str, Node, Node]], roots: frozenset[str],
+                  operators: bool) -> None:
+        found = {name: value for name, _, value in fields}
+        self._one_reference(found[OPTIONAL], OPTIONAL, roots, "a value")
+        if "default" in found:
+            self.template(found["default"], roots, operators)
+        self._no_others(fields, {OPTIONAL, "default"})
+
+    def _format(self, node: MappingNode, fields: list[tuple[str, Node, Node]], roots: frozenset[str],
+                operators: bool) -> None:
+        found = {name: (key, value) for name, key, value in fields}
+        text = found[FORMAT][1]
+        if not _is_text(text):
+            self.report(text, f"{FORMAT}: expected a text with {{NAME}} parts, got {describe(text)}")
+            return
+        used = format_names(str(scalar(text)))  # type: ignore[arg-type]  # a ScalarNode: `_is_text` said so
+        for name in dict.fromkeys(used):
+            if name not in found or name == FORMAT:
+                self.report(text, f"{FORMAT}: {{{name}}} has no template: add {quoted(name)} beside {FORMAT}")
+        for name, (key, value) in found.items():
+            if name == FORMAT:
+                continue
+            if name not in used:
+                self.report(key, f"{FORMAT}: {quoted(name)} is not used in the text (write {{{name}}} where it goes)")
+            self.template(value, roots, operators)
+
+    def _quote(self, name: str, fields: list[tuple[str, Node, Node]], roots: frozenset[str], operators: bool) -> None:
+        self.template(next(value for field, _, value in fields if field == name), roots, operators)
+        others = ", ".join(field for field, _, _ in fields if field != name)
+        if others:
+            self.report(fields[0][1], f"{name} stands alone: {{{name}: TEMPLATE}} (beside it: {others})")
+
+    def _pattern(self, node: Node, label: str) -> None:
         text = str(scalar(node))  # type: ignore[arg-type]  # a ScalarNode: `_is_text` said so
         why = check_pattern(text)
         if why is not None:
-            self.report(node, f"{SEARCH}.pattern {quoted(text)}: not a regular expression RE2 runs: {why}")
+            self.report(node, f"{label} {quoted(text)}: not a regular expression RE2 runs: {why}")
 
     def _one_reference(self, node: Node, form: str, roots: frozenset[str], what: str) -> None:
         if isinstance(node, ScalarNode) and isinstance(scalar(node), str) and is_reference(str(scalar(node))):
@@ -139,13 +196,17 @@ class Templates:
             self._logical(node, fields, roots)
         elif name == ERROR:
             self.report(key, f"{ERROR} is only allowed as the whole expect: {{{ERROR}: true}} or {{{ERROR}: TEXT}}")
-        elif name == EXCLUDES:
+        elif name in TEXT_MATCHERS:
+            what = "RE" if name == MATCHES else "TEXT"
             if len(fields) != 1:
-                self.report(node, f"{EXCLUDES} stands alone: {{{EXCLUDES}: TEXT}}")
+                self.report(node, f"{name} stands alone: {{{name}: {what}}}")
             elif not _is_text(value):
-                self.report(value, f"{EXCLUDES}: expected a text, got {describe(value)}")
+                self.report(value, f"{name}: expected a {'regular expression' if what == 'RE' else 'text'}, "
+                                   f"got {describe(value)}")
+            elif name == MATCHES:
+                self._pattern(value, MATCHES)
         elif name != EXISTS:
-            known = ", ".join([EXISTS, EXCLUDES, NOT, ANY, *COMPARISONS])
+            known = ", ".join([EXISTS, *TEXT_MATCHERS, NOT, ANY, *COMPARISONS])
             self.report(key, f"unknown operator {quoted(name)} (known: {known}, and {ERROR} in expect)")
         elif len(fields) != 1:
             self.report(node, f"{EXISTS} stands alone: {{{EXISTS}: true}} or {{{EXISTS}: false}}")

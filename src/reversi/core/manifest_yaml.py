@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reversi.core.json_values import canonical, quoted
 from reversi.core.manifest import (
+    ApprovalRule,
     Capture,
     Compensation,
     CompensationKind,
@@ -126,7 +127,7 @@ _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
     | {"compensation", "verification", "capture", "read_when", "sensitive", "resources"}
 )
-_COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue", "when"})
+_COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue", "when", "name"})
 _CAPTURE_KEYS = frozenset({"tool", "args", "absent_on_error"})
 _VERIFICATION_KEYS = frozenset({"tool", "args", "expect", "retries", "backoff_ms"})
 
@@ -187,9 +188,9 @@ class _Reader:
             idempotent=self.get(found, "idempotent", self.boolean) or False,
             irreversible=bool(irreversible),
             requires=self.get(found, "requires", self.strings) or (),
-            requires_approval=self.get(found, "requires_approval", self.boolean) or False,
+            requires_approval=self.approval(found, ""),
             idempotency_key=self.get(found, "idempotency", self.idempotency),
-            compensation=self.get(found, "compensation", self.compensation),
+            compensations=self.get(found, "compensation", self.compensations) or (),
             verification=self.get(found, "verification", self.verification),
             irreversible_reason=irreversible if isinstance(irreversible, str) else "",
             capture=self.get(found, "capture", self.capture),
@@ -200,22 +201,44 @@ class _Reader:
         )
         if len(self.problems) > before:
             return None
-        undo = (("compensation", entry.compensation), ("read-back", entry.verification))
-        needed = [(what, ref) for what, call in undo if call is not None
-                  for ref in sensitive_references(call.args, entry.sensitive)]
+        undo = [*(("compensation", comp) for comp in entry.compensations), ("read-back", entry.verification)]
+        needed = {(what, ref): None for what, call in undo if call is not None
+                  for ref in sensitive_references(call.args, entry.sensitive)}
         for what, ref in needed:
             self.problem(key, f"{pattern}: its {what} needs {ref}, a sensitive value: {KEPT}", warning=True)
-        if entry.irreversible and entry.compensation is not None:
+        if entry.irreversible and entry.compensations:
             self.problem(key, f"{pattern} is marked irreversible and declares a compensation: keep one "
                               "(an irreversible call is never undone, so its compensation would never run)")
             return None
-        if entry.needs_undo and entry.compensation is None and not entry.irreversible:
+        if entry.needs_undo and not entry.compensations and not entry.irreversible:
             message = (
                 f"{pattern} has no compensation and is not marked irreversible: "
                 'it will plan as unrecoverable ("no compensation declared")'
             )
             self.problem(key, message, warning=True)
         return entry
+
+    def compensations(self, key: Node, node: Node, label: str) -> tuple[Compensation, ...] | None:
+        """One compensation (a mapping), or alternatives (a list of them, each with its `when`)."""
+        if not isinstance(node, SequenceNode):
+            one = self.compensation(key, node, label)
+            return None if one is None else (one,)
+        if not node.value:
+            self.problem(node, f"{label}: expected a compensation or a list of alternatives, got an empty list")
+            return None
+        found = [self.compensation(item, item, f"{label}[{i}]") for i, item in enumerate(node.value)]
+        alternatives = tuple(comp for comp in found if comp is not None)
+        if len(alternatives) != len(found):
+            return None
+        names: set[str] = set()
+        for i, (comp, item) in enumerate(zip(alternatives, node.value, strict=True)):
+            if comp.name in names:
+                self.problem(item, f"{label}[{i}]: the name {quoted(comp.name)} is given to two alternatives")
+            names.add(comp.name or "")
+            if comp.when is None and i < len(alternatives) - 1:
+                self.problem(item, f"{label}[{i}] has no \"when\", so it always fits and the alternatives after "
+                                   "it are never used: give it a \"when\" or move it last")
+        return alternatives
 
     def compensation(self, key: Node, node: Node, label: str) -> Compensation | None:
         found = self.fields(node, _COMPENSATION_KEYS, label)
@@ -224,12 +247,34 @@ class _Reader:
         tool = self.required_tool(found, key, label)
         args = self.get(found, "args", self.template_mapping, label) or {}
         kind = self.get(found, "kind", self.choice(CompensationKind), label)
-        requires_approval = self.get(found, "requires_approval", self.boolean, label) or False
+        requires_approval = self.approval(found, label)
         residue = self.get(found, "residue", self.strings, label) or ()
         when = self.get(found, "when", self.conditions, label)
+        name = self.get(found, "name", self.text, label)
         if tool is None:
             return None
-        return Compensation(tool, args, kind or CompensationKind.COMPENSATION, requires_approval, residue, when)
+        return Compensation(tool, args, kind or CompensationKind.COMPENSATION, requires_approval, residue, when, name)
+
+    def approval(self, found: _Fields, label: str) -> ApprovalRule:
+        """The `requires_approval` of an entry or a compensation (`label`); false when not given."""
+        rule = cast("ApprovalRule | None", self.get(found, "requires_approval", self.approval_rule, label))
+        return False if rule is None else rule
+
+    def approval_rule(self, key: Node, node: Node, label: str) -> ApprovalRule | None:
+        """`true`, `false`, or conditions on the call's `$args` and `$run` (decided when the call is made)."""
+        if isinstance(node, MappingNode):
+            before = len(self.problems)
+            self.templates.early = "requires_approval is decided"
+            try:
+                self.templates.conditions(node, BEFORE_CALL, label)
+            finally:
+                self.templates.early = "a capture runs"
+            value = plain(node)
+            return value if isinstance(value, dict) and len(self.problems) == before else None
+        if is_bool(node):
+            return bool(scalar(node))
+        self.problem(node, f"{label}: expected true, false or conditions on $args, got {describe(node)}")
+        return None
 
     def capture(self, key: Node, node: Node, label: str) -> Capture | None:
         found = self.fields(node, _CAPTURE_KEYS, label)

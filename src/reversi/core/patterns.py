@@ -56,9 +56,10 @@ def check_pattern(pattern: str) -> str | None:
     return None
 
 
-def first_match(pattern: str, text: str) -> str | None:
-    """The first match of `pattern` in the first MAX_SCAN_CHARS of `text`: its first group when it has
-    groups, else the whole match; None when there is none (or that group took no part in it).
+def first_match(pattern: str, text: str, group: int | None = None) -> str | None:
+    """The first match of `pattern` in the first MAX_SCAN_CHARS of `text`: group `group` of it when
+    given (0: the whole match), else its first group when it has groups, else the whole match; None when
+    there is none (or that group took no part in it, or the pattern has no such group).
 
     Raises:
         ValueError: RE2 cannot run the pattern (manifests are checked before this runs).
@@ -71,5 +72,9 @@ def first_match(pattern: str, text: str) -> str | None:
         found = compiled.search(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
     if found is None:
         return None
-    matched: str | None = found.group(1) if compiled.groups else found.group(0)
+    if group is None:
+        group = 1 if compiled.groups else 0
+    if group > compiled.groups:
+        return None
+    matched: str | None = found.group(group)
     return matched

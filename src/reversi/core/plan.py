@@ -51,6 +51,10 @@ class Reason:
         return f"the compensation does not fit this call: {unmet}"
 
     @staticmethod
+    def none_fits(unmet: Sequence[str]) -> str:
+        return f"no compensation fits this call: {'; '.join(unmet)}"
+
+    @staticmethod
     def approval_denied(approval_id: str) -> str:
         return f"approval {approval_id} denied: stays until someone approves it"
 
@@ -89,6 +93,8 @@ class CompensationCall:
     residue: tuple[str, ...]
     needs_approval: bool
     verification: Verification | None
+    alternative: str | None = None  # which of the entry's alternatives, when it has several
+    chosen_because: str | None = None
 
     def call_json(self) -> dict[str, Any]:
         """The call as compensators receive it."""
@@ -138,6 +144,8 @@ class Action:
                 compensation_kind=comp.kind.value,
                 verified=comp.verification is not None,
             )
+            if comp.alternative is not None:
+                out.update(alternative=comp.alternative, chosen_because=comp.chosen_because)
             if self.denied_approval is not None:
                 out["reason"] = Reason.approval_denied(self.denied_approval)
             if self.last_failure is not None:
@@ -155,7 +163,9 @@ class Action:
         if self.kind is ActionKind.COMPENSATE and self.compensation is not None:
             denied = f"  {Reason.approval_denied(self.denied_approval)}" if self.denied_approval else ""
             failed = f"  (its last undo failed: {self.last_failure}; tried again)" if self.last_failure else ""
-            return f"compensate -> {self.compensation.tool}{denied}{failed}"
+            comp = self.compensation
+            chosen = f"  ({comp.alternative}: {comp.chosen_because})" if comp.alternative is not None else ""
+            return f"compensate -> {comp.tool}{chosen}{denied}{failed}"
         return f"{self.kind.value}  {self.reason}" if self.reason else self.kind.value
 
 

@@ -1,12 +1,23 @@
 """References in manifest templates: `$args.PATH`, `$result.PATH`, `$before.PATH`, `$run.id`, `$step`,
-`${...}` text, and the two template forms `{$each: REF, as: TEMPLATE}` and `{$search: REF, pattern: RE}`.
+`${...}` text, and the template forms below.
 
 A string that is exactly one reference is replaced by the value it names (any JSON type); a string
-with `${...}` parts is interpolated as text; `$$` stands for a literal `$`. `$each` builds a list: the
-`as` template resolved once per element of the list REF names, with `$item` naming the element.
-`$search` is the first match of a regular expression (run on RE2, `reversi.core.patterns`) in the text
-REF names (its first group when it has one). Parsed strings are cached, since the planner resolves the
-same few templates for every step of a run.
+with `${...}` parts is interpolated as text; `$$` stands for a literal `$`. The forms:
+
+- `{$each: REF, as: TEMPLATE}` builds a list: `as` resolved once per element of the list REF names,
+  with `$item` naming the element.
+- `{$search: REF, pattern: RE, group: N, number: B}` is the first match of a regular expression (run
+  on RE2, `reversi.core.patterns`) in the text REF names: group N of it, else its first group when it
+  has one, else the whole match.
+- `{$optional: REF, default: TEMPLATE}` is what REF names, or, when it names nothing, `default`; with
+  no default the value is left out of the mapping or list that holds it.
+- `{$format: TEXT, NAME: TEMPLATE, ...}` is TEXT with each `{NAME}` replaced by the text of its
+  template (`{{` and `}}` are braces); TEXT itself holds no references.
+- `{$sql_identifier: TEMPLATE}` and `{$sql_text: TEMPLATE}` quote a text for SQL (`"na""me"`,
+  `'it''s'`); `{$argument: TEMPLATE}` is a text that can be one element of an argument list and not be
+  taken for an option (it names nothing when it begins with `-`).
+
+Parsed strings are cached, since the planner resolves the same few templates for every step of a run.
 """
 
 from __future__ import annotations
@@ -23,13 +34,21 @@ from reversi.core.json_values import compact
 from reversi.core.patterns import first_match
 
 __all__ = [
+    "ARGUMENT",
     "EACH",
+    "FORMAT",
+    "FORMS",
     "NOTHING",
+    "OPTIONAL",
+    "QUOTES",
     "SEARCH",
+    "SQL_IDENTIFIER",
+    "SQL_TEXT",
     "MissingReference",
     "ReferenceContext",
     "RunContext",
     "bad_references",
+    "format_names",
     "is_reference",
     "reference_roots",
     "references_to",
@@ -37,7 +56,12 @@ __all__ = [
     "result_references",
 ]
 
-EACH, SEARCH = "$each", "$search"
+EACH, SEARCH, OPTIONAL, FORMAT = "$each", "$search", "$optional", "$format"
+SQL_IDENTIFIER, SQL_TEXT, ARGUMENT = "$sql_identifier", "$sql_text", "$argument"
+QUOTES = (SQL_IDENTIFIER, SQL_TEXT, ARGUMENT)
+FORMS = (EACH, SEARCH, OPTIONAL, FORMAT, *QUOTES)
+"""The keys that make a mapping a template form rather than a mapping of templates."""
+_OMITTED: Any = type("Omitted", (), {"__repr__": lambda self: "OMITTED", "__slots__": ()})()
 NOTHING: Any = type("Nothing", (), {"__repr__": lambda self: "NOTHING", "__slots__": ()})()
 """What `before` and `item` are when there is none: every reference to them names nothing."""
 
@@ -87,6 +111,7 @@ class ReferenceContext:
         step: The call's step number.
         before: What the entry's capture read before the call; NOTHING when there is none.
         item: The element a `$each` template is resolved for; NOTHING outside one.
+        before_absent: What the capture's error said when it found nothing to read, if it did.
     """
 
     args: Any
@@ -95,6 +120,7 @@ class ReferenceContext:
     step: int
     before: Any = NOTHING
     item: Any = NOTHING
+    before_absent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,17 +154,71 @@ def resolve(template: Any, ctx: ReferenceContext) -> Any:
         MissingReference: A reference named nothing.
         ValueError: The template holds a bad reference (manifests are checked before this runs).
     """
+    value = _resolve(template, ctx)
+    if value is _OMITTED:
+        raise MissingReference(compact(template[OPTIONAL]))
+    return value
+
+
+def _resolve(template: Any, ctx: ReferenceContext) -> Any:
+    """`resolve`, where an `$optional` that names nothing is `_OMITTED` (its holder leaves it out)."""
     if isinstance(template, str):
         return _resolve_text(template, ctx) if "$" in template else template
     if isinstance(template, Mapping):
-        if EACH in template:
-            return _each(template, ctx)
-        if SEARCH in template:
-            return _search(template, ctx)
-        return {key: resolve(value, ctx) for key, value in template.items()}
+        form = _form(template)
+        if form is not None:
+            return form(template, ctx)
+        resolved = {key: _resolve(value, ctx) for key, value in template.items()}
+        return {key: value for key, value in resolved.items() if value is not _OMITTED}
     if isinstance(template, list | tuple):
-        return [resolve(item, ctx) for item in template]
+        return [value for value in (_resolve(item, ctx) for item in template) if value is not _OMITTED]
     return template
+
+
+def _form(template: Mapping[str, Any]) -> Any:
+    for name in FORMS:
+        if name in template:
+            return _FORMS[name]
+    return None
+
+
+def _optional(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
+    try:
+        return resolve(template[OPTIONAL], ctx)
+    except MissingReference:
+        return resolve(template["default"], ctx) if "default" in template else _OMITTED
+
+
+_FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+def format_names(text: str) -> list[str]:
+    """The names a `$format` text's `{NAME}` parts use, in order (`{{` and `}}` are braces)."""
+    return [m[1] for m in _FIELD.finditer(text) if m[1] is not None]
+
+
+def _format(template: Mapping[str, Any], ctx: ReferenceContext) -> str:
+    def part(match: re.Match[str]) -> str:
+        if match[1] is None:
+            return match[0][0]
+        return _render(resolve(template[match[1]], ctx))
+
+    return _FIELD.sub(part, str(template[FORMAT]))
+
+
+def _quoted(template: Mapping[str, Any], ctx: ReferenceContext) -> str:
+    name = next(form for form in QUOTES if form in template)
+    value = resolve(template[name], ctx)
+    if not isinstance(value, str | int | float) or isinstance(value, bool) or "\x00" in str(value):
+        raise MissingReference(f"{compact(template[name])} (not a text {name} can quote)")
+    text = str(value)
+    if name == SQL_IDENTIFIER:
+        return '"' + text.replace('"', '""') + '"'
+    if name == SQL_TEXT:
+        return "'" + text.replace("'", "''") + "'"
+    if not text or text.startswith("-"):
+        raise MissingReference(f"{compact(template[name])} ({compact(text)} could be taken for an option)")
+    return text
 
 
 def _each(template: Mapping[str, Any], ctx: ReferenceContext) -> list[Any]:
@@ -146,18 +226,26 @@ def _each(template: Mapping[str, Any], ctx: ReferenceContext) -> list[Any]:
     items = resolve(written, ctx)
     if not isinstance(items, list):
         raise MissingReference(f"{written} (not a list, for $each)")
-    return [resolve(template.get("as"), replace(ctx, item=item)) for item in items]
+    found = (_resolve(template.get("as"), replace(ctx, item=item)) for item in items)
+    return [value for value in found if value is not _OMITTED]
 
 
 def _search(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
     written, pattern = template[SEARCH], str(template.get("pattern", ""))
     text = resolve(written, ctx)
-    match = first_match(pattern, text) if isinstance(text, str) else None
+    group = template.get("group")
+    match = first_match(pattern, text, group if isinstance(group, int) else None) if isinstance(text, str) else None
     if match is None:
         raise MissingReference(f"{written} (no match for {pattern!r})")
     if template.get("number") is True:
         return _number(written, match)
     return match
+
+
+_FORMS = {
+    EACH: _each, SEARCH: _search, OPTIONAL: _optional, FORMAT: _format,
+    SQL_IDENTIFIER: _quoted, SQL_TEXT: _quoted, ARGUMENT: _quoted,
+}
 
 
 def _number(written: str, text: str) -> int | float:
@@ -202,15 +290,18 @@ def result_references(template: Any) -> list[tuple[str, tuple[str | int | None, 
     return references_to(template, "result")
 
 
-def references_to(template: Any, root: str) -> list[tuple[str, tuple[str | int | None, ...]]]:
-    """Every reference to `root` (`"args"`, `"result"`, `"before"`) a template makes, as `result_references`."""
-    found = {ref.written: ref.path for ref in _refs(template) if ref.root == root}
+def references_to(
+    template: Any, root: str, *, optional: bool = True
+) -> list[tuple[str, tuple[str | int | None, ...]]]:
+    """Every reference to `root` (`"args"`, `"result"`, `"before"`) a template makes, as `result_references`;
+    without those inside an `$optional` form when `optional` is false (those a missing value cannot fail)."""
+    found = {ref.written: ref.path for ref in _refs(template, optional) if ref.root == root}
     return list(found.items())
 
 
-def _refs(template: Any) -> Iterator[_Ref]:
+def _refs(template: Any, optional: bool = True) -> Iterator[_Ref]:
     """Every good reference a template makes, in order."""
-    for text in _texts(template):
+    for text in _texts(template, optional):
         parsed = _parse(text)
         if isinstance(parsed, _Ref):
             yield parsed
@@ -218,20 +309,24 @@ def _refs(template: Any) -> Iterator[_Ref]:
             yield from (part for part in parsed.parts if isinstance(part, _Ref))
 
 
-def _texts(template: Any) -> Iterator[str]:
-    """The template's strings that hold a `$`, in order (mapping keys are not templates)."""
+def _texts(template: Any, optional: bool = True) -> Iterator[str]:
+    """The template's strings that hold a `$`, in order (mapping keys are not templates); without those of
+    `$optional` forms when `optional` is false."""
     if isinstance(template, str):
         if "$" in template:
             yield template
     elif isinstance(template, Mapping):
         if SEARCH in template:  # its pattern is a regular expression, where `$` is an anchor
-            yield from _texts(template[SEARCH])
+            yield from _texts(template[SEARCH], optional)
             return
-        for value in template.values():
-            yield from _texts(value)
+        if OPTIONAL in template and not optional:
+            return
+        for key, value in template.items():
+            if key != FORMAT:  # its text is literal but for `{NAME}`
+                yield from _texts(value, optional)
     elif isinstance(template, list | tuple):
         for item in template:
-            yield from _texts(item)
+            yield from _texts(item, optional)
 
 
 def _resolve_text(text: str, ctx: ReferenceContext) -> Any:

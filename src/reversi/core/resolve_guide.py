@@ -26,9 +26,11 @@ class ResolveGuide:
 
 
 def _references(entry: ToolEntry | None) -> list[tuple[str, Path]]:
-    if entry is None or entry.compensation is None:
+    if entry is None or not entry.compensations:
         return []
-    found = dict(result_references(dict(entry.compensation.args)))
+    found: dict[str, Path] = {}
+    for comp in entry.compensations:
+        found.update(result_references(dict(comp.args)))
     if entry.verification is not None:
         found.update(result_references(dict(entry.verification.args)))
     return list(found.items())

@@ -155,6 +155,26 @@ def _key(node: Mapping[str, Any], root: Mapping[str, Any], key: str, rest: tuple
     return Fit.FITS, ""
 
 
+def optional_in(schema: Mapping[str, Any], path: Sequence[PathStep]) -> str | None:
+    """The first key along `path` that the schema declares but does not require (so a value may lack
+    it), or None. Only plain object schemas are judged: through a list, or a choice of schemas, None."""
+    node: Any = schema
+    for step in path:
+        node = _resolved(node, schema, 0)
+        if not isinstance(step, str) or not isinstance(node, Mapping) or any(k in node for k in _CHOICES):
+            return None
+        properties = _mapping(node.get("properties"))
+        if step not in properties:
+            return None
+        if step not in (node.get("required") or ()):
+            return step
+        node = properties[step]
+    return None
+
+
+_CHOICES = ("anyOf", "oneOf", "allOf")
+
+
 def arguments_fit(schema: Mapping[str, Any], keys: Sequence[str]) -> tuple[list[str], list[str], bool]:
     """How a mapping with `keys` fits an object schema: the required keys it lacks, the keys the
     schema does not declare, and whether the schema forbids undeclared keys."""

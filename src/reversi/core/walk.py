@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.dependencies import Blockers
 from reversi.core.envelope import Unreadable
-from reversi.core.expect import unmet_condition
-from reversi.core.manifest import Effect, ManifestSet, ToolEntry
+from reversi.core.expect import rule_holds, unmet_condition
+from reversi.core.json_values import compact
+from reversi.core.manifest import Compensation, Effect, ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState, StepStatus
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, compensation_key
 from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
@@ -40,6 +42,7 @@ def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContex
         run=RunContext(run.run_id, run.scope.actor, run.scope.tenant, run.scope.environment),
         step=step.index,
         before=step.before if step.has_before else NOTHING,
+        before_absent=step.before_absent,
     )
 
 
@@ -61,20 +64,15 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         return Action(index, tool, ActionKind.SKIP, Reason.IDEMPOTENT)
     if entry.irreversible:
         return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.cannot_be_undone(entry.irreversible_reason))
-    comp = entry.compensation
-    if comp is None:
+    if not entry.compensations:
         return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.NO_COMPENSATION)
     unreadable = next((v for v in (step.args, step.result, step.before) if isinstance(v, Unreadable)), None)
     if unreadable is not None:  # encrypted under a key this process lacks, or erased: nothing to undo with
         return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.values_unreadable(unreadable.reason))
-    try:  # before `when`: that the arguments cannot be built says more than a condition they would fail
-        args = resolve(dict(comp.args), ctx)
-    except MissingReference as missing:
-        reason = Reason.arguments_unavailable(missing.ref, _why_missing(step, missing.ref))
-        return Action(index, tool, ActionKind.UNRECOVERABLE, reason)
-    unmet = unmet_condition(comp.when, ctx) if comp.when else None
-    if unmet is not None:
-        return Action(index, tool, ActionKind.UNRECOVERABLE, Reason.does_not_apply(unmet))
+    chosen = choose_compensation(entry, ctx)
+    if isinstance(chosen, str):
+        return Action(index, tool, ActionKind.UNRECOVERABLE, chosen)
+    comp, args, why = chosen
     call = CompensationCall(
         run_id=snapshot.run.run_id,
         step=index,
@@ -84,10 +82,39 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         idempotency_key=compensation_key(snapshot.run.run_id, index, comp.tool),
         kind=comp.kind,
         residue=comp.residue,
-        needs_approval=_needs_approval(step, comp.requires_approval),
+        needs_approval=_needs_approval(step, entry, comp, ctx),
         verification=entry.verification,
+        alternative=entry.alternative_name(comp),
+        chosen_because=why,
     )
     return Action(index, tool, ActionKind.COMPENSATE, compensation=call, last_failure=_last_failure(step))
+
+
+def choose_compensation(entry: ToolEntry, ctx: ReferenceContext) -> tuple[Compensation, Any, str | None] | str:
+    """The undo for one call: the first alternative whose `when` holds, its arguments resolved, and why it
+    was chosen (None for a lone compensation); or, when there is none, the reason the step is unrecoverable."""
+    alternatives = entry.compensations
+    if len(alternatives) == 1:  # arguments first: that they cannot be built says more than an unmet `when`
+        comp = alternatives[0]
+        try:
+            args = resolve(dict(comp.args), ctx)
+        except MissingReference as missing:
+            return Reason.arguments_unavailable(missing.ref, _why_missing(ctx, missing.ref))
+        unmet = unmet_condition(comp.when, ctx) if comp.when else None
+        return (comp, args, None) if unmet is None else Reason.does_not_apply(unmet)
+    passed: list[str] = []
+    for comp in alternatives:
+        unmet = unmet_condition(comp.when, ctx) if comp.when else None
+        if unmet is not None:
+            passed.append(f"{entry.alternative_name(comp)}: {unmet}")
+            continue
+        try:
+            args = resolve(dict(comp.args), ctx)
+        except MissingReference as missing:
+            return Reason.arguments_unavailable(missing.ref, _why_missing(ctx, missing.ref))
+        why = f"its conditions hold ({compact(dict(comp.when))})" if comp.when else "it always fits"
+        return comp, args, "; ".join([*passed, why]) if passed else why
+    return Reason.none_fits(passed)
 
 
 def _last_failure(step: StepState) -> str | None:
@@ -98,23 +125,24 @@ def _last_failure(step: StepState) -> str | None:
     return f"{step.last_error or 'no error said'}, after {tries}"
 
 
-def _why_missing(step: StepState, ref: str) -> str:
+def _why_missing(ctx: ReferenceContext, ref: str) -> str:
     """What a missing `$before` reference means: the capture found nothing, or none was made."""
     if not ref.startswith("$before"):
         return ""
-    if step.before_absent is not None:
-        said = step.before_absent if len(step.before_absent) <= 200 else f"{step.before_absent[:197]}..."
+    if ctx.before_absent is not None:
+        said = ctx.before_absent if len(ctx.before_absent) <= 200 else f"{ctx.before_absent[:197]}..."
         return f"the capture found nothing before the call: {said}"
-    return "" if step.has_before else "nothing was captured before the call"
+    return "" if ctx.before is not NOTHING else "nothing was captured before the call"
 
 
-def _needs_approval(step: StepState, required_now: bool) -> bool:
-    """Whether the step's undo waits for an approval: as snapshotted when the step ran, so a later edit
-    of the manifest changes nothing for it; the manifest in force only for a step that ran without
-    an entry (there was nothing to snapshot)."""
-    if step.record.manifest_digest is not None:
+def _needs_approval(step: StepState, entry: ToolEntry, comp: Compensation, ctx: ReferenceContext) -> bool:
+    """Whether the step's undo waits for an approval. A step that ran under an entry keeps the rule it
+    ran under, so a later edit of the manifest changes nothing for it: when the entry is unchanged, the
+    chosen alternative's rule; when it was edited since, what was snapshotted then (whether any
+    alternative needed one). A step that ran with no entry takes the manifest in force."""
+    if step.record.manifest_digest not in (None, entry.digest):
         return step.record.compensation_needs_approval
-    return required_now
+    return rule_holds(comp.requires_approval, ctx)
 
 
 class RollbackWalk:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from reversi.core.checkpoints import Checkpoint, check_name, checkpoints_of, new_checkpoint_data
+from reversi.core.expect import rule_holds
 from reversi.core.halts import halt_message, matching_halt
 from reversi.core.json_values import checked_arguments, digest, to_json, valid_text
 from reversi.core.manifest import ManifestSet, ToolEntry
@@ -177,12 +178,15 @@ class Recorder:
         dup_key = _dup_key(run, tool, args, entry)
         refusal = refusal or (_duplicate(q, dup_key) if dup_key else None)
         approval_id = None
-        if refusal is None and entry is not None and entry.requires_approval:
+        ctx = call_context(run, args)
+        if refusal is None and entry is not None and rule_holds(entry.requires_approval, ctx):
             refusal, approval_id = _forward_approval(q, run, tool, args)
         if refusal is not None:
             q.append(run.run_id, [_refused_event(run, tool, args, refusal)])
             raise KeepWrites(refusal)
-        needs_approval = bool(entry and entry.compensation and entry.compensation.requires_approval)
+        # Snapshotted for the step: whether an undo of it needs an approval (any alternative's, for these
+        # arguments), so a later edit of the manifest cannot take the approval away.
+        needs_approval = entry is not None and any(rule_holds(c.requires_approval, ctx) for c in entry.compensations)
         record = q.insert_next_step(
             StepRecord(
                 run.run_id,

@@ -32,11 +32,12 @@ def compensations_named(pool: UpstreamPool, manifests: ManifestSet, upstream: Up
     named: set[str] = set()
     for name in names:
         route, entry = pool.route(name), manifests.lookup(name)
-        if route is None or route.upstream is not upstream or entry is None or entry.compensation is None:
+        if route is None or route.upstream is not upstream or entry is None:
             continue
-        compensation = pool.route(entry.compensation.tool)
-        if compensation is not None and compensation.upstream is upstream:
-            named.add(entry.compensation.tool)
+        for comp in entry.compensations:
+            compensation = pool.route(comp.tool)
+            if compensation is not None and compensation.upstream is upstream:
+                named.add(comp.tool)
     return sorted(named)
 
 

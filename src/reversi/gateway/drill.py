@@ -97,7 +97,7 @@ def _drillable(ledger: Ledger, tool: str) -> ToolEntry:
     if not entry.needs_undo:
         raise ConfigError(f"{tool} needs no undo (its entry says {'idempotent' if entry.idempotent else 'read'}): "
                           "nothing to drill")
-    if entry.irreversible or entry.compensation is None:
+    if entry.irreversible or not entry.compensations:
         said = "is irreversible by" if entry.irreversible else "has no compensation in"
         raise ConfigError(f"{tool} {said} its entry ({entry.source}:{entry.line}): nothing to drill")
     return entry
@@ -204,7 +204,7 @@ async def _drill(s: _Scratch) -> Drill:
     undo = [{"type": e.type, **e.data} for e in run.events() if e.step == step and e.type in _UNDO_EVENTS]
     read_back = next((e for e in reversed(undo) if e["type"] in ("verified", "verification_failed")), None)
     found = differences(before, after)
-    residue = s.entry.compensation.residue if s.entry.compensation is not None else ()
+    residue = s.entry.residue
     info = s.pool.upstreams[0].server_info
     return Drill(
         new_drill_id(),

@@ -1,0 +1,191 @@
+"""The manifest language of issue 28: alternatives, `$optional`, conditional `requires_approval`, built
+texts (`$format` and the quoting forms), text matchers; what `manifest check` says of each misuse, at
+its line, and what the live check says of optional arguments."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reversi.core.expect import first_mismatch, rule_holds
+from reversi.core.manifest import merge
+from reversi.core.manifest_fit import fit_problems, key_lines
+from reversi.core.manifest_yaml import parse_manifest
+from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
+from reversi.core.tool_listing import parse_listing
+
+RUN = RunContext("run_x", "ann", "acme", "prod")
+
+
+def ctx(args: Any = None, result: Any = None, before: Any = NOTHING) -> ReferenceContext:
+    return ReferenceContext(args={} if args is None else args, result=result, run=RUN, step=3, before=before)
+
+
+def parse(body: str) -> tuple[list[Any], list[str]]:
+    text = "version: 1\ntools:\n" + textwrap.indent(textwrap.dedent(body), "  ")
+    entries, problems = parse_manifest(text, "m.yaml")
+    return entries, [str(p) for p in problems]
+
+
+# -- forms --------------------------------------------------------------------------------------------
+
+
+def test_optional_leaves_a_missing_value_out_or_gives_its_default() -> None:
+    template = {"title": "$args.title", "project": {"$optional": "$args.project"},
+                "folder": {"$optional": "$args.folder", "default": "main"},
+                "tags": [{"$optional": "$args.tag"}, "x"]}
+    assert resolve(template, ctx({"title": "t"})) == {"title": "t", "folder": "main", "tags": ["x"]}
+    assert resolve(template, ctx({"title": "t", "project": None, "folder": "f", "tag": 1})) == {
+        "title": "t", "project": None, "folder": "f", "tags": [1, "x"]}
+    with pytest.raises(MissingReference):
+        resolve({"$optional": "$args.x"}, ctx())
+
+
+def test_format_builds_a_text_and_the_quoting_forms_keep_a_value_one_token() -> None:
+    template = {"$format": "DROP TABLE {table}; -- {{kept}} {n}", "table": {"$sql_identifier": "$args.name"},
+                "n": "$args.n"}
+    assert resolve(template, ctx({"name": 'a"b', "n": 3})) == 'DROP TABLE "a""b"; -- {kept} 3'
+    assert resolve({"$sql_text": "$args.v"}, ctx({"v": "it's"})) == "'it''s'"
+    assert resolve({"$argument": "$args.branch"}, ctx({"branch": "feature/x"})) == "feature/x"
+    for hostile in ("--force", "-D", ""):
+        with pytest.raises(MissingReference, match="could be taken for an option"):
+            resolve({"$argument": "$args.branch"}, ctx({"branch": hostile}))
+    for unquotable in ({"a": 1}, None, True, "a\x00b"):
+        with pytest.raises(MissingReference, match="not a text"):
+            resolve({"$sql_identifier": "$args.v"}, ctx({"v": unquotable}))
+
+
+@given(st.text())
+def test_a_quoted_identifier_reads_back_as_exactly_the_value(name: str) -> None:
+    """Whatever the agent's text, the quoted form is one identifier whose value is that text."""
+    if "\x00" in name:
+        return
+    quoted = resolve({"$sql_identifier": "$args.n"}, ctx({"n": name}))
+    assert quoted.startswith('"') and quoted.endswith('"')
+    inner = quoted[1:-1]
+    assert inner.replace('""', "") .count('"') == 0 and inner.replace('""', '"') == name
+
+
+def test_search_takes_the_group_asked_for() -> None:
+    query = {"q": "create table if not exists orders (id int)"}
+    pattern = r"(?i)create\s+table\s+(if\s+not\s+exists\s+)?(\w+)"
+    assert resolve({"$search": "$args.q", "pattern": pattern, "group": 2}, ctx(query)) == "orders"
+    assert resolve({"$search": "$args.q", "pattern": pattern, "group": 0}, ctx(query)).endswith("orders")
+    with pytest.raises(MissingReference):
+        resolve({"$search": "$args.q", "pattern": pattern, "group": 3}, ctx(query))
+
+
+def test_text_matchers_match_texts_only() -> None:
+    assert first_mismatch({"text": {"$contains": "deleted"}}, {"text": "note deleted"}) is None
+    assert first_mismatch({"text": {"$matches": "^note .*d$"}}, {"text": "note deleted"}) is None
+    assert first_mismatch({"text": {"$matches": "^x"}}, {"text": "note"}) == (
+        '`text` is "note", expected a text matching "^x"')
+    assert first_mismatch({"n": {"$contains": "1"}}, {"n": 1}) == '`n` is 1, expected a text containing "1"'
+    assert first_mismatch({"n": {"$contains": "1"}}, {}) == '`n` is missing, expected a text containing "1"'
+
+
+def test_an_approval_rule_is_true_false_or_conditions_on_the_arguments() -> None:
+    rule = {"$args.is_directory": True}
+    assert rule_holds(rule, ctx({"is_directory": True}))
+    assert not rule_holds(rule, ctx({"is_directory": False})) and not rule_holds(rule, ctx({}))
+    assert rule_holds(True, ctx()) and not rule_holds(False, ctx())
+
+
+# -- manifest check -----------------------------------------------------------------------------------
+
+
+def test_alternatives_are_read_with_their_names_and_conditions() -> None:
+    (entry,), problems = parse("""\
+        w:
+          requires_approval: {"$args.force": true}
+          compensation:
+            - {name: overwrite, tool: u, when: {"$args.x": 1}, requires_approval: {"$args.y": {$gt: 2}}}
+            - {tool: d, residue: ["a log line"]}
+        """)
+    assert problems == []
+    assert [c.tool for c in entry.compensations] == ["u", "d"]
+    assert [entry.alternative_name(c) for c in entry.compensations] == ["overwrite", "#2"]
+    assert entry.requires_approval == {"$args.force": True} and entry.residue == ("a log line",)
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("w:\n  compensation: []", "m.yaml:4: compensation: expected a compensation or a list of alternatives, got an "
+                               "empty list"),
+    ("w:\n  compensation:\n    - {tool: a}\n    - {tool: b}",
+     'm.yaml:5: compensation[0] has no "when", so it always fits and the alternatives after it are never used: give '
+     'it a "when" or move it last'),
+    ("w:\n  compensation:\n    - {tool: a, name: x, when: {\"$args.a\": 1}}\n    - {tool: b, name: x}",
+     'm.yaml:6: compensation[1]: the name "x" is given to two alternatives'),
+    ("w:\n  compensation:\n    - {tool: a, when: {\"$args.a\": 1}}\n    - {args: {}}",
+     'm.yaml:6: compensation[1]: missing "tool"'),
+    ("w:\n  requires_approval: {\"$result.id\": 1}\n  irreversible: true",
+     'm.yaml:4: "$result.id": requires_approval is decided before the call: only $args and $run are known then'),
+    ("w:\n  compensation: {tool: u, requires_approval: {\"$before.x\": 1}}",
+     'm.yaml:4: "$before.x": requires_approval is decided before the call: only $args and $run are known then'),
+    ("w:\n  compensation: {tool: u, args: {a: {$optional: \"$args.x\", other: 1}}}",
+     'm.yaml:4: unknown key "other" beside $optional and default'),
+    ("w:\n  compensation: {tool: u, args: {a: {$optional: \"text\"}}}",
+     'm.yaml:4: $optional: expected one reference to a value, got "text"'),
+    ("w:\n  compensation: {tool: u, args: {a: {$format: \"DROP {t} {u}\", t: \"$args.t\"}}}",
+     'm.yaml:4: $format: {u} has no template: add "u" beside $format'),
+    ("w:\n  compensation: {tool: u, args: {a: {$format: \"DROP\", t: \"$args.t\"}}}",
+     'm.yaml:4: $format: "t" is not used in the text (write {t} where it goes)'),
+    ("w:\n  compensation: {tool: u, args: {a: {$format: 3}}}",
+     "m.yaml:4: $format: expected a text with {NAME} parts, got 3"),
+    ("w:\n  compensation: {tool: u, args: {a: {$sql_identifier: \"$args.t\", x: 1}}}",
+     "m.yaml:4: $sql_identifier stands alone: {$sql_identifier: TEMPLATE} (beside it: x)"),
+    ("w:\n  compensation: {tool: u, args: {a: {$search: \"$args.q\", pattern: \"x\", group: -1}}}",
+     "m.yaml:4: $search.group: expected a group number (0: the whole match), got -1"),
+    ("w:\n  compensation: {tool: u, when: {\"$args.q\": {$matches: \"(\"}}}",
+     'm.yaml:4: $matches "(": not a regular expression RE2 runs: missing ): ('),
+    ("w:\n  compensation: {tool: u, when: {\"$args.q\": {$contains: 1}}}",
+     "m.yaml:4: $contains: expected a text, got 1"),
+])
+def test_manifest_check_names_each_misuse_at_its_line(body: str, expected: str) -> None:
+    entries, problems = parse(body)
+    assert entries == [] and problems == [expected]
+
+
+LISTING = {"tools": [
+    {"name": "write_note", "inputSchema": {"type": "object", "required": ["title", "content"], "properties": {
+        "title": {"type": "string"}, "content": {"type": "string"}, "project": {"type": "string"}}}},
+    {"name": "delete_note", "inputSchema": {"type": "object", "required": ["identifier"], "properties": {
+        "identifier": {"type": "string"}, "project": {"type": "string"}}}},
+    {"name": "read_note", "inputSchema": {"type": "object", "required": ["identifier"], "properties": {
+        "identifier": {"type": "string"}, "project": {"type": "string"}}},
+     "annotations": {"readOnlyHint": True}},
+]}
+
+
+def test_the_live_check_points_into_the_alternative_and_flags_optional_arguments() -> None:
+    text = textwrap.dedent("""\
+        version: 1
+        tools:
+          read_note: {effect: read}
+          delete_note: {irreversible: true}
+          write_note:
+            capture: {tool: read_note, args: {identifier: "$args.title", project: {$optional: "$args.project"}}}
+            compensation:
+              - name: overwrite
+                when: {"$before": {$exists: true}}
+                tool: write_note
+                args: {title: "$args.title", content: "$before.content", project: "$args.project"}
+              - name: create
+                tool: delete_note
+                args: {identifier: "$args.title", projct: {$optional: "$args.project"}}
+        """)
+    entries, problems = parse_manifest(text, "m.yaml")
+    assert problems == []
+    manifests, _ = merge([entries])
+    found = fit_problems(manifests, parse_listing(LISTING, "l.json"), lines={"m.yaml": key_lines(text)})
+    assert [str(p) for p in found] == [
+        'm.yaml:11: warning: $args.project: "project" is optional in the input schema of write_note, and a call '
+        'without it leaves this reference naming nothing: write {$optional: "$args.project"} (with default: VALUE '
+        "where one is needed)",
+        'm.yaml:14: warning: compensation[1].args.projct: delete_note has no argument "projct" declared: it may be '
+        "ignored",
+    ]
