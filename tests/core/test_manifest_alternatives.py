@@ -70,6 +70,14 @@ def test_a_quoted_identifier_reads_back_as_exactly_the_value(name: str) -> None:
     assert inner.replace('""', "") .count('"') == 0 and inner.replace('""', '"') == name
 
 
+def test_an_agents_statement_cannot_widen_the_drop_built_from_it() -> None:
+    """docs/manifest.md's sqlite example: the name is the text up to the first space or parenthesis."""
+    template = {"$format": "DROP TABLE {table}", "table": {"$sql_identifier": {
+        "$search": "$args.query", "pattern": r"(?i)create\s+table\s+(?:if\s+not\s+exists\s+)?([^\s(]+)"}}}
+    assert resolve(template, ctx({"query": "CREATE TABLE x; DROP TABLE customers"})) == 'DROP TABLE "x;"'
+    assert resolve(template, ctx({"query": 'create table a"b(c)'})) == 'DROP TABLE "a""b"'
+
+
 def test_search_takes_the_group_asked_for() -> None:
     query = {"q": "create table if not exists orders (id int)"}
     pattern = r"(?i)create\s+table\s+(if\s+not\s+exists\s+)?(\w+)"

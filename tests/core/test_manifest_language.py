@@ -179,8 +179,8 @@ def test_every_new_key_is_read_into_the_entry() -> None:
         ('t:\n  compensation: {tool: u, when: {"$args.x": {$exists: maybe}}}',
          'm.yaml:4: $exists: expected true or false, got "maybe"'),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {a: {$exist: true}}}',
-         'm.yaml:5: unknown operator "$exist" (known: $exists, $excludes, $contains, $matches, $not, $any, $gt, $gte, $lt, $lte, and '
-         "$error in expect)"),
+         'm.yaml:5: unknown operator "$exist" (known: $exists, $excludes, $contains, $matches, $not, $any, $gt, '
+         "$gte, $lt, $lte, and $error in expect)"),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {a: {$error: true}}}',
          "m.yaml:5: $error is only allowed as the whole expect: {$error: true} or {$error: TEXT}"),
         ('t:\n  compensation: {tool: u}\n  verification: {tool: r, expect: {$error: true, a: 1}}',
@@ -337,7 +337,7 @@ def test_the_new_operators_are_checked_where_they_are_written() -> None:
         "m.yaml:8: $any: expected a list of what may match, got an empty list",
         'm.yaml:9: $gt: expected a number, got "ten"',
         "m.yaml:10: $lt: expected a number, got true",
-        'm.yaml:11: unknown operator "$nope" (known: $exists, $excludes, $contains, $matches, $not, $any, $gt, $gte, $lt, $lte, and '
-        "$error in expect)",
+        'm.yaml:11: unknown operator "$nope" (known: $exists, $excludes, $contains, $matches, $not, $any, $gt, '
+        "$gte, $lt, $lte, and $error in expect)",
         'm.yaml:12: bad reference "$nothing.here"',
     ]
