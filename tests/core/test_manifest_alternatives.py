@@ -152,6 +152,12 @@ def test_alternatives_are_read_with_their_names_and_conditions() -> None:
      'm.yaml:4: $matches "(": not a regular expression RE2 runs: missing ): ('),
     ("w:\n  compensation: {tool: u, when: {\"$args.q\": {$contains: 1}}}",
      "m.yaml:4: $contains: expected a text, got 1"),
+    ("w:\n  compensation:\n    tool: u\n    then: []",
+     "m.yaml:6: compensation.then: expected a list of calls ({tool, args}), got an empty list"),
+    ("w:\n  compensation:\n    tool: u\n    then:\n      - {tool: v}\n      - {args: {a: \"$args.a\"}}",
+     'm.yaml:8: compensation.then[1]: missing "tool"'),
+    ("w:\n  compensation:\n    tool: u\n    then:\n      - {tool: v, args: {a: \"$nope\"}}",
+     'm.yaml:7: bad reference "$nope"'),
 ])
 def test_manifest_check_names_each_misuse_at_its_line(body: str, expected: str) -> None:
     entries, problems = parse(body)
@@ -185,6 +191,9 @@ def test_the_live_check_points_into_the_alternative_and_flags_optional_arguments
               - name: create
                 tool: delete_note
                 args: {identifier: "$args.title", projct: {$optional: "$args.project"}}
+                then:
+                  - tool: move_note
+                    args: {identifier: "$args.title"}
         """)
     entries, problems = parse_manifest(text, "m.yaml")
     assert problems == []
@@ -196,4 +205,5 @@ def test_the_live_check_points_into_the_alternative_and_flags_optional_arguments
         "where one is needed)",
         'm.yaml:14: warning: compensation[1].args.projct: delete_note has no argument "projct" declared: it may be '
         "ignored",
+        "m.yaml:16: compensation[1].then[0] tool move_note: the server offers no such tool",
     ]

@@ -16,6 +16,7 @@ from reversi.core.sensitive import SensitivePath
 
 __all__ = [
     "ApprovalRule",
+    "Call",
     "Capture",
     "Compensation",
     "CompensationKind",
@@ -68,6 +69,14 @@ so the rule is decided when the call is made)."""
 
 
 @dataclass(frozen=True)
+class Call:
+    """One more call of an undo made of several (`Compensation.then`): `tool` with `args`, a template."""
+
+    tool: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Compensation:
     """One way to undo a step; `args` is a template of references.
 
@@ -76,6 +85,9 @@ class Compensation:
             whose `when` holds is the undo; a step none fits plans as unrecoverable, naming why. None:
             always.
         name: What the alternative is called in the plan (`overwrite`); None: its place in the list.
+        then: Calls made after `tool`, in order, as parts of the same undo (write a note back, then
+            move it where it was): each part is journaled, and a re-run starts at the first part not
+            known done.
     """
 
     tool: str
@@ -85,6 +97,12 @@ class Compensation:
     residue: tuple[str, ...] = ()
     when: Conditions | None = None
     name: str | None = None
+    then: tuple[Call, ...] = ()
+
+    @property
+    def calls(self) -> tuple[Call, ...]:
+        """Every call the undo makes, in order: its `tool` with its `args`, then those of `then`."""
+        return (Call(self.tool, self.args), *self.then)
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,10 @@ def tools_called(entry: ToolEntry) -> list[tuple[tuple[str, ...], Called]]:
     """The calls an entry makes besides the forward one, by the path of the key that declares each
     (`("compensation",)`, or `("compensation", "1")` for the second of its alternatives)."""
     several = len(entry.compensations) > 1
-    calls: list[tuple[tuple[str, ...], Called | None]] = [
-        (("compensation", str(i)) if several else ("compensation",), comp) for i, comp in enumerate(entry.compensations)
-    ]
+    calls: list[tuple[tuple[str, ...], Called | None]] = []
+    for i, comp in enumerate(entry.compensations):
+        path = ("compensation", str(i)) if several else ("compensation",)
+        calls += [(path, comp), *(((*path, "then", str(j)), then) for j, then in enumerate(comp.then))]
     calls += [(("verification",), entry.verification), (("capture",), entry.capture)]
     return [(path, call) for path, call in calls if call is not None]
 

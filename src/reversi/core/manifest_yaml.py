@@ -18,6 +18,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from reversi.core.json_values import canonical, quoted
 from reversi.core.manifest import (
     ApprovalRule,
+    Call,
     Capture,
     Compensation,
     CompensationKind,
@@ -127,7 +128,8 @@ _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
     | {"compensation", "verification", "capture", "read_when", "sensitive", "resources"}
 )
-_COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue", "when", "name"})
+_COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue", "when", "name", "then"})
+_CALL_KEYS = frozenset({"tool", "args"})
 _CAPTURE_KEYS = frozenset({"tool", "args", "absent_on_error"})
 _VERIFICATION_KEYS = frozenset({"tool", "args", "expect", "retries", "backoff_ms"})
 
@@ -201,7 +203,8 @@ class _Reader:
         )
         if len(self.problems) > before:
             return None
-        undo = [*(("compensation", comp) for comp in entry.compensations), ("read-back", entry.verification)]
+        undo = [*(("compensation", call) for comp in entry.compensations for call in comp.calls),
+                ("read-back", entry.verification)]
         needed = {(what, ref): None for what, call in undo if call is not None
                   for ref in sensitive_references(call.args, entry.sensitive)}
         for what, ref in needed:
@@ -251,9 +254,28 @@ class _Reader:
         residue = self.get(found, "residue", self.strings, label) or ()
         when = self.get(found, "when", self.conditions, label)
         name = self.get(found, "name", self.text, label)
+        then = self.get(found, "then", self.calls, label) or ()
         if tool is None:
             return None
-        return Compensation(tool, args, kind or CompensationKind.COMPENSATION, requires_approval, residue, when, name)
+        return Compensation(tool, args, kind or CompensationKind.COMPENSATION, requires_approval, residue, when, name,
+                            then)
+
+    def calls(self, key: Node, node: Node, label: str) -> tuple[Call, ...] | None:
+        """`then`: the calls after the first, each `{tool, args}`."""
+        if not isinstance(node, SequenceNode) or not node.value:
+            got = "an empty list" if isinstance(node, SequenceNode) else describe(node)
+            self.problem(node, f"{label}: expected a list of calls ({{tool, args}}), got {got}")
+            return None
+        calls = []
+        for i, item in enumerate(node.value):
+            found = self.fields(item, _CALL_KEYS, f"{label}[{i}]")
+            if found is None:
+                continue
+            tool = self.required_tool(found, item, f"{label}[{i}]")
+            args = self.get(found, "args", self.template_mapping, f"{label}[{i}]") or {}
+            if tool is not None:
+                calls.append(Call(tool, args))
+        return tuple(calls) if len(calls) == len(node.value) else None
 
     def approval(self, found: _Fields, label: str) -> ApprovalRule:
         """The `requires_approval` of an entry or a compensation (`label`); false when not given."""

@@ -263,6 +263,13 @@ def settled_by_hand(events: Iterable[Event]) -> bool:
     return last == EventType.RESOLVED
 
 
+def parts_done(events: Iterable[Event]) -> int:
+    """Of a step's undo made of several calls, how many are known done: a call's `compensating` is
+    journaled only after the one before it answered, so the highest `part` journaled (0 for none)."""
+    return max((int(ev.data["part"]) for ev in events
+                if ev.type == EventType.COMPENSATING and isinstance(ev.data.get("part"), int)), default=0)
+
+
 def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     """Fold a step's events (in seq order) into its current state."""
     status = StepStatus.INTENDED

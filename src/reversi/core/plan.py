@@ -95,6 +95,22 @@ class CompensationCall:
     verification: Verification | None
     alternative: str | None = None  # which of the entry's alternatives, when it has several
     chosen_because: str | None = None
+    then: tuple[tuple[str, Any], ...] = ()  # the calls after the first (tool, resolved arguments)
+
+    @property
+    def parts(self) -> int:
+        """How many calls the undo makes."""
+        return 1 + len(self.then)
+
+    def part_json(self, part: int) -> dict[str, Any]:
+        """Call `part` of the undo as compensators receive it: for an undo of several calls, each has its
+        own tool and arguments, the key with its index appended (`KEY:1`), `part` and `parts`."""
+        if not self.then:
+            return self.call_json()
+        tool, args = (self.tool, self.args) if part == 0 else self.then[part - 1]
+        key = f"{self.idempotency_key}:{part}"
+        return self.call_json() | {"tool": tool, "args": args, "idempotency_key": key, "part": part,
+                                   "parts": self.parts}
 
     def call_json(self) -> dict[str, Any]:
         """The call as compensators receive it."""
@@ -146,6 +162,8 @@ class Action:
             )
             if comp.alternative is not None:
                 out.update(alternative=comp.alternative, chosen_because=comp.chosen_because)
+            if comp.then:
+                out["then"] = [{"tool": tool, "args": args} for tool, args in comp.then]
             if self.denied_approval is not None:
                 out["reason"] = Reason.approval_denied(self.denied_approval)
             if self.last_failure is not None:
@@ -165,7 +183,8 @@ class Action:
             failed = f"  (its last undo failed: {self.last_failure}; tried again)" if self.last_failure else ""
             comp = self.compensation
             chosen = f"  ({comp.alternative}: {comp.chosen_because})" if comp.alternative is not None else ""
-            return f"compensate -> {comp.tool}{chosen}{denied}{failed}"
+            then = "".join(f", then {tool}" for tool, _ in comp.then)
+            return f"compensate -> {comp.tool}{then}{chosen}{denied}{failed}"
         return f"{self.kind.value}  {self.reason}" if self.reason else self.kind.value
 
 

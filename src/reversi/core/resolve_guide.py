@@ -30,7 +30,8 @@ def _references(entry: ToolEntry | None) -> list[tuple[str, Path]]:
         return []
     found: dict[str, Path] = {}
     for comp in entry.compensations:
-        found.update(result_references(dict(comp.args)))
+        for call in comp.calls:
+            found.update(result_references(dict(call.args)))
     if entry.verification is not None:
         found.update(result_references(dict(entry.verification.args)))
     return list(found.items())

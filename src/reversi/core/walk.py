@@ -73,6 +73,11 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
     if isinstance(chosen, str):
         return Action(index, tool, ActionKind.UNRECOVERABLE, chosen)
     comp, args, why = chosen
+    try:
+        then = tuple((part.tool, resolve(dict(part.args), ctx)) for part in comp.then)
+    except MissingReference as missing:
+        reason = Reason.arguments_unavailable(missing.ref, _why_missing(ctx, missing.ref))
+        return Action(index, tool, ActionKind.UNRECOVERABLE, reason)
     call = CompensationCall(
         run_id=snapshot.run.run_id,
         step=index,
@@ -86,6 +91,7 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         verification=entry.verification,
         alternative=entry.alternative_name(comp),
         chosen_because=why,
+        then=then,
     )
     return Action(index, tool, ActionKind.COMPENSATE, compensation=call, last_failure=_last_failure(step))
 

@@ -67,6 +67,9 @@ def begin_compensation(
             held += [d.describe() for d in action.blocked_by_runs]
             raise NotCompensable(f"step {step} of {run_id} still has a standing dependent: {'; '.join(held)}")
         call = action.compensation
+        if call.then:  # a worker reports one outcome, and such an undo journals each of its calls
+            raise NotCompensable(f"step {step} of {run_id} is undone by {call.parts} calls in turn: a rollback "
+                                 "makes them, not a remote worker")
         data: dict[str, Any] = {}
         if call.needs_approval:
             approvals = q.approvals_for_call(run_id, ApprovalKind.COMPENSATION, str(step))

@@ -33,6 +33,7 @@ from reversi.core.models import (
     StepStatus,
     derive_status,
     in_seconds,
+    parts_done,
 )
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason
 from reversi.core.references import MissingReference, resolve
@@ -187,36 +188,26 @@ class RollbackExecutor:
         self, call: CompensationCall, approval_id: str | None
     ) -> tuple[Any, int, str | None] | None:
         """Run the compensation (and the verify check) up to `retry.attempts` times with one key; None
-        when the step turned out compensated already (see `_begin_attempt`) and nothing was run."""
+        when the step turned out compensated already (see `_begin_attempt`) and nothing was run. An undo
+        of several calls goes on from the first call not known done, on each attempt and each re-run."""
         compensate, retry = self.options.compensate, self.options.retry
         assert compensate is not None
-        error, wait_s = "", 0.0
+        error: str | None = ""
+        wait_s = 0.0
         for attempt in range(1, retry.attempts + 1):
             if attempt > 1:
                 await self.sleep(wait_s)
-            data: dict[str, Any] = {
-                "tool": call.tool,
-                "args": call.args,
-                "idempotency_key": call.idempotency_key,
-                "attempt": attempt,
-            }
-            if approval_id:
-                data["approval_id"] = approval_id
             with tracing.compensation_span(call.run_id, call.step, call.tool, attempt) as span:
-                data.update(tracing.journal_fields())  # the rollback's trace, beside the step's own in `intended`
-                if not await self._begin_attempt(call, data):
+                trace = tracing.journal_fields()  # the rollback's trace, beside the step's own in `intended`
+                part = await self._begin_attempt(call, attempt, approval_id, trace)
+                if part is None:
                     return None
-                payload = {**call.call_json(), "attempt": attempt}
-                if self.lease is not None:
-                    await asyncio.to_thread(self.lease.ensure)  # stopped past the lease just now: call nothing
-                try:
-                    result = to_json(await _call(compensate, payload))
-                    if self.options.verify is not None and not await _call(self.options.verify, payload):
-                        raise AssertionError("the verify check did not confirm the undo")
-                except Exception as exc:
-                    error = _error_text(exc)
+                result, part, error = await self._run_parts(call, part, attempt, approval_id, trace)
+                if error is not None:
                     tracing.compensation_ended(span, error)
                     said: dict[str, Any] = {"error": error, "attempt": attempt}
+                    if call.then:
+                        said["part"] = part
                     if attempt < retry.attempts:  # when the next attempt goes, for whoever watches
                         wait_s = retry.delay_s(attempt + 1, random.uniform(0.5, 1.0))
                         said["retry_at"] = in_seconds(wait_s)
@@ -226,18 +217,66 @@ class RollbackExecutor:
             return result, attempt, None
         return None, retry.attempts, error
 
-    async def _begin_attempt(self, call: CompensationCall, data: dict[str, Any]) -> bool:
-        """Journal `compensating` for one attempt; False, journaling nothing, if the step is
-        `compensated` by now. The run was read when the rollback began, and a remote worker whose
-        claim ran out may still report its undo done until this write takes the step over; checking
-        in the same write, under the run's lock, means the report and this attempt never both go in."""
-        begun = self._event(EventType.COMPENSATING, call.step, data)
+    async def _run_parts(
+        self, call: CompensationCall, part: int, attempt: int, approval_id: str | None, trace: dict[str, Any]
+    ) -> tuple[Any, int, str | None]:
+        """Make the undo's calls from `part` on (journaling `compensating` before each after the first),
+        then the verify check: the last call's answer, the part reached, and the error, if one failed."""
+        compensate = self.options.compensate
+        assert compensate is not None
+        result: Any = None
+        payload: dict[str, Any] = {}
+        start = part
+        while part < call.parts:
+            if part > start:
+                data = self._attempt_data(call, part, attempt, approval_id, trace)
+                await self._journal(call, [self._event(EventType.COMPENSATING, call.step, data)])
+            if self.lease is not None:
+                await asyncio.to_thread(self.lease.ensure)  # stopped past the lease just now: call nothing
+            payload = {**call.part_json(part), "attempt": attempt}
+            try:
+                result = to_json(await _call(compensate, payload))
+            except Exception as exc:
+                return None, part, _error_text(exc)
+            part += 1
+        try:
+            if self.options.verify is not None and not await _call(self.options.verify, payload):
+                raise AssertionError("the verify check did not confirm the undo")
+        except Exception as exc:
+            return None, part - 1, _error_text(exc)
+        return result, part, None
 
-        def begin(q: Queries) -> bool:
-            if derive_status(q.step_events(call.run_id, call.step)) is StepStatus.COMPENSATED:
-                return False
-            q.append(call.run_id, [begun])
-            return True
+    @staticmethod
+    def _attempt_data(
+        call: CompensationCall, part: int, attempt: int, approval_id: str | None, trace: dict[str, Any]
+    ) -> dict[str, Any]:
+        """What `compensating` journals of one call of the undo (its part, for an undo of several)."""
+        sent = call.part_json(part)
+        data: dict[str, Any] = {"tool": sent["tool"], "args": sent["args"], "idempotency_key": sent["idempotency_key"],
+                                "attempt": attempt}
+        if call.then:
+            data.update(part=part, parts=call.parts)
+        if approval_id:
+            data["approval_id"] = approval_id
+        return data | trace
+
+    async def _begin_attempt(
+        self, call: CompensationCall, attempt: int, approval_id: str | None, trace: dict[str, Any]
+    ) -> int | None:
+        """Journal `compensating` for one attempt, and return the call of the undo it starts at: the first
+        not known done (0 for an undo of one call). None, journaling nothing, if the step is `compensated`
+        by now. The run was read when the rollback began, and a remote worker whose claim ran out may
+        still report its undo done until this write takes the step over; checking in the same write,
+        under the run's lock, means the report and this attempt never both go in."""
+
+        def begin(q: Queries) -> int | None:
+            events = q.step_events(call.run_id, call.step)
+            if derive_status(events) is StepStatus.COMPENSATED:
+                return None
+            part = min(parts_done(events), call.parts - 1)
+            data = self._attempt_data(call, part, attempt, approval_id, trace)
+            q.append(call.run_id, [self._event(EventType.COMPENSATING, call.step, data)])
+            return part
 
         return await self._write(call.run_id, begin)
 

@@ -34,10 +34,10 @@ def compensations_named(pool: UpstreamPool, manifests: ManifestSet, upstream: Up
         route, entry = pool.route(name), manifests.lookup(name)
         if route is None or route.upstream is not upstream or entry is None:
             continue
-        for comp in entry.compensations:
-            compensation = pool.route(comp.tool)
+        for tool in (call.tool for comp in entry.compensations for call in comp.calls):
+            compensation = pool.route(tool)
             if compensation is not None and compensation.upstream is upstream:
-                named.add(comp.tool)
+                named.add(tool)
     return sorted(named)
 
 
