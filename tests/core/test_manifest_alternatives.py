@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from reversi.core.expect import first_mismatch, rule_holds
 from reversi.core.manifest import merge
 from reversi.core.manifest_fit import fit_problems, key_lines
+from reversi.core.manifest_prefix import prefixed
 from reversi.core.manifest_yaml import parse_manifest
 from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
 from reversi.core.tool_listing import parse_listing
@@ -43,6 +44,12 @@ def test_optional_leaves_a_missing_value_out_or_gives_its_default() -> None:
         "title": "t", "project": None, "folder": "f", "tags": [1, "x"]}
     with pytest.raises(MissingReference):
         resolve({"$optional": "$args.x"}, ctx())
+
+
+def test_optional_takes_a_form_that_may_name_nothing() -> None:
+    directory = {"$optional": {"$search": "$before.path", "pattern": "^(.*)/[^/]*$"}, "default": ""}
+    assert resolve(directory, ctx(before={"path": "lists/a/b.md"})) == "lists/a"
+    assert resolve(directory, ctx(before={"path": "b.md"})) == ""
 
 
 def test_format_builds_a_text_and_the_quoting_forms_keep_a_value_one_token() -> None:
@@ -137,7 +144,7 @@ def test_alternatives_are_read_with_their_names_and_conditions() -> None:
     ("w:\n  compensation: {tool: u, args: {a: {$optional: \"$args.x\", other: 1}}}",
      'm.yaml:4: unknown key "other" beside $optional and default'),
     ("w:\n  compensation: {tool: u, args: {a: {$optional: \"text\"}}}",
-     'm.yaml:4: $optional: expected one reference to a value, got "text"'),
+     'm.yaml:4: $optional: expected one reference to a value (or a form such as $search), got "text"'),
     ("w:\n  compensation: {tool: u, args: {a: {$format: \"DROP {t} {u}\", t: \"$args.t\"}}}",
      'm.yaml:4: $format: {u} has no template: add "u" beside $format'),
     ("w:\n  compensation: {tool: u, args: {a: {$format: \"DROP\", t: \"$args.t\"}}}",
@@ -207,3 +214,21 @@ def test_the_live_check_points_into_the_alternative_and_flags_optional_arguments
         "ignored",
         "m.yaml:16: compensation[1].then[0] tool move_note: the server offers no such tool",
     ]
+
+
+def test_prefixing_reaches_every_alternative_and_call_and_rewrites_an_aliased_name_once() -> None:
+    text = textwrap.dedent("""\
+        version: 1
+        tools:
+          w:
+            verification: &read {tool: r, args: {}}
+            compensation:
+              - {name: a, when: {"$args.x": 1}, tool: u, verification: *read}
+              - {tool: v, then: [{tool: m, args: {}}], verification: {tool: r2}}
+        """)
+    entries, problems = parse_manifest(prefixed(text, "bm"), "m.yaml")
+    assert problems == []
+    (entry,) = entries
+    assert entry.pattern == "bm.w" and entry.verification is not None and entry.verification.tool == "bm.r"
+    assert [(c.tool, [t.tool for t in c.then], c.verification.tool if c.verification else None)
+            for c in entry.compensations] == [("bm.u", [], "bm.r"), ("bm.v", ["bm.m"], "bm.r2")]

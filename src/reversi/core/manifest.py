@@ -98,6 +98,7 @@ class Compensation:
     when: Conditions | None = None
     name: str | None = None
     then: tuple[Call, ...] = ()
+    verification: Verification | None = None  # this alternative's read-back, instead of the entry's
 
     @property
     def calls(self) -> tuple[Call, ...]:

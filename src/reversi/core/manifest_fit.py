@@ -18,8 +18,9 @@ from typing import Any, Protocol
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from reversi.core.manifest import Effect, ManifestSet, Problem, ToolEntry
-from reversi.core.references import references_to
+from reversi.core.expect import first_mismatch
+from reversi.core.manifest import Effect, ManifestSet, Problem, ToolEntry, Verification
+from reversi.core.references import NOTHING, references_to
 from reversi.core.tool_listing import Fit, ListedTool, Listing, arguments_fit, optional_in, path_fit
 
 __all__ = ["KeyLines", "fit_problems", "key_lines", "label", "tools_called"]
@@ -46,6 +47,8 @@ def tools_called(entry: ToolEntry) -> list[tuple[tuple[str, ...], Called]]:
     for i, comp in enumerate(entry.compensations):
         path = ("compensation", str(i)) if several else ("compensation",)
         calls += [(path, comp), *(((*path, "then", str(j)), then) for j, then in enumerate(comp.then))]
+        if comp.verification is not None:
+            calls.append(((*path, "verification"), comp.verification))
     calls += [(("verification",), entry.verification), (("capture",), entry.capture)]
     return [(path, call) for path, call in calls if call is not None]
 
@@ -118,13 +121,14 @@ class _Checker:
         templates: list[tuple[tuple[str, ...], Any]] = [
             ((*path, "args", name), value) for path, call in tools_called(entry) for name, value in call.args.items()
         ]
-        if entry.verification is not None:
-            templates += [(("verification", "expect", k), v) for k, v in entry.verification.expect.items()]
+        templates += [((*path, "expect", k), v) for path, call in tools_called(entry)
+                      if isinstance(call, Verification) for k, v in call.expect.items()]
         if entry.idempotency_key is not None:
             templates.append((("idempotency", "key"), list(entry.idempotency_key)))
         for path, template in templates:
+            guarded = _guarded(entry, path)
             for tool in forward:
-                self.references(entry, path, template, tool)
+                self.references(entry, path, template, tool, guarded)
 
     def call(self, entry: ToolEntry, path: tuple[str, ...], call: Called, forward: Sequence[ListedTool]) -> None:
         called = self.listing.get(call.tool)
@@ -133,8 +137,8 @@ class _Checker:
             if self.judged(call.tool):
                 self.say(entry, (*path, "tool"), f"{key} tool {call.tool}: the server offers no such tool")
             return
-        if path[0] in ("verification", "capture") and called.read_only_hint is False:
-            read = "read-back" if key == "verification" else key
+        if path[-1] in ("verification", "capture") and called.read_only_hint is False:
+            read = "read-back" if path[-1] == "verification" else key
             self.say(entry, (*path, "tool"), f"{key} tool {call.tool} is not read-only (readOnlyHint: false): "
                                              f"a {read} should change nothing", warning=True)
         missing, unknown, closed = arguments_fit(called.input_schema, list(call.args))
@@ -147,8 +151,10 @@ class _Checker:
             else:
                 self.say(entry, (*path, "args", name), f"{message} declared: it may be ignored", warning=True)
 
-    def references(self, entry: ToolEntry, path: tuple[str, ...], template: Any, tool: ListedTool) -> None:
-        required = dict(references_to(template, "args", optional=False))
+    def references(
+        self, entry: ToolEntry, path: tuple[str, ...], template: Any, tool: ListedTool, guarded: frozenset[str]
+    ) -> None:
+        required = {ref: steps for ref, steps in references_to(template, "args", optional=False) if ref not in guarded}
         for written, steps in references_to(template, "args"):
             fit, why = path_fit(tool.input_schema, steps)
             name = optional_in(tool.input_schema, steps) if written in required else None
@@ -203,6 +209,17 @@ def fit_problems(
             checker.say(entry, (), f"the server offers no tool {entry.pattern}", warning=True)
         checker.entry(entry, tools)
     return sorted(checker.problems, key=lambda p: (p.source != missing_at[0], p.source, p.line))
+
+
+def _guarded(entry: ToolEntry, path: tuple[str, ...]) -> frozenset[str]:
+    """The references that cannot name nothing where the template at `path` is used: those the `when` of its
+    compensation (or alternative) holds only when they name something (`{"$args.to": {$exists: true}}`)."""
+    several = len(entry.compensations) > 1
+    for i, comp in enumerate(entry.compensations):
+        prefix = ("compensation", str(i)) if several else ("compensation",)
+        if path[: len(prefix)] == prefix and comp.when:
+            return frozenset(ref for ref, wanted in comp.when.items() if first_mismatch(wanted, NOTHING) is not None)
+    return frozenset()
 
 
 def _is_glob(pattern: str) -> bool:

@@ -1,8 +1,9 @@
 """A manifest's text with every tool name it holds prefixed, for a gateway with several upstreams
 (which names upstream NAME's tool `t` as `NAME.t`). Pure: no I/O.
 
-Only the names are rewritten, in place (tool keys, the `tool` of a compensation, verification or
-capture, and `requires` globs); comments and layout stay as they were.
+Only the names are rewritten, in place (tool keys, the `tool` of each compensation, alternative, call
+of `then`, verification and capture, and `requires` globs); comments and layout stay as they were. A
+name written once and used again through a YAML alias is rewritten once.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from reversi.errors import BadInput
 __all__ = ["prefixed"]
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*")
-_NAMED = ("compensation", "verification", "capture")
 
 
 def prefixed(text: str, name: str) -> str:
@@ -35,7 +35,8 @@ def prefixed(text: str, name: str) -> str:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
         raise BadInput(f"not a manifest: {error}") from None
-    spans = sorted(_names(root), key=lambda node: node.start_mark.index, reverse=True)
+    unique = {id(node): node for node in _names(root)}.values()
+    spans = sorted(unique, key=lambda node: node.start_mark.index, reverse=True)
     for node in spans:
         start, end = node.start_mark.index, node.end_mark.index
         text = text[:start] + _written(f"{name}.{node.value}", node) + text[end:]
@@ -50,14 +51,24 @@ def _names(root: Node | None) -> list[ScalarNode]:
     for key, entry in tools.value:
         if isinstance(key, ScalarNode):
             found.append(key)
-        for part in _NAMED:
-            tool = _get(_get(entry, part), "tool")
-            if isinstance(tool, ScalarNode):
-                found.append(tool)
+        found += [tool for call in _calls(entry) if isinstance(tool := _get(call, "tool"), ScalarNode)]
         requires = _get(entry, "requires")
         if isinstance(requires, SequenceNode):
             found += [item for item in requires.value if isinstance(item, ScalarNode)]
     return found
+
+
+def _calls(entry: Node) -> list[Node | None]:
+    """The mappings of an entry that name a tool: its capture, verification and compensation (each
+    alternative, each call of its `then`, and its own verification)."""
+    compensation = _get(entry, "compensation")
+    alternatives = compensation.value if isinstance(compensation, SequenceNode) else [compensation]
+    calls = [_get(entry, "capture"), _get(entry, "verification")]
+    for alternative in alternatives:
+        then = _get(alternative, "then")
+        calls += [alternative, _get(alternative, "verification")]
+        calls += then.value if isinstance(then, SequenceNode) else []
+    return calls
 
 
 def _get(node: Node | None, key: str) -> Node | None:

@@ -149,7 +149,10 @@ class Templates:
     def _optional(self, node: MappingNode, fields: list[tuple[str, Node, Node]], roots: frozenset[str],
                   operators: bool) -> None:
         found = {name: value for name, _, value in fields}
-        self._one_reference(found[OPTIONAL], OPTIONAL, roots, "a value")
+        if isinstance(found[OPTIONAL], MappingNode):  # a form that may name nothing: `{$search: ...}`
+            self.template(found[OPTIONAL], roots, operators)
+        else:
+            self._one_reference(found[OPTIONAL], OPTIONAL, roots, "a value (or a form such as $search)")
         if "default" in found:
             self.template(found["default"], roots, operators)
         self._no_others(fields, {OPTIONAL, "default"})

@@ -128,7 +128,8 @@ _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
     | {"compensation", "verification", "capture", "read_when", "sensitive", "resources"}
 )
-_COMPENSATION_KEYS = frozenset({"tool", "args", "kind", "requires_approval", "residue", "when", "name", "then"})
+_COMPENSATION_KEYS = frozenset(
+    {"tool", "args", "kind", "requires_approval", "residue", "when", "name", "then", "verification"})
 _CALL_KEYS = frozenset({"tool", "args"})
 _CAPTURE_KEYS = frozenset({"tool", "args", "absent_on_error"})
 _VERIFICATION_KEYS = frozenset({"tool", "args", "expect", "retries", "backoff_ms"})
@@ -204,7 +205,7 @@ class _Reader:
         if len(self.problems) > before:
             return None
         undo = [*(("compensation", call) for comp in entry.compensations for call in comp.calls),
-                ("read-back", entry.verification)]
+                ("read-back", entry.verification), *(("read-back", comp.verification) for comp in entry.compensations)]
         needed = {(what, ref): None for what, call in undo if call is not None
                   for ref in sensitive_references(call.args, entry.sensitive)}
         for what, ref in needed:
@@ -255,10 +256,11 @@ class _Reader:
         when = self.get(found, "when", self.conditions, label)
         name = self.get(found, "name", self.text, label)
         then = self.get(found, "then", self.calls, label) or ()
+        verification = self.get(found, "verification", self.verification, label)
         if tool is None:
             return None
         return Compensation(tool, args, kind or CompensationKind.COMPENSATION, requires_approval, residue, when, name,
-                            then)
+                            then, verification)
 
     def calls(self, key: Node, node: Node, label: str) -> tuple[Call, ...] | None:
         """`then`: the calls after the first, each `{tool, args}`."""

@@ -88,7 +88,7 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         kind=comp.kind,
         residue=comp.residue,
         needs_approval=_needs_approval(step, entry, comp, ctx),
-        verification=entry.verification,
+        verification=comp.verification or entry.verification,
         alternative=entry.alternative_name(comp),
         chosen_because=why,
         then=then,

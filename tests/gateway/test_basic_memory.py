@@ -1,0 +1,113 @@
+"""The shipped basic-memory manifest in front of the real server (PyPI basic-memory, pinned, in a
+virtualenv of its own): an agent creates, overwrites, edits, moves and deletes notes through
+`reversi-gateway`, the operator rolls the run back, and the notes folder is the one before, byte for
+byte; what the plan says stays (a folder delete), stays. Issue 28: alternatives, `$optional`, a
+sequence of calls, conditional approval and text matchers, on a server no one here wrote."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.gateway import basic_memory
+from tests.gateway.test_shipped_manifests import World, _actions, _ok
+
+import reversi.manifests
+
+pytestmark = pytest.mark.anyio
+SETTLE_S = 60.0  # basic-memory answers before its file writes land: wait for the folder, never for a time
+
+
+def _world(tmp_path: Path) -> tuple[World, Path]:
+    notes = tmp_path / "notes"
+    env = {"HOME": str(tmp_path / "home"), "BASIC_MEMORY_HOME": str(notes), "NO_COLOR": "1"}
+    (tmp_path / "home").mkdir()
+    return World(tmp_path, "basic-memory", basic_memory.command(), env), notes
+
+
+def _folder(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.md"))}
+
+
+def _settled(root: Path, wanted: dict[str, bytes] | None = None) -> dict[str, bytes]:
+    """The notes folder once it shows `wanted` (or, with None, once it reads the same twice in a row)."""
+    deadline = time.monotonic() + SETTLE_S
+    last = _folder(root)
+    while True:
+        time.sleep(0.2)
+        now = _folder(root)
+        if (now == wanted) if wanted is not None else (now == last):
+            return now
+        if time.monotonic() > deadline:
+            return now  # the caller's assertion shows what differs
+        last = now
+
+
+async def _seed(world: World, notes: Path) -> dict[str, bytes]:
+    """Notes that were there before the run: one whose file name is not its title."""
+    async with world.reader() as client:
+        for title, folder, text in (("Shopping List", "lists", "- milk\n- bread"), ("Ideas", "", "Fly.\n\n## Later"),
+                                    ("Trip", "travel", "Pack light."), ("Old", "attic", "dust")):
+            _ok(await client.call_tool("write_note", {"title": title, "content": text, "directory": folder,
+                                                      "tags": ["seed"]}))
+        _ok(await client.call_tool("move_note", {"identifier": "Trip", "destination_path": "travel/trip-2026.md"}))
+        found = _ok(await client.call_tool("read_note", {"identifier": "Trip", "output_format": "json"}))
+    assert found["result"]["file_path"] == "travel/trip-2026.md"
+    return _settled(notes, None)
+
+
+async def test_creates_overwrites_edits_moves_and_deletes_roll_back_byte_for_byte(tmp_path: Path) -> None:
+    world, notes = _world(tmp_path)
+    before = await _seed(world, notes)
+    async with world.agent() as agent:
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("write_note", {"title": "Groceries", "content": "- tea", "directory": "lists"}),  # created
+            ("write_note", {"title": "Shopping List", "content": "- eggs", "directory": "lists", "overwrite": True}),
+            ("edit_note", {"identifier": "Ideas", "operation": "append", "content": "- swim"}),
+            ("move_note", {"identifier": "Ideas", "destination_path": "archive/Ideas.md"}),
+            ("delete_note", {"identifier": "Trip"}),  # its file is not named after its title
+            ("delete_note", {"identifier": "Old", "is_directory": False}),
+        ]
+        for tool, args in calls:
+            _ok(await agent.call_tool(tool, args))
+    _settled(notes, None)
+    plan, report = await world.roll_back()
+    actions = _actions(plan)
+    assert [actions[s]["kind"] for s in range(6)] == ["compensate"] * 6, plan
+    assert (actions[0]["alternative"], actions[0]["compensation_tool"]) == ("created", "delete_note")
+    assert (actions[1]["alternative"], actions[1]["compensation_tool"]) == ("updated", "write_note")
+    assert actions[4]["alternative"] == "renamed note"
+    assert actions[4]["then"][0]["tool"] == "move_note"
+    assert actions[4]["then"][0]["args"]["destination_path"] == "travel/trip-2026.md"
+    assert actions[5]["alternative"] == "note" and "then" not in actions[5]
+    assert report["complete"] is True and sorted(report["compensated"]) == list(range(6)), report
+    assert _settled(notes, before) == before
+
+
+async def test_a_folder_delete_waits_for_a_person_and_the_plan_says_it_stays(tmp_path: Path) -> None:
+    world, notes = _world(tmp_path)
+    await _seed(world, notes)
+    async with world.agent() as agent:
+        refused = await agent.call_tool("delete_note", {"identifier": "attic", "is_directory": True})
+        assert refused.is_error and "approval" in refused.content[0].text  # type: ignore[union-attr]
+        _ok(await agent.call_tool("delete_note", {"identifier": "Old"}))  # one note: no approval
+    plan, _ = await world.roll_back()
+    (action,) = plan["actions"]
+    assert action["kind"] == "compensate" and action["alternative"] == "note"
+
+
+def test_the_shipped_manifest_fits_the_pinned_server(tmp_path: Path) -> None:
+    """`manifest check --upstream` against the real server: no error, no warning."""
+    world, _ = _world(tmp_path)
+    env = {**world.env, "PATH": "/usr/bin:/bin"}
+    found = subprocess.run(
+        [str(Path(sys.executable).parent / "reversi"), "manifest", "check", str(reversi.manifests.path("basic-memory")),
+         "--upstream", " ".join(world.command)],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert found.returncode == 0, found.stderr
+    assert "warning" not in found.stdout + found.stderr
+    assert "checked against Basic Memory" in found.stdout
