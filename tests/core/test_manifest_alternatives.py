@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reversi.core.drill import differences
 from reversi.core.expect import first_mismatch, rule_holds
 from reversi.core.manifest import merge
 from reversi.core.manifest_fit import fit_problems, key_lines
@@ -232,3 +233,27 @@ def test_prefixing_reaches_every_alternative_and_call_and_rewrites_an_aliased_na
     assert entry.pattern == "bm.w" and entry.verification is not None and entry.verification.tool == "bm.r"
     assert [(c.tool, [t.tool for t in c.then], c.verification.tool if c.verification else None)
             for c in entry.compensations] == [("bm.u", [], "bm.r"), ("bm.v", ["bm.m"], "bm.r2")]
+
+
+def test_a_whole_expect_may_be_alternatives_one_of_them_an_error() -> None:
+    expect = {"$any": [{"result": {"error": "NOTE_NOT_FOUND"}}, {"$error": "no files present"}]}
+    assert first_mismatch(expect, {"result": {"error": "NOTE_NOT_FOUND"}}) is None
+    assert first_mismatch(expect, None, "Project 'main': no files present") is None
+    assert first_mismatch(expect, {"result": {"title": "x"}}) == (
+        "`result.error` is missing, expected \"NOTE_NOT_FOUND\"; or the answer is {\"result\":{\"title\":\"x\"}}, "
+        "expected an error")
+    (entry,), problems = parse("""\
+        w:
+          compensation: {tool: u}
+          verification: {tool: r, expect: {$any: [{$error: true}, {ok: true}]}}
+          volatile: ["*.updated_at", "tail.result[*].id"]
+        """)
+    assert problems == [] and entry.volatile == ("*.updated_at", "tail.result[*].id")
+
+
+def test_volatile_paths_are_left_out_of_a_drills_differences() -> None:
+    before = {"find": {"nodes": [{"name": "a", "updated_at": "1"}]}, "tail": {"result": [{"id": 1, "x": 1}]}}
+    after = {"find": {"nodes": [{"name": "a", "updated_at": "2"}]}, "tail": {"result": [{"id": 2, "x": 2}]}}
+    assert differences(before, after) == ['find.nodes[0].updated_at: "1" -> "2"', "tail.result[0].id: 1 -> 2",
+                                          "tail.result[0].x: 1 -> 2"]
+    assert differences(before, after, volatile=["*.updated_at", "tail.result[*].id"]) == ["tail.result[0].x: 1 -> 2"]

@@ -6,6 +6,7 @@ sequence of calls, conditional approval and text matchers, on a server no one he
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -111,3 +112,48 @@ def test_the_shipped_manifest_fits_the_pinned_server(tmp_path: Path) -> None:
     assert found.returncode == 0, found.stderr
     assert "warning" not in found.stdout + found.stderr
     assert "checked against Basic Memory" in found.stdout
+
+
+def _drill(tmp_path: Path, tool: str, args: dict[str, Any], *setup: str) -> dict[str, Any]:
+    """`reversi manifest drill` of one basic-memory tool on a scratch server, as a user runs it."""
+    command = " ".join(["env", "HOME={scratch}/home", "BASIC_MEMORY_HOME={scratch}/notes", *basic_memory.command()])
+    flags = [flag for call in setup for flag in ("--setup", call)]
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "reversi"), "--db", f"sqlite:///{tmp_path}/evidence.db", "manifest",
+         "drill", tool, "-m", str(reversi.manifests.path("basic-memory")), "--upstream", command,
+         "--args", json.dumps(args), *flags, "--read",
+         'read_note={"identifier": "Groceries", "output_format": "json", "include_frontmatter": true}', "--json"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode in (0, 2), done.stderr
+    drilled: dict[str, Any] = json.loads(done.stdout)
+    return drilled
+
+
+def test_each_alternative_is_drilled_and_counted_on_its_own(tmp_path: Path) -> None:
+    """Issue 28 items 8 and 9: the overwrite case of write_note is drilled apart from the create case,
+    times the index changes on its own are `volatile`, and coverage has a row for each alternative."""
+    create = '{"title": "Groceries", "content": "- milk", "directory": "lists"}'
+    created = _drill(tmp_path, "write_note", json.loads(create))
+    updated = _drill(tmp_path, "write_note", {**json.loads(create), "content": "- tea", "overwrite": True},
+                     f"write_note={create}")
+    renamed = _drill(tmp_path, "delete_note", {"identifier": "Groceries"}, f"write_note={create}",
+                     'move_note={"identifier": "Groceries", "destination_path": "lists/g.md"}')
+    assert (created["alternative"], created["verdict"]) == ("created", "restored"), created["undo"]
+    assert (updated["alternative"], updated["verdict"]) == ("updated", "restored"), updated["differences"]
+    assert updated["volatile"] == ["*.updated_at"]
+    assert renamed["alternative"] == "renamed note" and renamed["verdict"] in ("restored", "residue")
+    assert [e.get("part") for e in renamed["undo"]["events"] if e["type"] == "compensating"] == [0, 1]
+    assert renamed["undo"]["lines"][-1].endswith("compensated -> write_note, then move_note (1 attempt), verified")
+    coverage = subprocess.run(
+        [str(Path(sys.executable).parent / "reversi"), "--db", f"sqlite:///{tmp_path}/evidence.db", "manifest",
+         "coverage", "-m", str(reversi.manifests.path("basic-memory")), "--upstream", " ".join(
+             ["env", f"HOME={tmp_path}/h", f"BASIC_MEMORY_HOME={tmp_path}/n", *basic_memory.command()])],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    rows = coverage.stdout.splitlines()
+    assert any(r.startswith("write_note [created]  undo: delete_note (inverse)  drilled") and r.endswith("restored")
+               for r in rows), rows
+    assert any(r.startswith("write_note [updated]  undo: write_note (inverse)  drilled") for r in rows), rows
+    assert any(r.startswith("delete_note [renamed note]  undo: write_note, then move_note (inverse)  drilled")
+               for r in rows), rows
+    assert any(r.startswith("delete_note [note]") and "not drilled" in r for r in rows), rows
+    assert rows[-1] == "6 write tools (9 undos to drill, counting each alternative), 3 drilled"

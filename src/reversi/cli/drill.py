@@ -33,6 +33,9 @@ def _calls(values: tuple[str, ...], flag: str) -> tuple[tuple[str, dict[str, Any
               help="A read tool and its arguments whose answer is part of the world (repeatable).")
 @click.option("--setup", multiple=True, metavar="TOOL=JSON",
               help="A call made before the world is first read, to give it what existed before (repeatable).")
+@click.option("--seed", metavar="CMD",
+              help="A command run in the scratch folder before the server starts, to give it data on disk "
+                   "({scratch} is that folder; no shell).")
 @click.option("--keep", is_flag=True, help="Keep the scratch folder (its data and the drill's run).")
 @click.option("--call-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, metavar="S",
               help="Seconds to wait for each answer of the server (default 60).")
@@ -40,7 +43,8 @@ def _calls(values: tuple[str, ...], flag: str) -> tuple[tuple[str, dict[str, Any
 @json_option
 @click.pass_context
 def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tuple[str, ...], reads: tuple[str, ...],
-          setup: tuple[str, ...], keep: bool, call_timeout: float, manifests: tuple[str, ...], as_json: bool) -> int:
+          setup: tuple[str, ...], seed: str | None, keep: bool, call_timeout: float, manifests: tuple[str, ...],
+          as_json: bool) -> int:
     """Call TOOL on a scratch server, roll the call back through its declared undo, and compare the
     world (the server's read tools) before and after. Exit 0 when it reads back as before (or differs
     where the entry declares residue), 2 when not; the evidence is kept in the store for `coverage`."""
@@ -57,7 +61,7 @@ def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tup
     if not settings.manifests:
         raise click.UsageError(NO_MANIFESTS)
     request = DrillRequest(tool, args, upstream, settings.manifests, environment(env), _calls(reads, "--read"),
-                           _calls(setup, "--setup"), keep, call_timeout, cli.config)
+                           _calls(setup, "--setup"), keep, call_timeout, cli.config, seed)
     if "{scratch}" not in upstream and not any("{scratch}" in value for value in request.env.values()):
         echo("reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data "
                    "anywhere but its working folder is drilled on its real data", err=True)

@@ -144,7 +144,9 @@ def coverage(ctx: click.Context, upstream: str | None, tools_list: str | None, e
     for row in rows:
         echo(row.to_text())
     drilled = sum(1 for row in rows if row.drill is not None)
-    echo(f"{len(rows)} write tool{'s' if len(rows) != 1 else ''}, {drilled} drilled")
+    tools = len({row.tool for row in rows})
+    undos = f" ({len(rows)} undos to drill, counting each alternative)" if len(rows) != tools else ""
+    echo(f"{tools} write tool{'s' if tools != 1 else ''}{undos}, {drilled} drilled")
     if not in_force.entries:
         from reversi.cli.rollback import NO_MANIFESTS
 

@@ -50,6 +50,10 @@ def first_mismatch(expect: Any, answer: Any, error: str | None = None) -> str | 
     Returns:
         None on a match, else e.g. `` `status` is "succeeded", expected "canceled" ``.
     """
+    if isinstance(expect, Mapping) and len(expect) == 1 and isinstance(expect.get(ANY), list):
+        # a whole expect of alternatives, each may be an `$error` one: a read that answers one way or another
+        found = [first_mismatch(choice, answer, error) for choice in expect[ANY]]
+        return None if None in found else "; ".join(f"or {m}" if i else m for i, m in enumerate(found) if m)
     wanted = expect.get(ERROR) if isinstance(expect, Mapping) else None
     if wanted is not None:
         if error is None:

@@ -132,6 +132,8 @@ class ToolEntry:
         resources: Templates naming what a call touches or makes (`file:${args.path}`), which give
             steps lineage across runs (`reversi.core.resources`).
         digest: Lowercase hex SHA-256 of the entry's canonical JSON as written; any edit changes it.
+        volatile: Globs over the paths a drill reports differences at (`*.updated_at`): what changes on
+            its own, timestamps and generated ids, which a drill does not count as not restored.
     """
 
     pattern: str
@@ -151,6 +153,7 @@ class ToolEntry:
     sensitive: tuple[SensitivePath, ...] = ()
     resources: tuple[Any, ...] = ()  # texts, or `$each` forms that make lists of them
     digest: str = ""
+    volatile: tuple[str, ...] = ()
 
     @property
     def residue(self) -> tuple[str, ...]:

@@ -85,6 +85,10 @@ class Templates:
     def expect(self, node: Node, roots: frozenset[str]) -> None:
         """`verification.expect`: a template with operators, or `{$error: true | TEXT}` alone."""
         fields = self.pairs(node) if isinstance(node, MappingNode) else []
+        if len(fields) == 1 and fields[0][0] == ANY and isinstance(fields[0][2], SequenceNode) and fields[0][2].value:
+            for choice in fields[0][2].value:  # alternatives of a whole expect: each may be an `$error` one
+                self.expect(choice, roots)
+            return
         if any(name == ERROR for name, _, _ in fields):
             if len(fields) != 1:
                 self.report(node, f"{ERROR} stands alone: expect {{{ERROR}: true}} or {{{ERROR}: TEXT}}")

@@ -126,7 +126,7 @@ def _survey(root: Node | None) -> tuple[int, list[Node]]:
 
 _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
-    | {"compensation", "verification", "capture", "read_when", "sensitive", "resources"}
+    | {"compensation", "verification", "capture", "read_when", "sensitive", "resources", "volatile"}
 )
 _COMPENSATION_KEYS = frozenset(
     {"tool", "args", "kind", "requires_approval", "residue", "when", "name", "then", "verification"})
@@ -201,6 +201,7 @@ class _Reader:
             sensitive=self.get(found, "sensitive", self.sensitive) or (),
             resources=self.get(found, "resources", self.resources) or (),
             digest=_digest(plain(node) if not is_null(node) else {}),
+            volatile=self.get(found, "volatile", self.strings) or (),
         )
         if len(self.problems) > before:
             return None

@@ -98,6 +98,11 @@ class CompensationCall:
     then: tuple[tuple[str, Any], ...] = ()  # the calls after the first (tool, resolved arguments)
 
     @property
+    def tools(self) -> str:
+        """The tools the undo calls, in order: `write_note`, or `write_note, then move_note`."""
+        return "".join([self.tool, *(f", then {tool}" for tool, _ in self.then)])
+
+    @property
     def parts(self) -> int:
         """How many calls the undo makes."""
         return 1 + len(self.then)
@@ -183,8 +188,7 @@ class Action:
             failed = f"  (its last undo failed: {self.last_failure}; tried again)" if self.last_failure else ""
             comp = self.compensation
             chosen = f"  ({comp.alternative}: {comp.chosen_because})" if comp.alternative is not None else ""
-            then = "".join(f", then {tool}" for tool, _ in comp.then)
-            return f"compensate -> {comp.tool}{then}{chosen}{denied}{failed}"
+            return f"compensate -> {comp.tools}{chosen}{denied}{failed}"
         return f"{self.kind.value}  {self.reason}" if self.reason else self.kind.value
 
 

@@ -292,7 +292,7 @@ class RollbackExecutor:
     ) -> bool:
         """Run the declared read-back, if any, and journal the step's final outcome."""
         done = self._event(EventType.COMPENSATED, call.step, {"result": result, "attempts": attempts})
-        ok_line = f"{label}  compensated -> {call.tool} ({_attempts(attempts)})"
+        ok_line = f"{label}  compensated -> {call.tools} ({_attempts(attempts)})"
         check = call.verification
         if check is None:
             await self._journal(call, [done])

@@ -12,7 +12,9 @@ and those the user names with their arguments.
 
 from __future__ import annotations
 
+import shlex
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from reversi.core.drill import Drill, differences, new_drill_id, only_reads, ver
 from reversi.core.json_values import compact
 from reversi.core.manifest import ToolEntry
 from reversi.core.models import StepStatus, utc_now
+from reversi.core.printable import for_terminal
 from reversi.core.tool_listing import ListedTool, Listing
 from reversi.engine.capture import take_capture
 from reversi.engine.ledger import Ledger
@@ -51,6 +54,8 @@ class DrillRequest:
         reads: Read tools (and their arguments) whose answers are the world, besides the server's
             read-only tools that need no arguments.
         setup: Calls made before the world is first read, unjournaled.
+        seed: A command run in the scratch folder before the server starts (`{scratch}` is that
+            folder), to give it data on disk: `git init` for a git server.
         keep: Leave the scratch folder (and its store, with the drill's run) in place.
     """
 
@@ -64,6 +69,7 @@ class DrillRequest:
     keep: bool = False
     call_timeout: float = 60.0
     config: str | None = None
+    seed: str | None = None
 
 
 async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
@@ -78,6 +84,8 @@ async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
     scratch = str(Path(root) / "data")  # the server's; the drill's store beside it, out of its sight
     Path(scratch).mkdir()
     try:
+        if request.seed is not None:
+            _seed(request.seed, scratch, request.call_timeout)
         with reversi.open(f"sqlite:///{root}/drill.db", manifests=request.manifests,
                           config=request.config) as ledger:
             entry = _drillable(ledger, request.tool)
@@ -88,6 +96,18 @@ async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
     finally:
         if not request.keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _seed(command: str, scratch: str, timeout: float) -> None:
+    """Run the seed command (no shell: split as a shell would) in the scratch folder."""
+    argv = [part.replace("{scratch}", scratch) for part in shlex.split(command)]
+    try:
+        done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"--seed {command}: {exc}") from None
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no error said"])[-1]
+        raise ConfigError(f"--seed {command}: exited {done.returncode}: {for_terminal(said)}")
 
 
 def _drillable(ledger: Ledger, tool: str) -> ToolEntry:
@@ -196,15 +216,18 @@ async def _drill(s: _Scratch) -> Drill:
         raise DrillFailed(f"the forward call {s.request.tool} failed: {error_text(raw)}")
     forward = result_value(raw)
     await s.ledger.aoutcome(run.record, step, StepStatus.SUCCEEDED, result=forward)
-    changed = differences(before, await s.world(reads))  # nothing changed: the undo will prove nothing
+    volatile = s.entry.volatile
+    changed = differences(before, await s.world(reads), volatile=volatile)  # nothing changed: the undo proves nothing
+    action = next((a for a in run.plan().actions if a.step == step), None)
+    alternative = action.compensation.alternative if action is not None and action.compensation else None
     # The scratch store's approvals are the drill's to grant: the person who drills is the one asking.
     report = await run.arollback(compensate=s.calls.compensate, verifier=s.calls.read_back, retry=ROLLBACK_RETRY,
                                  approve_compensations=True, actor=_ACTOR)
     after = await s.world(reads)
     undo = [{"type": e.type, **e.data} for e in run.events() if e.step == step and e.type in _UNDO_EVENTS]
     read_back = next((e for e in reversed(undo) if e["type"] in ("verified", "verification_failed")), None)
-    found = differences(before, after)
-    residue = s.entry.residue
+    found = differences(before, after, volatile=volatile)
+    residue = action.compensation.residue if action is not None and action.compensation else s.entry.residue
     info = s.pool.upstreams[0].server_info
     return Drill(
         new_drill_id(),
@@ -231,6 +254,7 @@ async def _drill(s: _Scratch) -> Drill:
             "after": after,
             "differences": found,
             "residue": list(residue),
-        },
+            "volatile": list(volatile),
+        } | ({"alternative": alternative} if alternative is not None else {}),
     )
 
