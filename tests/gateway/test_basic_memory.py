@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.gateway import basic_memory
+from tests.gateway.pinned import BASIC_MEMORY
 from tests.gateway.test_shipped_manifests import World, _actions, _ok
 
 import reversi.manifests
@@ -27,7 +27,7 @@ def _world(tmp_path: Path) -> tuple[World, Path]:
     notes = tmp_path / "notes"
     env = {"HOME": str(tmp_path / "home"), "BASIC_MEMORY_HOME": str(notes), "NO_COLOR": "1"}
     (tmp_path / "home").mkdir()
-    return World(tmp_path, "basic-memory", basic_memory.command(), env), notes
+    return World(tmp_path, "basic-memory", BASIC_MEMORY.command("mcp"), env), notes
 
 
 def _folder(root: Path) -> dict[str, bytes]:
@@ -116,7 +116,8 @@ def test_the_shipped_manifest_fits_the_pinned_server(tmp_path: Path) -> None:
 
 def _drill(tmp_path: Path, tool: str, args: dict[str, Any], *setup: str) -> dict[str, Any]:
     """`reversi manifest drill` of one basic-memory tool on a scratch server, as a user runs it."""
-    command = " ".join(["env", "HOME={scratch}/home", "BASIC_MEMORY_HOME={scratch}/notes", *basic_memory.command()])
+    server = BASIC_MEMORY.command("mcp")
+    command = " ".join(["env", "HOME={scratch}/home", "BASIC_MEMORY_HOME={scratch}/notes", *server])
     flags = [flag for call in setup for flag in ("--setup", call)]
     done = subprocess.run(
         [str(Path(sys.executable).parent / "reversi"), "--db", f"sqlite:///{tmp_path}/evidence.db", "manifest",
@@ -147,7 +148,7 @@ def test_each_alternative_is_drilled_and_counted_on_its_own(tmp_path: Path) -> N
     coverage = subprocess.run(
         [str(Path(sys.executable).parent / "reversi"), "--db", f"sqlite:///{tmp_path}/evidence.db", "manifest",
          "coverage", "-m", str(reversi.manifests.path("basic-memory")), "--upstream", " ".join(
-             ["env", f"HOME={tmp_path}/h", f"BASIC_MEMORY_HOME={tmp_path}/n", *basic_memory.command()])],
+             ["env", f"HOME={tmp_path}/h", f"BASIC_MEMORY_HOME={tmp_path}/n", *BASIC_MEMORY.command("mcp")])],
         capture_output=True, text=True, timeout=300, cwd=tmp_path)
     rows = coverage.stdout.splitlines()
     assert any(r.startswith("write_note [created]  undo: delete_note (inverse)  drilled") and r.endswith("restored")

@@ -207,6 +207,8 @@ class Templates:
             what = "RE" if name == MATCHES else "TEXT"
             if len(fields) != 1:
                 self.report(node, f"{name} stands alone: {{{name}: {what}}}")
+            elif name != MATCHES and isinstance(value, MappingNode):  # a text built: `{$format: ...}`
+                self.template(value, roots)
             elif not _is_text(value):
                 self.report(value, f"{name}: expected a {'regular expression' if what == 'RE' else 'text'}, "
                                    f"got {describe(value)}")

@@ -68,7 +68,8 @@ def parse_manifest(text: str, source: str) -> tuple[list[ToolEntry], list[Proble
         entries = reader.document(root)
     except RecursionError:
         return [], [Problem(source, 1, _TOO_DEEP)]
-    return entries, sorted(reader.problems, key=lambda problem: problem.line)
+    unique = dict.fromkeys(reader.problems)  # a node shared through an alias is read once per use
+    return entries, sorted(unique, key=lambda problem: problem.line)
 
 
 ALIAS_BUDGET = 100_000  # values aliases may repeat in all: plenty for sharing, nothing like a YAML bomb's billions
@@ -240,7 +241,7 @@ class _Reader:
             if comp.name in names:
                 self.problem(item, f"{label}[{i}]: the name {quoted(comp.name)} is given to two alternatives")
             names.add(comp.name or "")
-            if comp.when is None and i < len(alternatives) - 1:
+            if comp.when is None and i < len(alternatives) - 1 and not _has_key(item, "when"):
                 self.problem(item, f"{label}[{i}] has no \"when\", so it always fits and the alternatives after "
                                    "it are never used: give it a \"when\" or move it last")
         return alternatives
@@ -497,6 +498,10 @@ class _Reader:
         self.templates.expect(node, self.roots)
         value = plain(node)
         return value if isinstance(value, dict) else None
+
+
+def _has_key(node: Node, key: str) -> bool:
+    return isinstance(node, MappingNode) and any(isinstance(k, ScalarNode) and k.value == key for k, _ in node.value)
 
 
 def _digest(value: Any) -> str:
