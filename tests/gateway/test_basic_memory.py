@@ -18,6 +18,7 @@ from tests.gateway.pinned import BASIC_MEMORY
 from tests.gateway.test_shipped_manifests import World, _actions, _ok
 
 import reversi.manifests
+from reversi.core.manifest_yaml import parse_manifest
 
 pytestmark = pytest.mark.anyio
 SETTLE_S = 60.0  # basic-memory answers before its file writes land: wait for the folder, never for a time
@@ -158,3 +159,17 @@ def test_each_alternative_is_drilled_and_counted_on_its_own(tmp_path: Path) -> N
                for r in rows), rows
     assert any(r.startswith("delete_note [note]") and "not drilled" in r for r in rows), rows
     assert rows[-1] == "6 write tools (9 undos to drill, counting each alternative), 3 drilled"
+
+
+def test_the_draft_proposes_an_undo_for_every_write_tool_that_has_one(tmp_path: Path) -> None:
+    """Issue 28 item 10: the draft of basic-memory left all six write tools `{}`."""
+    world, _ = _world(tmp_path)
+    done = subprocess.run([str(Path(sys.executable).parent / "reversi"), "manifest", "draft", "--upstream",
+                           " ".join(world.command)], capture_output=True, text=True, timeout=300,
+                          env={**world.env, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    entries = {e.pattern: e for e in parse_manifest(done.stdout, "draft.yaml")[0]}
+    drafted = {name for name, e in entries.items() if e.compensations}
+    assert drafted == {"write_note", "edit_note", "move_note", "delete_note", "create_memory_project"}
+    assert [c.name for c in entries["write_note"].compensations] == ["overwritten", "created"]
+    assert all(entries[name].capture is not None for name in ("write_note", "edit_note", "move_note", "delete_note"))

@@ -3,8 +3,19 @@
 What is guessed: `effect: read` from `readOnlyHint`, and an undo from a pair of names (`create_X`
 and `delete_X`, `add_X` and `remove_X`, `star_X` and `unstar_X`, ...) whose required arguments can
 all be filled from the call's own arguments or its result (same name, or the `name`/`id` of each
-item of a list). A pair whose arguments cannot all be filled is written commented out; a write tool
-with no guess is left with no undo, which `reversi manifest check` warns about. `idempotentHint` is
+item of a list). A pair whose arguments cannot all be filled is written commented out. Where no such
+pair exists, the thing a tool changes is named by its last word (`create_memory_project` and
+`delete_project` both act on a project), and:
+
+* a move or rename with a pair of arguments to swap (`source`/`destination`, `from`/`to`, `old_*`/
+  `new_*`) is its own undo;
+* a tool that overwrites, edits, deletes or moves something a read tool of the same thing can read
+  first (`read_note`, `get_note`, ...) gets that read as its `capture`, and an undo that puts back
+  what it read: a write back (for a write, two alternatives: delete what it created, or write back
+  what it overwrote), with a read-back; what the read answers is the server's own business, so
+  every `$before` path is a guess to confirm with a drill.
+
+A write tool with no guess is left with no undo, which `reversi manifest check` warns about. `idempotentHint` is
 only noted: a repeat that changes nothing more says nothing of the first call, and Reversi's
 `idempotent: true` would skip the tool in rollbacks.
 """
@@ -77,7 +88,7 @@ def _entry(tool: ListedTool, listing: Listing) -> list[str]:
     if tool.idempotent_hint:
         lines.append("# REVIEW: the server marks it idempotent (a repeat changes nothing more); if its first call "
                      "changes nothing either, say idempotent: true and a rollback skips it")
-    for undo in (listing.get(name) for name in undo_candidates(tool.name)):
+    for undo in [*(listing.get(name) for name in undo_candidates(tool.name)), _by_noun(tool, listing)]:
         if undo is None or not undo.writes:
             continue
         args = _guess_arguments(tool, undo)
@@ -89,8 +100,120 @@ def _entry(tool: ListedTool, listing: Listing) -> list[str]:
         block += [f"    {_text(key)}: {'...' if value is None else _text(value)}" for key, (value, _) in args.items()]
         return [*lines, f"# REVIEW: {undo.name} looks like its undo, but {', '.join(unknown)} could not be guessed: "
                         "fill in, uncomment", *(f"# {line}" for line in block)]
+    restoring = _restoring(tool, listing)
+    if restoring:
+        return [*lines, *restoring]
     return [*lines, "# REVIEW: no undo found among the server's tools: add a compensation, or say it is "
                     "irreversible: true", "{}"]
+
+
+_READS = ("read", "get", "view", "show", "fetch", "describe")
+_WRITES = ("write", "put", "set", "upsert", "save")  # may create, or overwrite
+_CHANGES = ("update", "edit", "patch", "replace", "append", "modify")
+_MOVES = ("move", "rename")
+_DELETES = ("delete", "remove", "destroy", "trash")
+_CREATES = ("create", "add", "insert", "new", "write", "put", "upload")
+_IDENTIFYING = ("identifier", "id", "path", "file_path", "name", "title", "key", "slug", "permalink", "uri", "url")
+_SWAPS = (("source", "destination"), ("from", "to"), ("src", "dst"), ("old_name", "new_name"),
+          ("old_path", "new_path"), ("source_path", "destination_path"), ("path", "new_path"))
+
+
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in _WORDS.findall(name.rsplit(".", 1)[-1]) if w not in "_-."]
+
+
+def _verb(tool: ListedTool) -> str:
+    return next((w for w in _words(tool.name) if w in (*_READS, *_WRITES, *_CHANGES, *_MOVES, *_DELETES, *_CREATES)),
+                "")
+
+
+def _noun(tool: ListedTool) -> str:
+    words = _words(tool.name)
+    return words[-1].removesuffix("s") if words else ""
+
+
+def _of_noun(listing: Listing, noun: str, verbs: tuple[str, ...], writes: bool) -> ListedTool | None:
+    """The first tool of the listing whose verb is one of `verbs` and whose last word names `noun`."""
+    for verb in verbs:
+        for other in listing.tools:
+            if other.writes == writes and _noun(other) == noun and verb in _words(other.name):
+                return other
+    return None
+
+
+def _by_noun(tool: ListedTool, listing: Listing) -> ListedTool | None:
+    """The undo of a creating tool among tools of the same thing by its last word (`delete_project` for
+    `create_memory_project`), when the names differ otherwise."""
+    verb = _verb(tool)
+    if verb not in _CREATES or verb in _WRITES:
+        return None
+    undo = _of_noun(listing, _noun(tool), _DELETES, writes=True)
+    return undo if undo is not None and undo.name != tool.name else None
+
+
+def _restoring(tool: ListedTool, listing: Listing) -> list[str]:
+    """A move that swaps its arguments back, or a capture and an undo that puts back what it read."""
+    verb, noun = _verb(tool), _noun(tool)
+    inputs = _properties(tool.input_schema)
+    if verb in _MOVES:
+        pair = next(((a, b) for a, b in _SWAPS if a in inputs and b in inputs), None)
+        if pair is not None:
+            a, b = pair
+            return [f"# REVIEW: its own undo, guessed from {a}/{b}: {tool.name} back the other way",
+                    "compensation:", f"  tool: {_text(tool.name)}",
+                    f"  args: {{{_text(a)}: \"$args.{b}\", {_text(b)}: \"$args.{a}\"}}", "  kind: inverse"]
+    if verb not in (*_WRITES, *_CHANGES, *_MOVES, *_DELETES):
+        return []
+    read = _of_noun(listing, noun, _READS, writes=False)
+    capture = _read_args(read, inputs) if read is not None else None
+    if read is None or capture is None:
+        return []
+    lines = [f"# REVIEW: what it changes is read first with {read.name} ($before names the answer)", "capture:",
+             f"  tool: {_text(read.name)}", f"  args: {_flow(capture)}"]
+    back = _of_noun(listing, noun, (*_WRITES, *_CHANGES), writes=True) if verb not in _MOVES else tool
+    if back is None:
+        return []
+    put_back = _write_back(back, capture)
+    lines.append("# REVIEW: every $before path below is a guess at what the read answers: confirm with a drill")
+    if verb in _WRITES:
+        delete = _of_noun(listing, noun, _DELETES, writes=True)
+        lines += ["compensation:", "  - name: overwritten", "    when: {\"$before\": {$exists: true}}",
+                  *(f"  {line}" for line in put_back)]
+        if delete is not None:
+            lines += ["  - name: created", f"    tool: {_text(delete.name)}",
+                      f"    args: {_flow(_read_args(delete, inputs) or {})}", "    kind: inverse"]
+        return lines
+    return [*lines, "compensation:", *put_back]
+
+
+def _read_args(read: ListedTool, inputs: Mapping[str, Any]) -> dict[str, str] | None:
+    """Arguments for `read` (or a delete) from the call's own: the same name, else the one identifying
+    argument each has (`identifier` for `title`); None when a required one cannot be filled."""
+    required, _, _ = arguments_fit(read.input_schema, [])
+    own = [name for name in _IDENTIFYING if name in inputs]
+    args: dict[str, str] = {}
+    for name in required:
+        if name in inputs:
+            args[name] = f"$args.{name}"
+        elif name in _IDENTIFYING and own:
+            args[name] = f"$args.{own[0]}"
+        else:
+            return None
+    return args
+
+
+def _write_back(back: ListedTool, read_args: Mapping[str, str]) -> list[str]:
+    """The undo that writes back what the capture read: each required argument from `$before`, but those
+    the read was asked with."""
+    required, _, _ = arguments_fit(back.input_schema, [])
+    moves_to = [name for name in _properties(back.input_schema) if _verb(back) in _MOVES and name not in required
+                and any(part in name for part in ("destination", "dest", "target", "new"))][:1]
+    args = {name: read_args.get(name, f"$before.{name}") for name in [*required, *moves_to]}
+    return [f"  tool: {_text(back.name)}", f"  args: {_flow(args)}", "  kind: inverse"]
+
+
+def _flow(args: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{_text(k)}: {json.dumps(v)}" for k, v in args.items()) + "}"
 
 
 def _guess_arguments(tool: ListedTool, undo: ListedTool) -> dict[str, tuple[str | None, str]]:
