@@ -257,3 +257,16 @@ def test_volatile_paths_are_left_out_of_a_drills_differences() -> None:
     assert differences(before, after) == ['find.nodes[0].updated_at: "1" -> "2"', "tail.result[0].id: 1 -> 2",
                                           "tail.result[0].x: 1 -> 2"]
     assert differences(before, after, volatile=["*.updated_at", "tail.result[*].id"]) == ["tail.result[0].x: 1 -> 2"]
+
+
+def test_a_pattern_is_the_manifests_own_never_built_from_what_an_agent_sent() -> None:
+    entries, problems = parse("""\
+        w:
+          compensation: {tool: u, when: {"$args.q": {$matches: "^${args.p}"}}}
+        """)
+    assert entries == [] and problems == [
+        "m.yaml:4: $matches: a pattern is the manifest's own, with no references in it: match against a value, "
+        "not with one"]
+    (entry,), problems = parse('w:\n  compensation: {tool: u, when: {"$args.q": {$matches: "^a.*z$"}}}')
+    assert problems == [] and entry.compensations[0].when == {"$args.q": {"$matches": "^a.*z$"}}
+    assert first_mismatch({"$matches": "("}, "text") == 'the answer is "text", expected a text matching "("'

@@ -212,6 +212,9 @@ class Templates:
             elif not _is_text(value):
                 self.report(value, f"{name}: expected a {'regular expression' if what == 'RE' else 'text'}, "
                                    f"got {describe(value)}")
+            elif name == MATCHES and reference_roots(scalar(value)):  # type: ignore[arg-type]  # text, said so
+                self.report(value, f"{MATCHES}: a pattern is the manifest's own, with no references in it: "
+                                   "match against a value, not with one")
             elif name == MATCHES:
                 self._pattern(value, MATCHES)
         elif name != EXISTS:
