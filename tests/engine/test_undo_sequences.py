@@ -4,6 +4,7 @@ call not known done."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 import reversi
+from reversi.engine.keys import Principal, Role
 from reversi.errors import NotCompensable
 
 MANIFEST = """\
@@ -138,3 +140,26 @@ def test_a_remote_worker_may_not_claim_an_undo_of_several_calls(db_url: str, tmp
     ledger, run_id = _setup(db_url, tmp_path)
     with ledger, pytest.raises(NotCompensable, match="undone by 2 calls in turn: a rollback makes them"):
         ledger.get_run(run_id).begin_compensation(0, worker="w1")
+
+
+def test_a_secret_an_undo_passes_to_a_later_call_is_masked_in_the_plan_shown(db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "tools.yaml").write_text("""\
+version: 1
+tools:
+  vault.rotate:
+    sensitive: [args.token]
+    compensation:
+      tool: vault.revoke
+      args: {id: "$result.id"}
+      then:
+        - {tool: vault.restore, args: {token: "$args.token"}}
+""")
+    with reversi.open(db_url, manifests=[str(tmp_path / "tools.yaml")]) as ledger:
+        run = ledger.start_run()
+        run.call("vault.rotate", {"token": "s3cr3t-token-value"}, lambda token: {"id": "k1"})
+        shown = ledger.for_principal(Principal("ops", Role.ADMIN)).plan(run.id)
+        sent = run.plan()  # what the rollback itself sends
+    (action,) = shown.actions
+    assert action.compensation is not None and action.compensation.then[0][0] == "vault.restore"
+    assert "s3cr3t-token-value" not in json.dumps(shown.to_dict())
+    assert "s3cr3t-token-value" in json.dumps(sent.to_dict())

@@ -70,7 +70,8 @@ def events(masker: Masker, found: Iterable[Event], tools: Tools | None = None) -
 def _action(masker: Masker, action: Action) -> Action:
     comp = action.compensation
     if comp is not None:
-        comp = replace(comp, args=masker.value(comp.args))
+        comp = replace(comp, args=masker.value(comp.args), chosen_because=_maybe(masker, comp.chosen_because),
+                       then=tuple((tool, masker.value(args)) for tool, args in comp.then))
     others = tuple(replace(d, resource=masker.text(d.resource)) for d in action.blocked_by_runs)
     return replace(action, compensation=comp, reason=_maybe(masker, action.reason), blocked_by_runs=others,
                    last_failure=_maybe(masker, action.last_failure))

@@ -72,12 +72,7 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
     chosen = choose_compensation(entry, ctx)
     if isinstance(chosen, str):
         return Action(index, tool, ActionKind.UNRECOVERABLE, chosen)
-    comp, args, why = chosen
-    try:
-        then = tuple((part.tool, resolve(dict(part.args), ctx)) for part in comp.then)
-    except MissingReference as missing:
-        reason = Reason.arguments_unavailable(missing.ref, _why_missing(ctx, missing.ref))
-        return Action(index, tool, ActionKind.UNRECOVERABLE, reason)
+    comp, (args, then), why = chosen
     call = CompensationCall(
         run_id=snapshot.run.run_id,
         step=index,
@@ -96,31 +91,43 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
     return Action(index, tool, ActionKind.COMPENSATE, compensation=call, last_failure=_last_failure(step))
 
 
-def choose_compensation(entry: ToolEntry, ctx: ReferenceContext) -> tuple[Compensation, Any, str | None] | str:
-    """The undo for one call: the first alternative whose `when` holds, its arguments resolved, and why it
-    was chosen (None for a lone compensation); or, when there is none, the reason the step is unrecoverable."""
+def choose_compensation(
+    entry: ToolEntry, ctx: ReferenceContext
+) -> tuple[Compensation, _Built, str | None] | str:
+    """The undo for one call: the first alternative whose `when` holds, the arguments of each of its calls
+    resolved (`tool`'s, then those of `then`), and why it was chosen (None for a lone compensation); or,
+    when there is none, the reason the step is unrecoverable."""
     alternatives = entry.compensations
     if len(alternatives) == 1:  # arguments first: that they cannot be built says more than an unmet `when`
         comp = alternatives[0]
-        try:
-            args = resolve(dict(comp.args), ctx)
-        except MissingReference as missing:
-            return Reason.arguments_unavailable(missing.ref, _why_missing(ctx, missing.ref))
+        built = _arguments(comp, ctx)
+        if isinstance(built, str):
+            return built
         unmet = unmet_condition(comp.when, ctx) if comp.when else None
-        return (comp, args, None) if unmet is None else Reason.does_not_apply(unmet)
+        return (comp, built, None) if unmet is None else Reason.does_not_apply(unmet)
     passed: list[str] = []
     for comp in alternatives:
         unmet = unmet_condition(comp.when, ctx) if comp.when else None
         if unmet is not None:
             passed.append(f"{entry.alternative_name(comp)}: {unmet}")
             continue
-        try:
-            args = resolve(dict(comp.args), ctx)
-        except MissingReference as missing:
-            return Reason.arguments_unavailable(missing.ref, _why_missing(ctx, missing.ref))
+        built = _arguments(comp, ctx)
+        if isinstance(built, str):
+            return built
         why = f"its conditions hold ({compact(dict(comp.when))})" if comp.when else "it always fits"
-        return comp, args, "; ".join([*passed, why]) if passed else why
+        return comp, built, "; ".join([*passed, why]) if passed else why
     return Reason.none_fits(passed)
+
+
+_Built = tuple[Any, tuple[tuple[str, Any], ...]]  # the first call's arguments; (tool, arguments) of each after it
+
+
+def _arguments(comp: Compensation, ctx: ReferenceContext) -> _Built | str:
+    """The arguments of each of the undo's calls; or why they cannot be built."""
+    try:
+        return resolve(dict(comp.args), ctx), tuple((call.tool, resolve(dict(call.args), ctx)) for call in comp.then)
+    except MissingReference as missing:
+        return Reason.arguments_unavailable(missing.ref, _why_missing(ctx, missing.ref))
 
 
 def _last_failure(step: StepState) -> str | None:
