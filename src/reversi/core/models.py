@@ -220,6 +220,7 @@ class StepState:
     has_before: bool = False
     before_absent: str | None = None  # the capture found nothing: the error that said so
     at: str = ""  # when the step was journaled `intended`: its place in journal order across runs
+    call_id: str | None = None  # the framework's id of the call (a model's tool call id), when it gave one
 
     @property
     def index(self) -> int:
@@ -286,11 +287,12 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     has_before = False
     before_absent: str | None = None
     at = ""
+    call_id: str | None = None
     for ev in events:
         data = ev.data
         if ev.type == EventType.INTENDED:
             has_before, before, before_absent = "before" in data, data.get("before"), data.get("before_absent")
-            at = ev.at
+            at, call_id = ev.at, data.get("call_id")
         if ev.type == EventType.APPROVAL_REQUESTED and data.get("kind") == "compensation":
             asked, denied = data.get("approval_id"), None
             continue
@@ -320,7 +322,7 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
         elif ev.type == EventType.COMPENSATED:
             claim = None
     return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
-                     before, has_before, before_absent, at)
+                     before, has_before, before_absent, at, call_id)
 
 
 @dataclass(frozen=True)

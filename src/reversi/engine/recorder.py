@@ -80,9 +80,11 @@ class Recorder:
             return f"kill file unreadable: {exc}"
 
     def begin(
-        self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *, before: Captured | None = None
+        self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *, before: Captured | None = None,
+        call_id: str | None = None,
     ) -> int:
-        """Journal `intended` for a new call (with what its capture read, `before`) and return its step number.
+        """Journal `intended` for a new call (with what its capture read, `before`, and the framework's id
+        of the call, `call_id`) and return its step number.
 
         Raises:
             Halted, Duplicate, NoManifestEntry, ApprovalRequired, ApprovalDenied: the call is refused
@@ -90,7 +92,8 @@ class Recorder:
             BadInput: the tool, arguments or `depends_on` are not acceptable.
         """
         return self.store.run_write(
-            self.begin_write(run, tool, args, depends_on, before=before), run.run_id, reads_halts=True
+            self.begin_write(run, tool, args, depends_on, before=before, call_id=call_id), run.run_id,
+            reads_halts=True
         )
 
     def refuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> NoReturn:
@@ -139,6 +142,7 @@ class Recorder:
         *,
         via: Mapping[str, Any] | None = None,
         before: Captured | None = None,
+        call_id: str | None = None,
     ) -> WriteFn[int]:
         """`begin` as a write function, for a caller that runs it in its own transaction (with
         `Store.run_write(..., reads_halts=True)`, or in `Store.write_holding_halts`).
@@ -156,7 +160,7 @@ class Recorder:
         depends = _checked_depends_on(depends_on)
         entry = self.manifests.lookup(tool)
         kill, trace = self.kill_reason(), tracing.journal_fields()  # the caller's span, before any thread hop
-        extra = dict(trace) | (before.journal() if before is not None else {})
+        extra = dict(trace) | (before.journal() if before is not None else {}) | _call_id(call_id)
         return lambda q: self._journal_call(q, run, tool, args, depends, entry, kill, extra, via)
 
     def _journal_call(
@@ -337,6 +341,15 @@ class Recorder:
     def _halted(self, q: Queries, run: RunRecord, tool: str) -> Refused | None:
         halt = matching_halt(q.active_halts(lock_run=run.run_id), tool, run.scope)
         return Halted(halt_message(halt.reason, halt), halt_id=halt.halt_id) if halt else None
+
+
+def _call_id(call_id: str | None) -> dict[str, str]:
+    """The framework's id of a call as journaled; it comes from a model, so it is checked like a name."""
+    if call_id is None:
+        return {}
+    if not isinstance(call_id, str) or not 0 < len(call_id) <= 200 or not call_id.isprintable():
+        raise BadInput("call_id must be 1-200 printable characters")
+    return {"call_id": call_id}
 
 
 def _who(run: RunRecord) -> str:

@@ -182,8 +182,10 @@ class Run:
         captured = None if before is _NO_RESULT else Captured.supplied(before)
         return self._begin(tool, args, depends_on, captured)
 
-    def _begin(self, tool: str, args: Any, depends_on: Sequence[int], before: Captured | None) -> StepHandle:
-        index = self._ledger.recorder.begin(self.record, tool, {} if args is None else args, depends_on, before=before)
+    def _begin(self, tool: str, args: Any, depends_on: Sequence[int], before: Captured | None,
+               call_id: str | None = None) -> StepHandle:
+        index = self._ledger.recorder.begin(self.record, tool, {} if args is None else args, depends_on, before=before,
+                                            call_id=call_id)
         tracing.began(self.id, index)
         return StepHandle(self, index)
 
@@ -239,22 +241,60 @@ class Run:
 
     async def acall(
         self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
-        capture: Read | None = None,
+        capture: Read | None = None, call_id: str | None = None, pauses: tuple[type[BaseException], ...] = (),
     ) -> Any:
-        """`call` for async code: `fn` and `capture` may be coroutine functions; the journal writes run off the loop."""
-        before = await self._capture(tool, args, self._reader(tool, args, capture))
+        """`call` for async code: `fn` and `capture` may be coroutine functions; the journal writes run off the loop.
+
+        For a framework whose calls can pause (wait for an approval, or be deferred to be answered later):
+        `call_id` is the framework's id of the call, journaled with it; an exception of a type in `pauses`
+        leaves the step open (`intended`: unresolved until something says how it went) rather than
+        failed. A later call with the same `call_id`, tool and arguments (the framework resuming it)
+        continues that step instead of journaling a new one; `settle` reports one answered elsewhere.
+        """
+        paused = await asyncio.to_thread(self._open_step, call_id, tool, args) if call_id is not None else None
+        before = None if paused is not None else await self._capture(tool, args, self._reader(tool, args, capture))
         with tracing.call_span(self.id, tool):
-            handle = await asyncio.to_thread(self._begin, tool, args, depends_on, before)
+            handle = StepHandle(self, paused.index) if paused is not None else await asyncio.to_thread(
+                self._begin, tool, args, depends_on, before, call_id)
             try:
                 with making(self.id, handle.index):
                     result = fn(**(args or {}))
                     if inspect.isawaitable(result):
                         result = await result
+            except pauses:
+                raise  # the step stays open: the framework resumes the call, or its answer is settled later
             except BaseException as exc:
                 await asyncio.to_thread(handle._from_exception, exc)
                 raise
             await asyncio.to_thread(handle.succeeded, result)
         return result
+
+    def _open_step(self, call_id: str, tool: str, args: Any) -> StepState | None:
+        """The step a paused call of this tool with these arguments left open, by the framework's call id."""
+        return next((s for s in self.snapshot().steps if s.call_id == call_id and s.tool == tool
+                     and s.status is StepStatus.INTENDED and s.args == args), None)
+
+    def settle(self, call_id: str, *, result: Any = None, error: str | None = None) -> StepState:
+        """Report how a paused call went when its answer came from elsewhere (a deferred tool answered by
+        the application): `succeeded` with `result`, or `failed` with `error`. Returns the step.
+
+        Raises:
+            NotFound: no open step of this run has that call id.
+        """
+        open_step = next((s for s in self.snapshot().steps if s.call_id == call_id and s.status is StepStatus.INTENDED),
+                         None)
+        if open_step is None:
+            raise NotFound(f"no open step of {self.id} has call id {call_id!r}")
+        handle = StepHandle(self, open_step.index)
+        if error is not None:
+            handle.failed(error)
+        else:
+            handle.succeeded(result)
+        return self.snapshot().step(open_step.index)
+
+    async def asettle(self, call_id: str, *, result: Any = None, error: str | None = None) -> StepState:
+        """`settle` off the event loop."""
+        return await asyncio.to_thread(lambda: self.settle(call_id, result=result, error=error))
 
     def checkpoint(self, name: str) -> Checkpoint:
         """Journal a checkpoint after the run's last step, to roll back to later (`plan(to=name)`,

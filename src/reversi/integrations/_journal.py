@@ -20,6 +20,14 @@ def plain_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
     return plain
 
 
+def usable_call_id(call_id: object) -> str | None:
+    """A framework's id of a call, when the journal can keep it (1-200 printable characters): it comes
+    from a model, and an odd one only costs the pause its continuation (the step stays open)."""
+    if isinstance(call_id, str) and 0 < len(call_id) <= 200 and call_id.isprintable():
+        return call_id
+    return None
+
+
 def refusal_text(message: str) -> str:
     """What the model reads when Reversi refuses a call: the reason, and that nothing was done."""
     return f"Reversi refused this call, nothing was done: {message}"

@@ -7,6 +7,12 @@
 
 A refusal (a halt, a duplicate, an approval to wait for) reaches the model as the tool's failure
 (`ToolFailed`): it reads the reason and nothing is called.
+
+A call that pauses (`ApprovalRequired`, `CallDeferred`) is not a failure: its step stays open
+(`intended`, so a rollback plans it `unresolved`, never "never took effect"). When the agent resumes
+with approvals, the approved call continues that same step. Before resuming, hand the results to
+`settle_deferred(run, results)`: it journals the answers of deferred calls, and the calls denied, on
+their steps.
 """
 
 from __future__ import annotations
@@ -15,15 +21,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import RunContext, ToolFailed
+from pydantic_ai import (
+    ApprovalRequired,
+    CallDeferred,
+    DeferredToolResults,
+    ModelRetry,
+    RunContext,
+    ToolApproved,
+    ToolDenied,
+    ToolFailed,
+    ToolReturn,
+)
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from reversi.engine.run import Run
 from reversi.errors import Refused
-from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
+from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
 
-__all__ = ["JournaledToolset", "journaled"]
+__all__ = ["JournaledToolset", "journaled", "settle_deferred"]
 
 
 @dataclass
@@ -40,9 +56,41 @@ class JournaledToolset(WrapperToolset[AgentDepsT]):
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
 
         try:
-            return await self.run.acall(journaled_name(self.names, name), plain_arguments(tool_args), call)
+            return await self.run.acall(journaled_name(self.names, name), plain_arguments(tool_args), call,
+                                        call_id=usable_call_id(ctx.tool_call_id), pauses=_PAUSES)
         except Refused as exc:
             raise ToolFailed(refusal_text(exc.message)) from exc
+
+
+_PAUSES = (ApprovalRequired, CallDeferred)  # how Pydantic AI says a call waits: it did not fail
+
+
+async def settle_deferred(run: Run, results: DeferredToolResults) -> list[int]:
+    """Journal what `results` (for `agent.run(..., deferred_tool_results=results)`) say of the calls that
+    paused in `run`, before the agent resumes: each deferred call's answer (`succeeded`; `failed` for a
+    `ModelRetry` or a denial), and each approval denied, or granted with other arguments (the call made
+    with them is a step of its own), as `failed`: the paused call never ran. An approval granted as asked
+    leaves the step open, for the resumed call to continue. Returns the steps settled.
+
+    Raises:
+        NotFound: a call id names no open step of the run.
+    """
+    settled = []
+    for call_id, answer in results.calls.items():
+        if isinstance(answer, ModelRetry | ToolDenied):
+            said = answer.message
+            step = await run.asettle(call_id, error=said if isinstance(answer, ModelRetry) else f"denied: {said}")
+        else:
+            value = answer.return_value if isinstance(answer, ToolReturn) else answer
+            step = await run.asettle(call_id, result=plain_arguments({"result": value})["result"])
+        settled.append(step.index)
+    for call_id, approval in results.approvals.items():
+        if approval is True or (isinstance(approval, ToolApproved) and approval.override_args is None):
+            continue
+        why = (f"approval denied: {approval.message}" if isinstance(approval, ToolDenied)
+               else "approval denied" if approval is False else "approved with other arguments: made as a new step")
+        settled.append((await run.asettle(call_id, error=why)).index)
+    return settled
 
 
 def journaled(
