@@ -77,3 +77,15 @@ def test_the_call_span_sits_under_pydantic_ais_own_tool_span_and_its_trace_is_jo
     assert call.parent.span_id == tool_span.context.span_id
     intended = next(e for e in run.events() if e.type == "intended")
     assert intended.data["trace_id"] == format(call.context.trace_id, "032x")
+
+
+def test_a_refused_call_carries_the_trace_of_the_tool_span_it_was_refused_in(sqlite_ledger: reversi.Ledger) -> None:
+    spans = in_memory_spans()
+    sqlite_ledger.add_halt("card processor incident", tool="stripe.*")
+    run = sqlite_ledger.start_run(actor="billing-agent")
+    agent = Agent(FunctionModel(charge_then_report), capabilities=[Instrumentation()])
+    names = {"create_charge": "stripe.create_charge"}
+    asyncio.run(agent.run("charge order o-1", toolsets=[journaled(billing_tools(), run, names=names)]))
+    tool_span = next(s for s in spans.get_finished_spans() if s.name == "execute_tool create_charge")
+    refused = next(e for e in run.events() if e.type == "refused")
+    assert tool_span.context is not None and refused.data["trace_id"] == format(tool_span.context.trace_id, "032x")

@@ -9,6 +9,7 @@ import click
 from reversi.cli.context import echo, echo_json, echo_json_text, json_option, state
 from reversi.core import redaction
 from reversi.core.json_values import compact
+from reversi.core.models import EventType
 from reversi.core.standing import Next
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
         masker = ledger.masker()
         snap = redaction.snapshot(masker, snap)
         standing = run.standing(masker)
-    out = snap.to_dict() | {"checkpoints": [c.to_dict() for c in marks], "where_it_stands": standing.to_dict()}
+        refused = [e for e in redaction.events(masker, run.events()) if e.type == EventType.REFUSED]
+    out = snap.to_dict() | {"checkpoints": [c.to_dict() for c in marks], "where_it_stands": standing.to_dict(),
+                            "refused": [{"at": e.at, "actor": e.actor, **e.data} for e in refused]}
     if as_json:
         echo_json(out)
         return 0
@@ -79,6 +82,10 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
         detail = compact(step.result) if step.has_result else (step.error or "")
         echo(f"step {step.index}  {step.tool}  {step.status.value}  {compact(step.args)}  {detail}".rstrip())
         _checkpoints_after(step.index, marks)
+    for event in refused:  # calls that never became steps: what was asked, and why not
+        said = event.data
+        line = f"refused  {said.get('tool')}  {compact(said.get('args', {}))}  {said.get('reason', '')}  {event.at}"
+        echo(" ".join(line.splitlines()))  # one line per refusal, whatever its text holds
     if standing.undone or any(s.next is not Next.ROLL_BACK for s in standing.left):
         echo("where it stands:")
         echo(standing.to_text())

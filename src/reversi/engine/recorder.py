@@ -186,7 +186,7 @@ class Recorder:
         if refusal is None and entry is not None and rule_holds(entry.requires_approval, ctx):
             refusal, approval_id = _forward_approval(q, run, tool, args)
         if refusal is not None:
-            q.append(run.run_id, [_refused_event(run, tool, args, refusal)])
+            q.append(run.run_id, [_refused_event(run, tool, args, refusal, _trace_of(extra))])
             raise KeepWrites(refusal)
         # Snapshotted for the step: whether an undo of it needs an approval (any alternative's, for these
         # arguments), so a later edit of the manifest cannot take the approval away.
@@ -343,6 +343,10 @@ class Recorder:
         return Halted(halt_message(halt.reason, halt), halt_id=halt.halt_id) if halt else None
 
 
+def _trace_of(extra: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in extra.items() if key in ("trace_id", "span_id")}
+
+
 def _call_id(call_id: str | None) -> dict[str, str]:
     """The framework's id of a call as journaled; it comes from a model, so it is checked like a name."""
     if call_id is None:
@@ -444,6 +448,9 @@ def _forward_approval(q: Queries, run: RunRecord, tool: str, args: Any) -> tuple
     return ApprovalRequired(f"approval required: {approval_id}", approval_id), None
 
 
-def _refused_event(run: RunRecord, tool: str, args: Any, refusal: Refused) -> NewEvent:
-    data = {"tool": tool, "args": args, "reason": refusal.message, "code": refusal.code}
+def _refused_event(run: RunRecord, tool: str, args: Any, refusal: Refused,
+                   trace: Mapping[str, Any] | None = None) -> NewEvent:
+    """`refused`, with the caller's trace (as `intended` has it) so a refusal is found from its span too."""
+    data = {"tool": tool, "args": args, "reason": refusal.message, "code": refusal.code,
+            **(tracing.journal_fields() if trace is None else trace)}
     return NewEvent(EventType.REFUSED, None, _who(run), data)
