@@ -22,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel
 
+from reversi.engine.capture import Read
 from reversi.engine.run import Run
 from reversi.errors import Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
@@ -57,6 +58,7 @@ class JournaledTool(BaseTool):
     wrapped: BaseTool
     journal: Run
     tool_name: str
+    capture: Any = None  # a `reversi.engine.capture.Read`, or None
 
     def _input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | dict[str, Any], dict[str, Any]]:
         """What to hand the wrapped tool, and what to journal: the arguments the model gave, without
@@ -82,7 +84,7 @@ class JournaledTool(BaseTool):
             return self.wrapped.run(tool_input, callbacks=callbacks, config=config)
 
         try:
-            return self.journal.call(self.tool_name, journaled_args, call)
+            return self.journal.call(self.tool_name, journaled_args, call, capture=self.capture)
         except Refused as exc:
             raise RefusedCall(refusal_text(exc.message)) from exc
 
@@ -100,13 +102,14 @@ class JournaledTool(BaseTool):
             return await self.wrapped.arun(tool_input, callbacks=callbacks, config=config)
 
         try:
-            return await self.journal.acall(self.tool_name, journaled_args, call)
+            return await self.journal.acall(self.tool_name, journaled_args, call, capture=self.capture)
         except Refused as exc:
             raise RefusedCall(refusal_text(exc.message)) from exc
 
 
-def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None) -> JournaledTool:
-    """Wrap one tool; `name` is the tool name to journal and look up in the manifests (else its own)."""
+def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None, capture: Read | None = None) -> JournaledTool:
+    """Wrap one tool; `name` is the tool name to journal and look up in the manifests (else its own);
+    `capture(tool, arguments)` makes the reads manifest entries declare (`capture:`)."""
     inner = tool.model_copy(update={"handle_tool_error": False})  # its errors reach the journal as `failed`
     return JournaledTool(
         name=tool.name,
@@ -118,15 +121,20 @@ def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None) -> Journa
         wrapped=inner,
         journal=run,
         tool_name=name or tool.name,
+        capture=capture,
     )
 
 
-def journaled(tools: Iterable[BaseTool], run: Run, *, names: Mapping[str, str] | None = None) -> list[BaseTool]:
+def journaled(tools: Iterable[BaseTool], run: Run, *, names: Mapping[str, str] | None = None,
+              capture: Read | None = None) -> list[BaseTool]:
     """Wrap `tools` so that each call is journaled in `run`.
 
     Args:
         tools: LangChain tools (`@tool` functions, `StructuredTool`s, any `BaseTool`).
         run: the run of this agent session (`ledger.start_run(run_id=...)` continues it by id).
         names: tool name -> the name to journal and look up in the manifests.
+        capture: `capture(tool, arguments)` reads what a manifest entry's `capture` names before the
+            call; None: the ledger's reader command, if configured, else nothing is read and the plan
+            says so.
     """
-    return [journal_tool(t, run, name=journaled_name(names or {}, t.name)) for t in tools]
+    return [journal_tool(t, run, name=journaled_name(names or {}, t.name), capture=capture) for t in tools]

@@ -24,6 +24,7 @@ from agents import FunctionTool, Tool
 from agents.tool import set_function_tool_failure_error_function, with_function_tool_failure_error_handler
 from agents.tool_context import ToolContext
 
+from reversi.engine.capture import Read
 from reversi.engine.run import Run
 from reversi.errors import Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
@@ -39,8 +40,9 @@ def _arguments(text: str) -> dict[str, Any] | None:
     return plain_arguments(parsed) if isinstance(parsed, dict) else None
 
 
-def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None) -> FunctionTool:
-    """A copy of `tool` whose calls go through `run`; `name` is the tool name to journal (else its own)."""
+def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None, capture: Read | None = None) -> FunctionTool:
+    """A copy of `tool` whose calls go through `run`; `name` is the tool name to journal (else its own);
+    `capture(tool, arguments)` makes the reads manifest entries declare (`capture:`)."""
     inner = set_function_tool_failure_error_function(copy.copy(tool), None)  # its errors raise, to be journaled
     journaled_as = name or tool.name
 
@@ -53,7 +55,7 @@ def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None) -> Fu
             return await inner.on_invoke_tool(ctx, text)
 
         try:
-            return await run.acall(journaled_as, args, call)
+            return await run.acall(journaled_as, args, call, capture=capture)
         except Refused as exc:
             return refusal_text(exc.message)
 
@@ -67,13 +69,17 @@ def _handled(tool: FunctionTool, error: Exception, arguments: str) -> None:
     """The tool's own error was turned into text for the model; the journal already has it as `failed`."""
 
 
-def journaled(tools: Iterable[FunctionTool], run: Run, *, names: Mapping[str, str] | None = None) -> list[Tool]:
+def journaled(tools: Iterable[FunctionTool], run: Run, *, names: Mapping[str, str] | None = None,
+              capture: Read | None = None) -> list[Tool]:
     """Wrap function tools so that each call is journaled in `run`.
 
     Args:
         tools: `@function_tool` functions or any `FunctionTool`.
         run: the run of this agent session (`ledger.start_run(run_id=...)` continues it by id).
         names: tool name -> the name to journal and look up in the manifests.
+        capture: `capture(tool, arguments)` reads what a manifest entry's `capture` names before the
+            call (the journaled tool name, the capture's own arguments); None: the ledger's reader
+            command, if configured, else nothing is read and the plan says so.
     """
-    return [journal_tool(t, run, name=journaled_name(names or {}, t.name)) for t in tools]
+    return [journal_tool(t, run, name=journaled_name(names or {}, t.name), capture=capture) for t in tools]
 

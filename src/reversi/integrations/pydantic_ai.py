@@ -35,6 +35,7 @@ from pydantic_ai import (
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
+from reversi.engine.capture import Read
 from reversi.engine.run import Run
 from reversi.errors import Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
@@ -48,6 +49,7 @@ class JournaledToolset(WrapperToolset[AgentDepsT]):
 
     run: Run
     names: Mapping[str, str] = field(default_factory=dict)
+    capture: Read | None = None
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
@@ -57,7 +59,8 @@ class JournaledToolset(WrapperToolset[AgentDepsT]):
 
         try:
             return await self.run.acall(journaled_name(self.names, name), plain_arguments(tool_args), call,
-                                        call_id=usable_call_id(ctx.tool_call_id), pauses=_PAUSES)
+                                        call_id=usable_call_id(ctx.tool_call_id), pauses=_PAUSES,
+                                        capture=self.capture)
         except Refused as exc:
             raise ToolFailed(refusal_text(exc.message)) from exc
 
@@ -94,7 +97,8 @@ async def settle_deferred(run: Run, results: DeferredToolResults) -> list[int]:
 
 
 def journaled(
-    toolset: AbstractToolset[AgentDepsT], run: Run, *, names: Mapping[str, str] | None = None
+    toolset: AbstractToolset[AgentDepsT], run: Run, *, names: Mapping[str, str] | None = None,
+    capture: Read | None = None,
 ) -> JournaledToolset[AgentDepsT]:
     """Wrap `toolset` so that each call is journaled in `run`.
 
@@ -102,5 +106,8 @@ def journaled(
         toolset: any Pydantic AI toolset (a `FunctionToolset`, an MCP server, a combined one).
         run: the run of this agent session (`ledger.start_run(run_id=...)` continues it by id).
         names: tool name -> the name to journal and look up in the manifests (`{"charge": "stripe.create_charge"}`).
+        capture: `capture(tool, arguments)` reads what a manifest entry's `capture` names before the
+            call; None: the ledger's reader command, if configured, else nothing is read and the plan
+            says so.
     """
-    return JournaledToolset(toolset, run, dict(names or {}))
+    return JournaledToolset(toolset, run, dict(names or {}), capture)
