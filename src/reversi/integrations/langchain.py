@@ -20,11 +20,12 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
+from langchain_core.tools import tool as make_tool
 from pydantic import BaseModel
 
 from reversi.engine.capture import Read
 from reversi.engine.run import Run
-from reversi.errors import Refused
+from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
 
 __all__ = ["JournaledTool", "RefusedCall", "journaled"]
@@ -125,16 +126,30 @@ def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None, capture: 
     )
 
 
-def journaled(tools: Iterable[BaseTool], run: Run, *, names: Mapping[str, str] | None = None,
+def journaled(tools: Iterable[BaseTool | Callable[..., Any]], run: Run, *, names: Mapping[str, str] | None = None,
               capture: Read | None = None) -> list[BaseTool]:
     """Wrap `tools` so that each call is journaled in `run`.
 
     Args:
-        tools: LangChain tools (`@tool` functions, `StructuredTool`s, any `BaseTool`).
+        tools: LangChain tools (`@tool` functions, `StructuredTool`s, any `BaseTool`), or plain functions
+            with a docstring, made tools as `@tool` makes them.
+
+    Raises:
+        BadInput: something that is neither a tool nor a function.
         run: the run of this agent session (`ledger.start_run(run_id=...)` continues it by id).
         names: tool name -> the name to journal and look up in the manifests.
         capture: `capture(tool, arguments)` reads what a manifest entry's `capture` names before the
             call; None: the ledger's reader command, if configured, else nothing is read and the plan
             says so.
     """
-    return [journal_tool(t, run, name=journaled_name(names or {}, t.name), capture=capture) for t in tools]
+    made = [_as_tool(t) for t in tools]
+    return [journal_tool(t, run, name=journaled_name(names or {}, t.name), capture=capture) for t in made]
+
+
+def _as_tool(given: object) -> BaseTool:
+    if isinstance(given, BaseTool):
+        return given
+    if callable(given) and not isinstance(given, type):
+        made: BaseTool = make_tool(given)  # as `@tool` would: its name, docstring and signature
+        return made
+    raise BadInput(f"journaled: {type(given).__name__} {given!r:.60} is neither a LangChain tool nor a function")

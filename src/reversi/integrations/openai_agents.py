@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, get_args, get_origin
 
-from agents import FunctionTool, Tool
+from agents import FunctionTool, Tool, function_tool
 from agents.tool import set_function_tool_failure_error_function, with_function_tool_failure_error_handler
 from agents.tool_context import ToolContext
 
 from reversi.engine.capture import Read
 from reversi.engine.run import Run
-from reversi.errors import Refused
+from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
 
 __all__ = ["journal_tool", "journaled"]
@@ -65,21 +66,41 @@ def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None, captu
     return outer
 
 
+_OTHER_TOOLS = tuple(get_origin(t) or t for t in get_args(Tool) if (get_origin(t) or t) is not FunctionTool)
+"""The SDK's tools that are not function tools: hosted ones (web search, file search, ...) and its own."""
+
+
 def _handled(tool: FunctionTool, error: Exception, arguments: str) -> None:
     """The tool's own error was turned into text for the model; the journal already has it as `failed`."""
 
 
-def journaled(tools: Iterable[FunctionTool], run: Run, *, names: Mapping[str, str] | None = None,
+def journaled(tools: Iterable[Tool | Callable[..., Any]], run: Run, *, names: Mapping[str, str] | None = None,
               capture: Read | None = None) -> list[Tool]:
     """Wrap function tools so that each call is journaled in `run`.
 
     Args:
-        tools: `@function_tool` functions or any `FunctionTool`.
+        tools: `@function_tool` functions or any `FunctionTool`; plain functions, made function tools as
+            `@function_tool` makes them; hosted tools (`WebSearchTool`, ...), which run on OpenAI's side
+            where nothing can journal them, passed through unwrapped with a warning.
+
+    Raises:
+        BadInput: something that is none of those.
         run: the run of this agent session (`ledger.start_run(run_id=...)` continues it by id).
         names: tool name -> the name to journal and look up in the manifests.
         capture: `capture(tool, arguments)` reads what a manifest entry's `capture` names before the
             call (the journaled tool name, the capture's own arguments); None: the ledger's reader
             command, if configured, else nothing is read and the plan says so.
     """
-    return [journal_tool(t, run, name=journaled_name(names or {}, t.name), capture=capture) for t in tools]
+    wrapped: list[Tool] = []
+    for given in tools:
+        if isinstance(given, FunctionTool) or (callable(given) and not isinstance(given, (type, *_OTHER_TOOLS))):
+            made = given if isinstance(given, FunctionTool) else function_tool(given)
+            wrapped.append(journal_tool(made, run, name=journaled_name(names or {}, made.name), capture=capture))
+        elif isinstance(given, _OTHER_TOOLS):  # hosted (OpenAI runs it) or the SDK's own: no call passes here
+            warnings.warn(f"journaled: {type(given).__name__} is not a function tool: its calls are not journaled "
+                          "and cannot be rolled back (a hosted tool runs on OpenAI's side)", stacklevel=2)
+            wrapped.append(given)
+        else:
+            raise BadInput(f"journaled: {type(given).__name__} {given!r:.60} is neither a tool nor a function")
+    return wrapped
 

@@ -17,7 +17,7 @@ their steps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,11 +33,11 @@ from pydantic_ai import (
     ToolReturn,
 )
 from pydantic_ai.tools import AgentDepsT
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from reversi.engine.capture import Read
 from reversi.engine.run import Run
-from reversi.errors import Refused
+from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
 
 __all__ = ["JournaledToolset", "journaled", "settle_deferred"]
@@ -97,17 +97,27 @@ async def settle_deferred(run: Run, results: DeferredToolResults) -> list[int]:
 
 
 def journaled(
-    toolset: AbstractToolset[AgentDepsT], run: Run, *, names: Mapping[str, str] | None = None,
-    capture: Read | None = None,
+    toolset: AbstractToolset[AgentDepsT] | Sequence[Callable[..., Any]], run: Run, *,
+    names: Mapping[str, str] | None = None, capture: Read | None = None,
 ) -> JournaledToolset[AgentDepsT]:
     """Wrap `toolset` so that each call is journaled in `run`.
 
     Args:
-        toolset: any Pydantic AI toolset (a `FunctionToolset`, an MCP server, a combined one).
+        toolset: any Pydantic AI toolset (a `FunctionToolset`, an MCP server, a combined one), or a list
+            of tool functions, made a `FunctionToolset`.
         run: the run of this agent session (`ledger.start_run(run_id=...)` continues it by id).
         names: tool name -> the name to journal and look up in the manifests (`{"charge": "stripe.create_charge"}`).
         capture: `capture(tool, arguments)` reads what a manifest entry's `capture` names before the
             call; None: the ledger's reader command, if configured, else nothing is read and the plan
             says so.
     """
-    return JournaledToolset(toolset, run, dict(names or {}), capture)
+    return JournaledToolset(_as_toolset(toolset), run, dict(names or {}), capture)
+
+
+def _as_toolset(given: object) -> AbstractToolset[Any]:
+    if isinstance(given, AbstractToolset):
+        return given
+    if isinstance(given, list | tuple) and all(callable(f) and not isinstance(f, type) for f in given):
+        return FunctionToolset(list(given))
+    raise BadInput(f"journaled: {type(given).__name__} {given!r:.60} is neither a Pydantic AI toolset nor a list of "
+                   "tool functions")
