@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -53,6 +54,8 @@ def _fallback(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)  # pydantic models and the like
     if callable(dump):
         return dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # slots ones have no __dict__
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if not f.name.startswith("_")}
     if hasattr(value, "__dict__"):
         return {k: v for k, v in vars(value).items() if not k.startswith("_")}
     return str(value)
