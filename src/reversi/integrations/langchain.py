@@ -19,8 +19,9 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, ToolException
+from langchain_core.tools import BaseTool, InjectedToolCallId, ToolException
 from langchain_core.tools import tool as make_tool
+from langchain_core.tools.base import _is_injected_arg_type, get_all_basemodel_annotations
 from pydantic import BaseModel
 
 from reversi.engine.capture import Read
@@ -71,6 +72,18 @@ class JournaledTool(BaseTool):
             return kwargs, plain_arguments({k: v for k, v in kwargs.items() if k in schema.model_fields})
         return kwargs, plain_arguments(kwargs)
 
+    def _call_id(self, kwargs: dict[str, Any]) -> str | None:
+        """The model's tool call id, where the wrapped tool takes it injected (`InjectedToolCallId`, as
+        tools that answer with a `Command` do): it must be handed on, or the tool refuses to run."""
+        schema = self.wrapped.args_schema
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            return None
+        for name, annotation in get_all_basemodel_annotations(schema).items():
+            given = kwargs.get(name)
+            if _is_injected_arg_type(annotation, injected_type=InjectedToolCallId) and isinstance(given, str):
+                return given
+        return None
+
     def _run(
         self,
         *args: Any,
@@ -82,7 +95,7 @@ class JournaledTool(BaseTool):
         tool_input, journaled_args = self._input(args, kwargs)
 
         def call(**_: Any) -> Any:
-            return self.wrapped.run(tool_input, callbacks=callbacks, config=config)
+            return self.wrapped.run(tool_input, callbacks=callbacks, config=config, tool_call_id=self._call_id(kwargs))
 
         try:
             return self.journal.call(self.tool_name, journaled_args, call, capture=self.capture)
@@ -100,7 +113,8 @@ class JournaledTool(BaseTool):
         tool_input, journaled_args = self._input(args, kwargs)
 
         async def call(**_: Any) -> Any:
-            return await self.wrapped.arun(tool_input, callbacks=callbacks, config=config)
+            return await self.wrapped.arun(tool_input, callbacks=callbacks, config=config,
+                                           tool_call_id=self._call_id(kwargs))
 
         try:
             return await self.journal.acall(self.tool_name, journaled_args, call, capture=self.capture)
