@@ -201,23 +201,33 @@ class Run:
 
     def call(
         self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
-        capture: Read | None = None,
+        capture: Read | None = None, call_id: str | None = None, pauses: tuple[type[BaseException], ...] = (),
     ) -> Any:
         """Journal, call `fn(**args)`, journal its result; returns what `fn` returned.
 
         When the tool's manifest entry has a `capture`, `capture(tool, arguments)` (or, without it, the
         ledger's reader command, `reader_cmd`) reads first; a capture that fails refuses the call.
         With neither, nothing is read, and the plan names `$before` as unavailable for the step.
+        `call_id` and `pauses`: for a call a framework may pause and resume, as `acall`.
 
         Raises:
             BadInput: `args` is not a dict of named arguments (nothing is journaled then).
             CaptureFailed: the capture failed (journaled as `refused`); `fn` was not called.
         """
-        how = self._reader(tool, args, capture)
+        paused = self._open_step(call_id, tool, args) if call_id is not None else None
+        how = self._reader(tool, args, capture) if paused is None else None
         before = run_coroutine(self._capture(tool, args, how)) if how else None
-        with tracing.call_span(self.id, tool), reporting(self._begin(tool, args, depends_on, before)) as handle:
-            with making(self.id, handle.index):
-                result = awaited(fn(**(args or {})))
+        with tracing.call_span(self.id, tool):
+            handle = StepHandle(self, paused.index) if paused is not None else self._begin(
+                tool, args, depends_on, before, call_id)
+            try:
+                with making(self.id, handle.index):
+                    result = awaited(fn(**(args or {})))
+            except pauses:
+                raise  # the step stays open: the framework resumes the call, or its answer is settled later
+            except BaseException as exc:
+                handle._from_exception(exc)
+                raise
             handle.succeeded(result)
         return result
 

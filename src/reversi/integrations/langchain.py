@@ -6,6 +6,8 @@
     tools = journaled([create_charge, send_email], run, names={"create_charge": "stripe.create_charge"})
 
 Each wrapped tool keeps its name, description and argument schema, so the model sees the same tools.
+A LangGraph `interrupt()` inside a tool pauses the call: its step stays open (`intended`), and the
+tool run again when the graph resumes (same tool call id) continues that step.
 A refusal (a halt, a duplicate, an approval to wait for) comes back as the tool's error output
 (a `ToolMessage` with `status="error"` when the call carries its id): the model reads the reason and
 nothing is called. The tool's own errors are handled as its `handle_tool_error` says, after the
@@ -14,7 +16,9 @@ step is journaled `failed`. Async tools stay async (`ainvoke` journals through `
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
@@ -27,11 +31,20 @@ from pydantic import BaseModel
 from reversi.engine.capture import Read
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
-from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
+from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
 
 __all__ = ["JournaledTool", "RefusedCall", "journaled"]
 
 ErrorHandler = bool | str | Callable[[ToolException], Any] | None
+_TOOL_CALL_ID: ContextVar[str | None] = ContextVar("reversi_langchain_tool_call_id", default=None)
+
+
+def _pauses() -> tuple[type[BaseException], ...]:
+    """How LangGraph says a call waits (`interrupt()`): it did not fail. An application whose graph can
+    interrupt has imported LangGraph already; this module does not import it."""
+    errors = sys.modules.get("langgraph.errors")
+    found = getattr(errors, "GraphInterrupt", None)
+    return (found,) if isinstance(found, type) and issubclass(found, BaseException) else ()
 
 
 class RefusedCall(ToolException):
@@ -84,6 +97,22 @@ class JournaledTool(BaseTool):
                 return given
         return None
 
+    def run(self, tool_input: Any, *args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
+        """`BaseTool.run`, keeping the model's tool call id for the journal (a paused call resumes its step)."""
+        token = _TOOL_CALL_ID.set(tool_call_id)
+        try:
+            return super().run(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
+        finally:
+            _TOOL_CALL_ID.reset(token)
+
+    async def arun(self, tool_input: Any, *args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
+        """`BaseTool.arun`, keeping the model's tool call id, as `run`."""
+        token = _TOOL_CALL_ID.set(tool_call_id)
+        try:
+            return await super().arun(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
+        finally:
+            _TOOL_CALL_ID.reset(token)
+
     def _run(
         self,
         *args: Any,
@@ -98,7 +127,8 @@ class JournaledTool(BaseTool):
             return self.wrapped.run(tool_input, callbacks=callbacks, config=config, tool_call_id=self._call_id(kwargs))
 
         try:
-            return self.journal.call(self.tool_name, journaled_args, call, capture=self.capture)
+            return self.journal.call(self.tool_name, journaled_args, call, capture=self.capture,
+                                     call_id=usable_call_id(_TOOL_CALL_ID.get()), pauses=_pauses())
         except Refused as exc:
             raise RefusedCall(refusal_text(exc.message)) from exc
 
@@ -117,7 +147,8 @@ class JournaledTool(BaseTool):
                                            tool_call_id=self._call_id(kwargs))
 
         try:
-            return await self.journal.acall(self.tool_name, journaled_args, call, capture=self.capture)
+            return await self.journal.acall(self.tool_name, journaled_args, call, capture=self.capture,
+                                            call_id=usable_call_id(_TOOL_CALL_ID.get()), pauses=_pauses())
         except Refused as exc:
             raise RefusedCall(refusal_text(exc.message)) from exc
 
