@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from reversi.core.plan import Action, ActionKind, Plan
     from reversi.core.report import RollbackReport
     from reversi.core.scopes import ScopePlan, ScopeReport, Selection
+    from reversi.engine.async_ledger import AsyncLedger, open_async
     from reversi.engine.ledger import Ledger, RunFilter, open
     from reversi.engine.remote import CompensationWork
     from reversi.engine.run import Outcome, Run
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "Action": "reversi.core.plan",
     "ActionKind": "reversi.core.plan",
+    "AsyncLedger": "reversi.engine.async_ledger",
     "Checkpoint": "reversi.core.checkpoints",
     "CompensationWork": "reversi.engine.remote",
     "Ledger": "reversi.engine.ledger",
@@ -46,11 +48,13 @@ _HOMES = {
     "Selection": "reversi.core.scopes",
     "StepHandle": "reversi.engine.step_handle",
     "open": "reversi.engine.ledger",
+    "open_async": "reversi.engine.async_ledger",
 }
 
 __all__ = [
     "Action",
     "ActionKind",
+    "AsyncLedger",
     "Checkpoint",
     "CompensationWork",
     "Ledger",
@@ -66,6 +70,7 @@ __all__ = [
     "StepHandle",
     "errors",
     "open",
+    "open_async",
 ]
 
 

@@ -27,8 +27,9 @@ MAX_STALL_S = 0.25
 
 
 @contextmanager
-def lock_held_elsewhere(db_url: str, run_id: str, released: threading.Event) -> Iterator[None]:
-    """Hold, from another connection and thread, the lock `run_id`'s journal writes need, for HOLD_S."""
+def lock_held_elsewhere(db_url: str, run_id: str, released: threading.Event, hold_s: float = HOLD_S) -> Iterator[None]:
+    """Hold, from another connection and thread, the lock `run_id`'s journal writes need, for `hold_s`
+    or until `released`."""
     holding = threading.Event()
 
     def hold() -> None:
@@ -36,14 +37,14 @@ def lock_held_elsewhere(db_url: str, run_id: str, released: threading.Event) -> 
             lite = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
             lite.execute("BEGIN IMMEDIATE")
             holding.set()
-            released.wait(HOLD_S)
+            released.wait(hold_s)
             lite.execute("ROLLBACK")
             lite.close()
         else:
             with psycopg.connect(db_url) as conn:
                 conn.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (run_id,))
                 holding.set()
-                released.wait(HOLD_S)
+                released.wait(hold_s)
                 conn.rollback()
 
     thread = threading.Thread(target=hold)

@@ -392,6 +392,19 @@ class Run:
         snapshot, lineage = self.snapshot_and_lineage(manifests)
         return plan_rollback(snapshot, manifests, scope, lineage)
 
+    async def aplan(self, manifests: ManifestSet | None = None, *, to: str | None = None,
+                    after_step: int | None = None) -> Plan:
+        """`plan` off the event loop."""
+        return await asyncio.to_thread(lambda: self.plan(manifests, to=to, after_step=after_step))
+
+    async def asteps(self) -> tuple[StepState, ...]:
+        """`steps` off the event loop."""
+        return await asyncio.to_thread(self.steps)
+
+    async def aevents(self) -> list[Event]:
+        """`events` off the event loop."""
+        return await asyncio.to_thread(self.events)
+
     def standing(self, masker: Masker | None = None) -> RunStanding:
         """Where the run stands across every rollback that touched it (`reversi.core.standing`); with
         `masker`, as it may be shown (it learns the run's sensitive values from the same read)."""
@@ -457,6 +470,12 @@ class Run:
             Fenced: this process was stopped past its lease and another took the rollback over.
         """
         return run_coroutine(self.arollback(compensate, **options))
+
+    async def aresolve(
+        self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None
+    ) -> StepState:
+        """`resolve` off the event loop."""
+        return await asyncio.to_thread(self.resolve, step, status, result, note, actor)
 
     def resolve(
         self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None
