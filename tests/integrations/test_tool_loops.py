@@ -5,8 +5,8 @@ and failures said to the model (Anthropic's `is_error`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
