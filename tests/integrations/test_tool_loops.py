@@ -112,3 +112,23 @@ def test_an_async_tool_function_is_a_mistake_said_at_once(run: reversi.Run) -> N
     with pytest.raises(BadInput, match=r"lookup is an async function: in an async loop, call it with run\.acall"):
         anthropic_tool_results(run, {"content": [call]}, {"lookup": lookup})
     assert run.steps() == ()
+
+
+def test_a_capture_is_made_before_the_call(tmp_path: Path) -> None:
+    (tmp_path / "tools.yaml").write_text("version: 1\ntools:\n  set_price:\n"
+                                         "    capture: {tool: get_price, args: {sku: \"$args.sku\"}}\n"
+                                         "    compensation: {tool: set_price, args: {sku: \"$args.sku\", "
+                                         "price: \"$before.price\"}}\n")
+    prices = {"lamp": 30}
+
+    def set_price(sku: str, price: int) -> str:
+        prices[sku] = price
+        return "ok"
+
+    with reversi.open(f"sqlite:///{tmp_path}/p.db", manifests=[str(tmp_path / "tools.yaml")]) as ledger:
+        run = ledger.start_run()
+        call = {"type": "tool_use", "id": "t1", "name": "set_price", "input": {"sku": "lamp", "price": 45}}
+        anthropic_tool_results(run, {"content": [call]}, {"set_price": set_price},
+                               capture=lambda tool, args: {"price": prices[args["sku"]]})
+        (action,) = run.plan().actions
+    assert action.compensation is not None and action.compensation.args == {"sku": "lamp", "price": 30}
