@@ -121,3 +121,23 @@ def test_an_approved_call_continues_its_own_step_and_a_denied_one_is_journaled_f
         (step,) = other.steps()
         assert (step.status.value, step.error) == ("failed", "approval denied: not during the sale")
         assert stock == {"lamp": 3} and other.plan().actions[0].reason == "never took effect"
+
+
+def test_the_capability_covers_the_agents_own_tools(tmp_path: Any) -> None:
+    """`Journaled(run)` as a capability journals `@agent.tool` tools, which no toolset wrapper reaches."""
+    from reversi.integrations.pydantic_ai import Journaled
+
+    with _ledger(tmp_path) as ledger:
+        run = ledger.start_run()
+        agent = Agent(model_calling("reserve_now"), capabilities=[Journaled(run, names={"reserve_now": "reserve"})])
+
+        @agent.tool_plain
+        def reserve_now(item: str) -> dict[str, str]:
+            """Reserve an item at once."""
+            return {"reservation": f"r-{item}"}
+
+        output = asyncio.run(agent.run("reserve a lamp")).output
+        assert output == 'done: {"reservation":"r-lamp"}'
+        (step,) = run.steps()
+        assert (step.tool, step.args, step.call_id) == ("reserve", {"item": "lamp"}, "call-1")
+        assert run.plan().actions[0].compensation is not None

@@ -8,6 +8,9 @@
 A refusal (a halt, a duplicate, an approval to wait for) reaches the model as the tool's failure
 (`ToolFailed`): it reads the reason and nothing is called.
 
+To cover every tool of an agent (its `@agent.tool` functions included) without wrapping toolsets one
+by one, give it the capability instead: `Agent(model, capabilities=[Journaled(run)])`.
+
 A call that pauses (`ApprovalRequired`, `CallDeferred`) is not a failure: its step stays open
 (`intended`, so a rollback plans it `unresolved`, never "never took effect"). When the agent resumes
 with approvals, the approved call continues that same step. Before resuming, hand the results to
@@ -32,6 +35,7 @@ from pydantic_ai import (
     ToolFailed,
     ToolReturn,
 )
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
@@ -40,7 +44,7 @@ from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
 
-__all__ = ["JournaledToolset", "journaled", "settle_deferred"]
+__all__ = ["Journaled", "JournaledToolset", "journaled", "settle_deferred"]
 
 
 @dataclass
@@ -63,6 +67,24 @@ class JournaledToolset(WrapperToolset[AgentDepsT]):
                                         capture=self.capture)
         except Refused as exc:
             raise ToolFailed(refusal_text(exc.message)) from exc
+
+
+@dataclass
+class Journaled(AbstractCapability[AgentDepsT]):
+    """A capability that journals every tool call of the agent in `run`: its `@agent.tool` tools, its
+    toolsets, MCP servers, all of them, as `journaled` does for one toolset.
+
+        agent = Agent(model, capabilities=[Journaled(run, names={"charge": "stripe.create_charge"})])
+    """
+
+    run: Run | None = None
+    names: Mapping[str, str] = field(default_factory=dict)
+    capture: Read | None = None
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
+        if self.run is None:
+            raise BadInput("Journaled: give the run to journal the agent's calls in (Journaled(run))")
+        return JournaledToolset(toolset, self.run, dict(self.names), self.capture)
 
 
 _PAUSES = (ApprovalRequired, CallDeferred)  # how Pydantic AI says a call waits: it did not fail
