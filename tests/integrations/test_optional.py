@@ -9,7 +9,7 @@ from pathlib import Path
 
 import reversi
 
-FRAMEWORKS = ("langchain_core", "langgraph", "agents", "pydantic_ai", "opentelemetry.sdk")
+FRAMEWORKS = ("langchain", "langchain_core", "langgraph", "agents", "pydantic_ai", "opentelemetry.sdk")
 CHECK = """
 import importlib, sys
 for name in sys.argv[2:]:
