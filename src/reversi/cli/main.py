@@ -33,6 +33,7 @@ COMMANDS = {
     "keys": "reversi.cli.keys:keys",
     "doctor": "reversi.cli.doctor:doctor",
     "completion": "reversi.cli.completion:completion",
+    "hook": "reversi.cli.hook:hook",
 }
 
 

@@ -169,18 +169,20 @@ class Run:
     # -- recording -------------------------------------------------------------------------------
 
     def begin(
-        self, tool: str, args: Any = None, depends_on: Sequence[int] = (), *, before: Any = _NO_RESULT
+        self, tool: str, args: Any = None, depends_on: Sequence[int] = (), *, before: Any = _NO_RESULT,
+        call_id: str | None = None,
     ) -> StepHandle:
         """Journal `intended` and return the handle to report the outcome on. `before`: what you read
         before the call for the manifest entry's `capture` (`$before`); without it, a compensation or
-        read-back that needs `$before` makes the step unrecoverable.
+        read-back that needs `$before` makes the step unrecoverable. `call_id`: the framework's id of the
+        call, to report its outcome by later (`settle`).
 
         Raises:
             reversi.errors.Refused: a halt, the kill file, a duplicate, enforce mode or an approval
                 stopped the call (journaled as `refused`); do not make the call.
         """
         captured = None if before is _NO_RESULT else Captured.supplied(before)
-        return self._begin(tool, args, depends_on, captured)
+        return self._begin(tool, args, depends_on, captured, call_id)
 
     def _begin(self, tool: str, args: Any, depends_on: Sequence[int], before: Captured | None,
                call_id: str | None = None) -> StepHandle:
