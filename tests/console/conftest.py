@@ -45,6 +45,17 @@ tools:
       args: {id: "$result.id"}
   mail.send:
     irreversible: true
+  notes.write:
+    compensation:
+      - name: created
+        when: {"$result.created": true}
+        tool: notes.delete
+        args: {id: "$result.id"}
+      - name: overwritten
+        tool: notes.write
+        args: {id: "$result.id", text: "$result.old"}
+        then:
+          - {tool: notes.touch, args: {id: "$result.id"}}
   crm.update:
     compensation:
       tool: crm.restore

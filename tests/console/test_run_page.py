@@ -88,3 +88,13 @@ def test_an_operator_sees_the_run_as_a_picture_with_why_each_deferred_step_waits
     assert graph.locator("path.edge.blocking").count() == 1
     assert "undo → stripe.refund" in (graph.locator("#graph-step-3").text_content() or "")
     page.locator("main").screenshot(path=str(screenshots / "run-picture.png"))
+
+
+def test_the_plan_names_the_alternative_chosen_and_every_call_of_an_undo(console: Console, page: Any) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run()
+    run.begin("notes.write", {"text": "a"}).succeeded({"id": "n1", "created": True})
+    run.begin("notes.write", {"text": "b"}).succeeded({"id": "n1", "created": False, "old": "a"})
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    table = page.locator("body").inner_text()
+    assert "notes.write, then notes.touch" in table and "overwritten" in table
+    assert "notes.delete" in table and "created" in table

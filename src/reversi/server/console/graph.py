@@ -28,7 +28,7 @@ def _why(action: Action, kinds: dict[int, str]) -> str:
     if action.kind is ActionKind.COMPENSATE and action.compensation is not None:
         comp = action.compensation
         extra = " · denied" if action.denied_approval else " · needs approval" if comp.needs_approval else ""
-        return f"undo → {comp.tool}{extra}"
+        return f"undo → {comp.tools}{extra}"
     return f"{action.kind.value}: {action.reason}" if action.reason else action.kind.value
 
 
