@@ -22,15 +22,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, get_args, get_origin
 
 from agents import FunctionTool, Tool, function_tool
+from agents.mcp import MCPServer
 from agents.tool import set_function_tool_failure_error_function, with_function_tool_failure_error_handler
 from agents.tool_context import ToolContext
+from mcp.types import CallToolResult, TextContent
 
 from reversi.engine.capture import Read
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
 
-__all__ = ["journal_tool", "journaled"]
+__all__ = ["JournaledMCPServer", "journal_tool", "journaled", "journaled_mcp"]
 
 
 def _arguments(text: str) -> dict[str, Any] | None:
@@ -68,6 +70,72 @@ def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None, captu
 
 _OTHER_TOOLS = tuple(get_origin(t) or t for t in get_args(Tool) if (get_origin(t) or t) is not FunctionTool)
 """The SDK's tools that are not function tools: hosted ones (web search, file search, ...) and its own."""
+
+
+class _ToolAnsweredError(Exception):
+    """The MCP tool answered with an error (`isError`): the call failed, and the agent gets that answer."""
+
+    def __init__(self, answer: CallToolResult) -> None:
+        texts = [c.text for c in answer.content if isinstance(c, TextContent)]
+        super().__init__(" ".join(texts) or "the tool answered with an error")
+        self.answer = answer
+
+
+class JournaledMCPServer(MCPServer):
+    """An MCP server of the agent (`mcp_servers=`) whose tool calls go through `run`; everything else is
+    the wrapped server's."""
+
+    def __init__(self, server: MCPServer, run: Run, names: Mapping[str, str], capture: Read | None) -> None:
+        # Not MCPServer.__init__: its settings (structured content, approvals, ...) are the wrapped
+        # server's, read through __getattr__.
+        self._server, self._run, self._names, self._capture = server, run, dict(names), capture
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+    @property
+    def name(self) -> str:
+        return self._server.name
+
+    async def connect(self) -> None:
+        await self._server.connect()  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
+
+    async def cleanup(self) -> None:
+        await self._server.cleanup()  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
+
+    async def list_tools(self, run_context: Any = None, agent: Any = None) -> list[Any]:
+        return await self._server.list_tools(run_context, agent)
+
+    async def list_prompts(self) -> Any:
+        return await self._server.list_prompts()
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        return await self._server.get_prompt(name, arguments)
+
+    async def call_tool(self, tool_name: str, arguments: dict[str, Any] | None,
+                        meta: dict[str, Any] | None = None) -> CallToolResult:
+        async def call(**_: Any) -> CallToolResult:
+            answer = await self._server.call_tool(tool_name, arguments, meta)
+            if answer.is_error:
+                raise _ToolAnsweredError(answer)
+            return answer
+
+        try:
+            result: CallToolResult = await self._run.acall(
+                journaled_name(self._names, tool_name), plain_arguments(arguments or {}), call, capture=self._capture)
+        except Refused as exc:
+            return CallToolResult(content=[TextContent(type="text", text=refusal_text(exc.message))], is_error=True)
+        except _ToolAnsweredError as exc:  # journaled `failed`: the agent reads the server's own answer
+            return exc.answer
+        return result
+
+
+def journaled_mcp(server: MCPServer, run: Run, *, names: Mapping[str, str] | None = None,
+                  capture: Read | None = None) -> JournaledMCPServer:
+    """Wrap an MCP server the agent is given (`Agent(mcp_servers=[journaled_mcp(server, run)])`) so each
+    of its tool calls is journaled in `run`: a refusal is the tool's error answer, with the reason; an
+    error answer of the server's own is journaled `failed`. `names` and `capture` as for `journaled`."""
+    return JournaledMCPServer(server, run, names or {}, capture)
 
 
 def _handled(tool: FunctionTool, error: Exception, arguments: str) -> None:
