@@ -37,7 +37,9 @@ def test_a_session_is_a_run_and_each_call_a_step_with_its_outcome(tmp_path: Path
         done = hook(db, sent, tmp_path)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     with reversi.open(db) as ledger:
-        steps = ledger.get_run("run_claude-5f1c-aa").steps()
+        run = ledger.get_run("run_claude-5f1c-aa")
+        steps, kinds = run.steps(), [e.type for e in run.events()]
+    assert kinds.count("run_opened") == 1 and "run_continued" not in kinds  # one run, opened once
     assert [(s.tool, s.call_id, s.status.value) for s in steps] == [("Write", "toolu_1", "succeeded"),
                                                                    ("Write", "toolu_2", "failed")]
     assert steps[0].result == {"type": "create", "filePath": "/work/a.txt"} and steps[1].error == "disk full"

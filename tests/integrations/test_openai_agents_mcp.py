@@ -51,7 +51,12 @@ def test_the_agents_mcp_tool_calls_are_journaled_and_rolled_back(tmp_path: Path)
         assert [(s.tool, s.status.value) for s in steps] == [("create_order", "succeeded"), ("fail", "failed")]
         assert "ord_o-1" in model.seen[0]
         cancelled: list[Any] = []
-        report = run.rollback(lambda call: cancelled.append(call["args"]) or {"ok": True})
+
+        def cancel(call: dict[str, Any]) -> dict[str, bool]:
+            cancelled.append(call["args"])
+            return {"ok": True}
+
+        report = run.rollback(cancel)
         assert report.compensated == [0] and cancelled == [{"order_id": "o-1"}]
 
 

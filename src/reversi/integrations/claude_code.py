@@ -20,6 +20,7 @@ from typing import Any
 
 from reversi.core.models import RUN_ID_RE
 from reversi.engine.ledger import Ledger
+from reversi.engine.run import Run
 from reversi.errors import NotFound, Refused, ReversiError
 from reversi.integrations._journal import plain_arguments, refusal_text, usable_call_id
 
@@ -65,7 +66,7 @@ def answer_hook(ledger: Ledger, event: Mapping[str, Any]) -> HookAnswer:
     if kind == "PreToolUse":
         return _before(ledger, event, tool, args, call_id)
     try:
-        run = ledger.start_run(run_id_of(event.get("session_id")), actor=ACTOR)
+        run = ledger.get_run(run_id_of(event.get("session_id")))
         if call_id is None:
             raise NotFound("the event has no tool_use_id to find its step by")
         if kind == "PostToolUse":
@@ -77,10 +78,20 @@ def answer_hook(ledger: Ledger, event: Mapping[str, Any]) -> HookAnswer:
     return HookAnswer()
 
 
+def _session_run(ledger: Ledger, event: Mapping[str, Any]) -> Run:
+    """The session's run, opened by its first call (continuing it on every call would journal a
+    `run_continued` each time)."""
+    run_id = run_id_of(event.get("session_id"))
+    try:
+        return ledger.get_run(run_id)
+    except NotFound:
+        return ledger.start_run(run_id, actor=ACTOR)
+
+
 def _before(ledger: Ledger, event: Mapping[str, Any], tool: str, args: dict[str, Any],
             call_id: str | None) -> HookAnswer:
     try:
-        run = ledger.start_run(run_id_of(event.get("session_id")), actor=ACTOR)
+        run = _session_run(ledger, event)
         run.begin(tool, args, call_id=call_id)
     except Refused as refused:
         return HookAnswer({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
