@@ -270,3 +270,21 @@ def test_a_pattern_is_the_manifests_own_never_built_from_what_an_agent_sent() ->
     (entry,), problems = parse('w:\n  compensation: {tool: u, when: {"$args.q": {$matches: "^a.*z$"}}}')
     assert problems == [] and entry.compensations[0].when == {"$args.q": {"$matches": "^a.*z$"}}
     assert first_mismatch({"$matches": "("}, "text") == 'the answer is "text", expected a text matching "("'
+
+
+def test_the_text_of_an_answer_is_named_as_it_came() -> None:
+    def with_texts(result: Any, result_text: str | None, before: Any = NOTHING,
+                   before_text: str | None = None) -> ReferenceContext:
+        return ReferenceContext(args={}, result=result, run=RUN, step=0, before=before, result_text=result_text,
+                                before_text=before_text)
+
+    assert resolve("$result_text", with_texts([], "[]")) == "[]"  # read as a list, kept as it came
+    assert resolve("$result_text", with_texts("plain words", None)) == "plain words"  # text already
+    assert resolve("$before_text", with_texts(None, None, [], "[]")) == "[]"
+    with pytest.raises(MissingReference):
+        resolve("$result_text", with_texts({"id": 1}, None))  # structured content: there was no text
+    assert resolve("tables: ${before_text}", with_texts(None, None, "[]", "[]")) == "tables: []"
+    entries, problems = parse('w:\n  compensation: {tool: u, when: {"$before_text": {$contains: "x"}}}')
+    assert entries == [] and problems == ['m.yaml:4: "$before_text": $before_text needs a capture in this entry']
+    entries, problems = parse('w:\n  compensation: {tool: u, when: {"$result_text": {$matches: "^ok"}}}')
+    assert problems == [] and len(entries) == 1

@@ -12,6 +12,8 @@ import pytest
 from tests.gateway.pinned import SQLITE
 from tests.gateway.test_shipped_manifests import World, _actions, _ok
 
+import reversi
+
 pytestmark = pytest.mark.anyio
 HOSTILE = 'x; DROP TABLE customers; --'
 
@@ -46,3 +48,21 @@ async def test_tables_the_run_made_are_dropped_by_the_names_in_its_own_statement
     assert _schema(db) == before  # the tables it made are gone; customers stands, with Bob (said to stay)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT name FROM customers ORDER BY id").fetchall() == [("Ada",), ("Bob",)]
+
+
+async def test_a_text_answer_that_reads_as_json_keeps_its_text(tmp_path: Path) -> None:
+    """Issue 28 item 7: `list_tables` of an empty database answers the text `[]`, which reads as a JSON
+    list, while any other answer stays text. The journal keeps the text beside it (`$before_text`)."""
+    db = tmp_path / "empty.db"
+    sqlite3.connect(db).close()
+    world = World(tmp_path, "sqlite", SQLITE.command("--db-path", str(db)))
+    async with world.agent() as agent:
+        _ok(await agent.call_tool("create_table", {"query": "CREATE TABLE orders (id INTEGER)"}))
+        _ok(await agent.call_tool("create_table", {"query": "CREATE TABLE lines (id INTEGER)"}))
+    with reversi.open(f"sqlite:///{tmp_path}/r.db") as ledger:
+        first, second = ledger.get_run("run_shipped").steps()
+    assert (first.before, first.before_text) == ([], "[]")
+    assert (second.before, second.before_text) == ("[{'name': 'orders'}]", None)  # text already: kept as is
+    plan, report = await world.roll_back()
+    assert [a["args"] for a in plan["actions"]] == [{"query": 'DROP TABLE "lines"'}, {"query": 'DROP TABLE "orders"'}]
+    assert report["complete"] is True and _schema(db) == []

@@ -313,3 +313,21 @@ def test_an_erasure_killed_midway_is_finished_by_running_it_again(
             run = ledger.get_run(run_id)
             assert isinstance(run.snapshot().steps[0].args, Unreadable)
             assert len([e for e in run.events() if e.type == "values_erased"]) == 1  # each run once
+
+
+def test_a_text_answer_kept_beside_its_json_is_sealed_too(
+    db_url: str, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The text a tool answered, kept beside the JSON read from it (`$result_text`), is a value like
+    the result: sealed in the store, read back with the key."""
+    from reversi.core.answers import TextAnswer
+
+    _keys(monkeypatch, f"k1={K1}")
+    text = '{"id": "c_9", "card": "SECRET-TEXT-5150"}'
+    with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+        run = ledger.start_run(actor="crm-agent", tenant="acme")
+        run.begin("crm.create", {"note": "n"}).succeeded(TextAnswer({"id": "c_9", "card": "SECRET-TEXT-5150"}, text))
+    assert b"SECRET-TEXT-5150" not in _store_bytes(db_url, tmp_path)
+    with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+        (step,) = ledger.get_run(run.id).steps()
+    assert step.result_text == text and step.result == {"id": "c_9", "card": "SECRET-TEXT-5150"}

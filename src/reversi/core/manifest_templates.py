@@ -32,7 +32,7 @@ __all__ = ["AFTER_CALL", "BEFORE_CALL", "Templates"]
 
 BEFORE_CALL = frozenset({"args", "run"})
 """What a capture's arguments may name: it runs before the call, which has no step number or result yet."""
-AFTER_CALL = frozenset({"args", "result", "run", "step"})
+AFTER_CALL = frozenset({"args", "result", "result_text", "run", "step"})
 """What the other templates may name (and `before`, in an entry with a capture)."""
 
 Report = Callable[[Node, str], None]
@@ -40,6 +40,7 @@ Pairs = Callable[[MappingNode], list[tuple[str, Node, Node]]]
 
 _WHY_NOT = {
     "before": "$before needs a capture in this entry",
+    "before_text": "$before_text needs a capture in this entry",
     "item": "$item is only known inside the \"as\" of a $each",
     "result": "{early} before the call: only $args and $run are known then",
     "step": "{early} before the call: only $args and $run are known then",
@@ -116,7 +117,7 @@ class Templates:
         for bad in bad_references(value):
             self.report(node, f"bad reference {quoted(bad)}")
         for root in sorted(reference_roots(value) - roots):
-            early = roots == BEFORE_CALL and root in ("before", "result", "step")
+            early = roots == BEFORE_CALL and root in ("before", "before_text", "result", "result_text", "step")
             why = _WHY_NOT["result" if early else root] if early or root in _WHY_NOT else f"${root} is not known here"
             why = why.format(early=self.early)
             self.report(node, f"{quoted(value)}: {why}")

@@ -182,7 +182,7 @@ class _Reader:
         if not pattern:
             self.problem(key, "expected a tool name, got an empty key")
         found = self.fields(node, _TOOL_KEYS, pattern) or {}
-        self.roots = AFTER_CALL | ({"before"} if "capture" in found else set())
+        self.roots = AFTER_CALL | ({"before", "before_text"} if "capture" in found else set())
         irreversible = self.get(found, "irreversible", self.irreversible)
         entry = ToolEntry(
             pattern=pattern,

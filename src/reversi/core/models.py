@@ -221,6 +221,8 @@ class StepState:
     before_absent: str | None = None  # the capture found nothing: the error that said so
     at: str = ""  # when the step was journaled `intended`: its place in journal order across runs
     call_id: str | None = None  # the framework's id of the call (a model's tool call id), when it gave one
+    result_text: str | None = None  # the result's text as it came, when it was read as JSON
+    before_text: str | None = None  # the capture's text as it came, likewise
 
     @property
     def index(self) -> int:
@@ -288,11 +290,13 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     before_absent: str | None = None
     at = ""
     call_id: str | None = None
+    result_text: str | None = None
+    before_text: str | None = None
     for ev in events:
         data = ev.data
         if ev.type == EventType.INTENDED:
             has_before, before, before_absent = "before" in data, data.get("before"), data.get("before_absent")
-            at, call_id = ev.at, data.get("call_id")
+            at, call_id, before_text = ev.at, data.get("call_id"), data.get("before_text")
         if ev.type == EventType.APPROVAL_REQUESTED and data.get("kind") == "compensation":
             asked, denied = data.get("approval_id"), None
             continue
@@ -305,13 +309,14 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
             has_result = "result" in data
             result = data.get("result")
             error = data.get("error") if status is StepStatus.FAILED else None
+            result_text = None  # what a person settled: no text came with it
             continue
         new_status = _STATUS_AFTER.get(ev.type)
         if new_status is None:
             continue
         status = new_status
         if ev.type == EventType.SUCCEEDED:
-            has_result, result, error = True, data.get("result"), None
+            has_result, result, error, result_text = True, data.get("result"), None, data.get("text")
         elif ev.type in (EventType.FAILED, EventType.UNCERTAIN):
             error = data.get("error")
         elif ev.type == EventType.COMPENSATING:
@@ -322,7 +327,7 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
         elif ev.type == EventType.COMPENSATED:
             claim = None
     return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
-                     before, has_before, before_absent, at, call_id)
+                     before, has_before, before_absent, at, call_id, result_text, before_text)
 
 
 @dataclass(frozen=True)

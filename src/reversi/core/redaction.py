@@ -34,6 +34,7 @@ def _step(masker: Masker, step: StepState) -> StepState:
         error=_maybe(masker, step.error), last_error=_maybe(masker, step.last_error),
         before=masker.value(step.before) if step.has_before else step.before,
         before_absent=_maybe(masker, step.before_absent),
+        result_text=_maybe(masker, step.result_text), before_text=_maybe(masker, step.before_text),
     )
 
 

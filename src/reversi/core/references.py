@@ -1,5 +1,6 @@
 """References in manifest templates: `$args.PATH`, `$result.PATH`, `$before.PATH`, `$run.id`, `$step`,
-`${...}` text, and the template forms below.
+`$result_text` and `$before_text` (a text answer as it came, before any JSON reading of it), `${...}`
+text, and the template forms below.
 
 A string that is exactly one reference is replaced by the value it names (any JSON type); a string
 with `${...}` parts is interpolated as text; `$$` stands for a literal `$`. The forms:
@@ -68,7 +69,7 @@ NOTHING: Any = type("Nothing", (), {"__repr__": lambda self: "NOTHING", "__slots
 _KEY = r"[^.\[\]\s${}]+"
 _BODY = re.compile(
     rf"(?P<root>args|result|before|item)(?P<path>(?:\.{_KEY}|\[\d+\]|\[\*\])*)"
-    r"|run\.(?P<field>id|actor|tenant|environment)|step"
+    r"|run\.(?P<field>id|actor|tenant|environment)|step|(?P<text>result_text|before_text)"
 )
 _STEP = re.compile(rf"\.(?P<key>{_KEY})|\[(?P<index>\d+)\]|\[\*\]")
 # `${` without its closing brace takes the rest of the string, so it is reported as written.
@@ -112,6 +113,7 @@ class ReferenceContext:
         before: What the entry's capture read before the call; NOTHING when there is none.
         item: The element a `$each` template is resolved for; NOTHING outside one.
         before_absent: What the capture's error said when it found nothing to read, if it did.
+        result_text, before_text: The result's (the capture's) text as it came, when it was read as JSON.
     """
 
     args: Any
@@ -121,6 +123,8 @@ class ReferenceContext:
     before: Any = NOTHING
     item: Any = NOTHING
     before_absent: str | None = None
+    result_text: str | None = None
+    before_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -394,6 +398,8 @@ def _parse_ref(body: str) -> _Ref | None:
         return _Ref(written, match["root"], path)
     if match["field"]:
         return _Ref(written, "run", (match["field"],))
+    if match["text"]:
+        return _Ref(written, match["text"], ())
     return _Ref(written, "step", ())
 
 
@@ -408,6 +414,8 @@ def _path_step(step: re.Match[str]) -> _PathStep:
 def _value(ref: _Ref, ctx: ReferenceContext) -> Any:
     if ref.root == "step":
         return ctx.step
+    if ref.root in ("result_text", "before_text"):
+        return _as_text(ref, ctx)
     if ref.root == "run":
         return getattr(ctx.run, str(ref.path[0]))
     if ref.root == "args":
@@ -416,6 +424,17 @@ def _value(ref: _Ref, ctx: ReferenceContext) -> Any:
     if (value is None and ref.root == "result") or value is NOTHING:
         raise MissingReference(ref.written)
     return _walk(value, ref.path, ref.written)
+
+
+def _as_text(ref: _Ref, ctx: ReferenceContext) -> str:
+    """`$result_text` / `$before_text`: the text the tool answered, as it came; the value itself when it
+    is a text; nothing when the answer was not text (structured content, or a value from the SDK)."""
+    kept, value = (ctx.result_text, ctx.result) if ref.root == "result_text" else (ctx.before_text, ctx.before)
+    if kept is not None:
+        return kept
+    if isinstance(value, str):
+        return value
+    raise MissingReference(ref.written)
 
 
 def _walk(value: Any, path: tuple[_PathStep, ...], written: str) -> Any:

@@ -43,6 +43,8 @@ def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContex
         step=step.index,
         before=step.before if step.has_before else NOTHING,
         before_absent=step.before_absent,
+        result_text=step.result_text,
+        before_text=step.before_text,
     )
 
 

@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from reversi.core.answers import TextAnswer
 from reversi.core.expect import unmet_condition
-from reversi.core.json_values import checked_arguments, to_json
+from reversi.core.json_values import checked_arguments, to_json, valid_text
 from reversi.core.manifest import ToolEntry
 from reversi.core.models import RunRecord
 from reversi.core.references import MissingReference, ReferenceContext, RunContext, reference_roots, resolve
@@ -34,6 +35,7 @@ class Captured:
     args: Any
     value: Any = None
     absent: str | None = None
+    text: str | None = None  # the answer's text as it came, when it was read as JSON
 
     @classmethod
     def supplied(cls, value: Any) -> Captured:
@@ -43,7 +45,8 @@ class Captured:
     def journal(self) -> dict[str, Any]:
         """The fields of the `intended` event's data."""
         said = {"before_absent": self.absent} if self.absent is not None else {"before": self.value}
-        return ({"capture": {"tool": self.tool, "args": self.args}} if self.tool else {}) | said
+        text = {"before_text": valid_text(self.text)} if self.text is not None else {}
+        return ({"capture": {"tool": self.tool, "args": self.args}} if self.tool else {}) | said | text
 
 
 def call_context(run: RunRecord, args: Any) -> ReferenceContext:
@@ -92,4 +95,6 @@ async def take_capture(
         raise CaptureFailed(f"capture {capture.tool} answered an error: {exc.message}") from None
     except Exception as exc:
         raise CaptureFailed(f"capture {capture.tool} failed: {str(exc) or type(exc).__name__}") from None
+    if isinstance(answer, TextAnswer):
+        return Captured(capture.tool, arguments, value=to_json(answer.value), text=answer.text)
     return Captured(capture.tool, arguments, value=to_json(answer))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from reversi.core.answers import TextAnswer
 from reversi.core.checkpoints import Checkpoint, check_name, checkpoints_of, new_checkpoint_data
 from reversi.core.expect import rule_holds
 from reversi.core.halts import halt_message, matching_halt
@@ -370,7 +371,9 @@ def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
 
 def _outcome_event(run: RunRecord, step: int, status: StepStatus, result: Any, error: str | None) -> NewEvent:
     data: dict[str, Any]
-    if status is StepStatus.SUCCEEDED:
+    if status is StepStatus.SUCCEEDED and isinstance(result, TextAnswer):
+        data = {"result": to_json(result.value), "text": valid_text(result.text)}
+    elif status is StepStatus.SUCCEEDED:
         data = {"result": to_json(result)}
     elif status in (StepStatus.FAILED, StepStatus.UNCERTAIN):
         data = {"error": "" if error is None else valid_text(str(error))}

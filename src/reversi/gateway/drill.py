@@ -34,9 +34,10 @@ from reversi.engine.capture import take_capture
 from reversi.engine.ledger import Ledger
 from reversi.errors import CaptureFailed, ConfigError, DrillFailed
 from reversi.gateway.live import SCRATCH, connected, listing_of, upstream_spec
-from reversi.gateway.results import error_text, is_error, result_value
+from reversi.gateway.results import error_text, is_error, journaled_answer, result_value
 from reversi.gateway.undo_calls import ROLLBACK_RETRY, UndoCalls
 from reversi.gateway.upstream import UpstreamPool
+from reversi.gateway.upstream_calls import call_upstream
 
 __all__ = ["DrillRequest", "run_drill"]
 
@@ -135,6 +136,10 @@ class _Scratch:
         self.calls = UndoCalls(self.pool, self.request.call_timeout)
         self.listing: Listing = listing_of(self.pool)
 
+    async def capture_read(self, tool: str, arguments: Any) -> Any:
+        """The entry's capture, read as the gateway reads it (its text kept beside its JSON)."""
+        return await call_upstream(self.pool, tool, arguments, self.request.call_timeout, keep_text=True)
+
     def placed(self, value: Any) -> Any:
         """`value` with `{scratch}` in every string replaced by the scratch folder."""
         if isinstance(value, str):
@@ -202,7 +207,7 @@ async def _drill(s: _Scratch) -> Drill:
     args = s.placed(dict(s.request.args))
     run = s.ledger.start_run(actor=_ACTOR, environment="drill")
     try:  # as the gateway does: what the entry's capture reads before the call is journaled with it
-        captured = await take_capture(s.entry, run.record, args, s.calls.read_back)
+        captured = await take_capture(s.entry, run.record, args, s.capture_read)
     except CaptureFailed as exc:
         raise DrillFailed(f"the capture before {s.request.tool} failed: {exc.message}") from None
     step = await s.ledger.abegin(run.record, s.request.tool, args, via=s.pool.upstreams[0].identity, before=captured)
@@ -215,7 +220,7 @@ async def _drill(s: _Scratch) -> Drill:
         await s.ledger.aoutcome(run.record, step, StepStatus.FAILED, error=error_text(raw))
         raise DrillFailed(f"the forward call {s.request.tool} failed: {error_text(raw)}")
     forward = result_value(raw)
-    await s.ledger.aoutcome(run.record, step, StepStatus.SUCCEEDED, result=forward)
+    await s.ledger.aoutcome(run.record, step, StepStatus.SUCCEEDED, result=journaled_answer(raw))
     volatile = s.entry.volatile
     changed = differences(before, await s.world(reads), volatile=volatile)  # nothing changed: the undo proves nothing
     action = next((a for a in run.plan().actions if a.step == step), None)

@@ -27,7 +27,7 @@ from reversi.engine.capture import Captured, take_capture
 from reversi.engine.ledger import Ledger
 from reversi.errors import BadInput, CaptureFailed, Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
-from reversi.gateway.results import error_text, from_error, is_error, result_value, structured, tool_error
+from reversi.gateway.results import error_text, from_error, is_error, journaled_answer, structured, tool_error
 from reversi.gateway.revisions import (
     ENVELOPE,
     AsSent,
@@ -176,7 +176,7 @@ class Proxy:
         elif is_error(raw):
             await self._journal(run, step, StepStatus.FAILED, error=error_text(raw))
         else:
-            await self._journal(run, step, StepStatus.SUCCEEDED, result=result_value(raw))
+            await self._journal(run, step, StepStatus.SUCCEEDED, result=journaled_answer(raw))
         return passed_through("tools/call", raw)
 
     async def _checkpoint(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any]) -> Any:
@@ -197,7 +197,7 @@ class Proxy:
         """The manifest entry's capture of this call, read on the upstreams before it is forwarded; a
         capture that fails is journaled `refused` and raised (the call is not forwarded)."""
         async def read(name: str, args: Any) -> Any:
-            return await call_upstream(self.pool, name, args, self.call_timeout)
+            return await call_upstream(self.pool, name, args, self.call_timeout, keep_text=True)
 
         try:
             return await take_capture(self.ledger.manifests.lookup(tool), run, arguments, read,

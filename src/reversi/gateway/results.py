@@ -13,6 +13,7 @@ from typing import Any
 
 from mcp import types
 
+from reversi.core.answers import TextAnswer
 from reversi.core.json_values import parse_json
 from reversi.errors import BadInput, ReversiError
 
@@ -29,6 +30,14 @@ def result_value(raw: Mapping[str, Any]) -> Any:
         return parse_json(text, "the result")
     except BadInput:  # not JSON, or nested past what the journal keeps: the text itself
         return text
+
+
+def journaled_answer(raw: Mapping[str, Any]) -> Any:
+    """`$result` as the journal keeps it: `result_value`, with the text as it came beside it
+    (`TextAnswer`, for `$result_text`) when that text was read as JSON."""
+    value = result_value(raw)
+    text = first_text(raw) if raw.get("structuredContent") is None else None
+    return TextAnswer(value, text) if text is not None and not isinstance(value, str) else value
 
 
 def first_text(raw: Mapping[str, Any]) -> str | None:

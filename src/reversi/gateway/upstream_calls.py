@@ -9,14 +9,16 @@ from mcp import types
 
 from reversi.core.calls import COMPENSATION_META_KEY, IDEMPOTENCY_META_KEY
 from reversi.errors import ToolAnsweredError
-from reversi.gateway.results import error_text, is_error, result_value
+from reversi.gateway.results import error_text, is_error, journaled_answer, result_value
 from reversi.gateway.upstream import UpstreamPool
 
 
 async def call_upstream(
-    pool: UpstreamPool, tool: str, arguments: Any, timeout: float, meta: types.RequestParamsMeta | None = None
+    pool: UpstreamPool, tool: str, arguments: Any, timeout: float, meta: types.RequestParamsMeta | None = None,
+    *, keep_text: bool = False,
 ) -> Any:
-    """Call `tool` (by its public name) on the upstream that serves it; returns `$result` of its answer.
+    """Call `tool` (by its public name) on the upstream that serves it; returns `$result` of its answer
+    (with `keep_text`, as the journal keeps it: `journaled_answer`).
 
     Raises:
         ToolAnsweredError: the tool answered with an error (`isError`), whose text it carries.
@@ -33,4 +35,4 @@ async def call_upstream(
     raw = await route.upstream.request(types.CallToolRequest(params=params), timeout)
     if is_error(raw):
         raise ToolAnsweredError(error_text(raw))
-    return result_value(raw)
+    return journaled_answer(raw) if keep_text else result_value(raw)

@@ -38,7 +38,8 @@ __all__ = ["CLEAR", "SEALED", "SEALED_FIELDS", "DataKeyQueries", "DataKeyRow", "
 # The fields of an event's data that carry what agents and tools said (arguments, results, errors, what
 # was read back or captured), sealed together under `SEALED`; the rest (status, tool, step numbers,
 # keys, who) is the journal's structure and stays in clear, so a process without the key still plans.
-SEALED_FIELDS = ("args", "result", "error", "arguments", "answer", "mismatch", "before", "before_absent", "capture")
+SEALED_FIELDS = ("args", "result", "error", "arguments", "answer", "mismatch", "before", "before_absent", "capture",
+                 "text", "before_text")
 SEALED = "sealed"
 
 _KEPT_UNWRAPPED = 4096  # data keys kept unwrapped in memory, by (id, wrapped form)
