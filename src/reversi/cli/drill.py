@@ -50,7 +50,7 @@ def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tup
     where the entry declares residue), 2 when not; the evidence is kept in the store for `coverage`."""
     from reversi.cli.rollback import NO_MANIFESTS
     from reversi.core.json_values import parse_json
-    from reversi.gateway.drill import DrillRequest, run_drill
+    from reversi.gateway.drill import DrillRequest, drillable, run_drill
     from reversi.gateway.live import environment, run_live
 
     args = parse_json(args_json, "--args")
@@ -62,10 +62,11 @@ def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tup
         raise click.UsageError(NO_MANIFESTS)
     request = DrillRequest(tool, args, upstream, settings.manifests, environment(env), _calls(reads, "--read"),
                            _calls(setup, "--setup"), keep, call_timeout, cli.config, seed)
-    if "{scratch}" not in upstream and not any("{scratch}" in value for value in request.env.values()):
-        echo("reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data "
-                   "anywhere but its working folder is drilled on its real data", err=True)
     with cli.ledger(manifests) as ledger:
+        drillable(ledger.manifests, tool)  # a drill that cannot be carried out says so before anything else
+        if "{scratch}" not in upstream and not any("{scratch}" in value for value in request.env.values()):
+            echo("reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data "
+                 "anywhere but its working folder is drilled on its real data", err=True)
         done = run_live(lambda: run_drill(request, ledger))
     if as_json:
         echo_json(done.to_dict())

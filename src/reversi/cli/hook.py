@@ -22,7 +22,10 @@ def hook(ctx: click.Context, manifests: tuple[str, ...]) -> None:
     from reversi.errors import BadInput, ReversiError
     from reversi.integrations.claude_code import answer_hook, unjournaled
 
-    text = sys.stdin.read(_MAX_EVENT + 1)
+    try:
+        text = sys.stdin.read(_MAX_EVENT + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"could not read the hook event on stdin: {exc}") from None
     if len(text) > _MAX_EVENT:
         raise BadInput(f"the hook event on stdin is over {_MAX_EVENT} characters")
     event = parse_json(text, "the hook event on stdin")

@@ -26,7 +26,7 @@ from mcp import types
 import reversi
 from reversi.core.drill import Drill, differences, new_drill_id, only_reads, verdict_of
 from reversi.core.json_values import compact
-from reversi.core.manifest import ToolEntry
+from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import StepStatus, utc_now
 from reversi.core.printable import for_terminal
 from reversi.core.tool_listing import ListedTool, Listing
@@ -39,7 +39,7 @@ from reversi.gateway.undo_calls import ROLLBACK_RETRY, UndoCalls
 from reversi.gateway.upstream import UpstreamPool
 from reversi.gateway.upstream_calls import call_upstream
 
-__all__ = ["DrillRequest", "run_drill"]
+__all__ = ["DrillRequest", "drillable", "run_drill"]
 
 _ACTOR = "reversi manifest drill"
 _UNDO_EVENTS = ("approval_requested", "approval_granted", "compensating", "compensated", "compensation_failed",
@@ -89,7 +89,7 @@ async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
             _seed(request.seed, scratch, request.call_timeout)
         with reversi.open(f"sqlite:///{root}/drill.db", manifests=request.manifests,
                           config=request.config) as ledger:
-            entry = _drillable(ledger, request.tool)
+            entry = drillable(ledger.manifests, request.tool)
             async with connected(upstream_spec(request.upstream, request.env, scratch)) as pool:
                 drill = await _drill(_Scratch(request, scratch, pool, ledger, entry))
         evidence.record_drill(drill)
@@ -111,8 +111,13 @@ def _seed(command: str, scratch: str, timeout: float) -> None:
         raise ConfigError(f"--seed {command}: exited {done.returncode}: {for_terminal(said)}")
 
 
-def _drillable(ledger: Ledger, tool: str) -> ToolEntry:
-    entry = ledger.manifests.lookup(tool)
+def drillable(manifests: ManifestSet, tool: str) -> ToolEntry:
+    """The entry of `tool`, when it declares an undo to drill.
+
+    Raises:
+        ConfigError: no entry, or one with nothing to drill (a read, idempotent, irreversible, no undo).
+    """
+    entry = manifests.lookup(tool)
     if entry is None:
         raise ConfigError(f"{tool} has no manifest entry: a drill tries the undo an entry declares")
     if not entry.needs_undo:
