@@ -37,7 +37,7 @@ def hook(ctx: click.Context, manifests: tuple[str, ...]) -> None:
     except ReversiError as exc:  # the store cannot be reached (a bad manifest is said the same way)
         answer = unjournaled(event, exc)
     if answer.output is not None:
-        click.echo(json.dumps(answer.output, ensure_ascii=True))  # ASCII: nothing in it a terminal acts on
+        echo(json.dumps(answer.output, ensure_ascii=True))  # one line of ASCII JSON, as Claude Code reads it
     if answer.error:
         echo(answer.error, err=True)
     ctx.exit(answer.exit_code)
