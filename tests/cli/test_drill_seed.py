@@ -48,8 +48,9 @@ def test_a_seed_that_fails_stops_the_drill_in_one_line(tmp_path: Path) -> None:
         "--seed", shlex.join([sys.executable, "-c", "import sys; sys.exit('no repo here\\x1b[31m')"]),
         "--args", '{"repo_path": "{scratch}/repo", "files": ["b.txt"]}', cwd=tmp_path)
     assert done.returncode == 1
-    *warnings, line = done.stderr.splitlines()  # the warning that {scratch} is not in --upstream, then the error
-    assert len(warnings) == 1
+    *warnings, line = done.stderr.splitlines()
+    assert warnings == ["reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data "
+                        "anywhere but its working folder is drilled on its real data"]
     assert line.startswith("reversi: error: --seed ") and "exited 1: no repo here" in line
     assert "\x1b" not in done.stderr
     listed = reversi_cli("--db", f"sqlite:///{tmp_path}/evidence.db", "manifest", "coverage", "-m",
