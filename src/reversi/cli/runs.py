@@ -45,12 +45,21 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
     if not found:
         echo("no runs")
         return 0
-    echo(f"{'RUN':<32} {'CREATED':<27} {'ACTOR':<16} {'TENANT':<10} STEPS STANDING UNRESOLVED")
-    for s in found:
-        d = s.to_dict()
-        echo(f"{d['run_id']:<32} {d['created_at']:<27} {d['actor'] or '-':<16} {d['tenant'] or '-':<10} "
-                   f"{d['steps']:>5} {d['standing']:>8} {d['unresolved']:>10}")
+    rows = [[d["run_id"], d["created_at"], d["actor"] or "-", d["tenant"] or "-", str(d["steps"]),
+             str(d["standing"]), str(d["unresolved"])] for d in (s.to_dict() for s in found)]
+    for line in _columns(["RUN", "CREATED", "ACTOR", "TENANT", "STEPS", "STANDING", "UNRESOLVED"], rows, numbers=3):
+        echo(line)
     return 0
+
+
+def _columns(header: list[str], rows: list[list[str]], numbers: int) -> list[str]:
+    """A table as text, each column as wide as its widest cell; the last `numbers` columns right-aligned."""
+    texts = [[" ".join(cell.split()) for cell in row] for row in rows]  # one line per row, whatever a cell holds
+    widths = [max(len(cell) for cell in column) for column in zip(header, *texts, strict=True)]
+    first = len(header) - numbers
+    return [" ".join(cell.ljust(w) if i < first else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths,
+                                                                                                      strict=True)))
+            .rstrip() for row in [header, *texts]]
 
 
 @click.command()
