@@ -68,12 +68,17 @@ def test_a_write_that_waits_for_the_lock_leaves_the_loop_free(db_url: str) -> No
         async with ledger:
             again = await ledger.aget_run(run.id)
 
+            started = asyncio.Event()
+
             async def resolve() -> None:
+                started.set()
                 await again.aresolve(0, "failed", note="never reached the API")
                 order.append("resolved")
 
             resolving = asyncio.create_task(resolve())
-            await asyncio.sleep(0.05)  # the resolve is in its thread, waiting for the lock
+            # Back here only once the task gives the loop up: at once if `aresolve` waits in a thread,
+            # only after the lock is let go (too late: "resolved" first) if it blocked the loop.
+            await started.wait()
             order.append("loop ran")
             released.set()
             await resolving

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from tests.gateway.pinned import BASIC_MEMORY
 from tests.gateway.test_shipped_manifests import World, _actions, _ok
+from tests.server.conftest import wait_for
 
 import reversi.manifests
 from reversi.core.manifest_yaml import parse_manifest
@@ -35,18 +36,23 @@ def _folder(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.md"))}
 
 
-def _settled(root: Path, wanted: dict[str, bytes] | None = None) -> dict[str, bytes]:
-    """The notes folder once it shows `wanted` (or, with None, once it reads the same twice in a row)."""
+def _on_disk(root: Path, texts: dict[str, str]) -> dict[str, bytes]:
+    """The notes folder once it holds exactly these files, each with its text."""
+    def shown() -> dict[str, bytes] | None:
+        found = _folder(root)
+        return found if set(found) == set(texts) and all(texts[p].encode() in found[p] for p in texts) else None
+
+    landed: dict[str, bytes] = wait_for(shown, f"the notes {sorted(texts)} on disk", timeout=SETTLE_S)
+    return landed
+
+
+def _restored(root: Path, wanted: dict[str, bytes]) -> dict[str, bytes]:
+    """The notes folder once it is `wanted`, or as it is at the deadline (the caller's assertion shows
+    what differs)."""
     deadline = time.monotonic() + SETTLE_S
-    last = _folder(root)
-    while True:
-        time.sleep(0.2)
-        now = _folder(root)
-        if (now == wanted) if wanted is not None else (now == last):
-            return now
-        if time.monotonic() > deadline:
-            return now  # the caller's assertion shows what differs
-        last = now
+    while (now := _folder(root)) != wanted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return now
 
 
 async def _seed(world: World, notes: Path) -> dict[str, bytes]:
@@ -59,7 +65,8 @@ async def _seed(world: World, notes: Path) -> dict[str, bytes]:
         _ok(await client.call_tool("move_note", {"identifier": "Trip", "destination_path": "travel/trip-2026.md"}))
         found = _ok(await client.call_tool("read_note", {"identifier": "Trip", "output_format": "json"}))
     assert found["result"]["file_path"] == "travel/trip-2026.md"
-    return _settled(notes, None)
+    return _on_disk(notes, {"lists/Shopping List.md": "- milk\n- bread", "Ideas.md": "Fly.\n\n## Later",
+                            "travel/trip-2026.md": "Pack light.", "attic/Old.md": "dust"})
 
 
 async def test_creates_overwrites_edits_moves_and_deletes_roll_back_byte_for_byte(tmp_path: Path) -> None:
@@ -76,7 +83,7 @@ async def test_creates_overwrites_edits_moves_and_deletes_roll_back_byte_for_byt
         ]
         for tool, args in calls:
             _ok(await agent.call_tool(tool, args))
-    _settled(notes, None)
+    _on_disk(notes, {"lists/Shopping List.md": "- eggs", "lists/Groceries.md": "- tea", "archive/Ideas.md": "- swim"})
     plan, report = await world.roll_back()
     actions = _actions(plan)
     assert [actions[s]["kind"] for s in range(6)] == ["compensate"] * 6, plan
@@ -87,7 +94,7 @@ async def test_creates_overwrites_edits_moves_and_deletes_roll_back_byte_for_byt
     assert actions[4]["then"][0]["args"]["destination_path"] == "travel/trip-2026.md"
     assert actions[5]["alternative"] == "note" and "then" not in actions[5]
     assert report["complete"] is True and sorted(report["compensated"]) == list(range(6)), report
-    assert _settled(notes, before) == before
+    assert _restored(notes, before) == before
 
 
 async def test_a_folder_delete_waits_for_a_person_and_the_plan_says_it_stays(tmp_path: Path) -> None:

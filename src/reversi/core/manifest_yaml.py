@@ -238,9 +238,10 @@ class _Reader:
             return None
         names: set[str] = set()
         for i, (comp, item) in enumerate(zip(alternatives, node.value, strict=True)):
-            if comp.name in names:
+            if comp.name is not None and comp.name in names:
                 self.problem(item, f"{label}[{i}]: the name {quoted(comp.name)} is given to two alternatives")
-            names.add(comp.name or "")
+            if comp.name is not None:
+                names.add(comp.name)
             if comp.when is None and i < len(alternatives) - 1 and not _has_key(item, "when"):
                 self.problem(item, f"{label}[{i}] has no \"when\", so it always fits and the alternatives after "
                                    "it are never used: give it a \"when\" or move it last")

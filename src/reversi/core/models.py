@@ -40,6 +40,12 @@ def check_id(kind: str, value: object) -> str:
     return value
 
 
+def is_call_id(call_id: object) -> bool:
+    """Whether a framework's id of a call (a model's tool call id) can be journaled: 1-200 printable
+    characters. It comes from a model, so it is checked like a name before it is kept."""
+    return isinstance(call_id, str) and 0 < len(call_id) <= 200 and call_id.isprintable()
+
+
 def check_run_id(run_id: object) -> str:
     """Return `run_id` if it is a valid run id, else raise BadInput naming it."""
     return check_id("run", run_id)

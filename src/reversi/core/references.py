@@ -186,7 +186,7 @@ def _form(template: Mapping[str, Any]) -> Any:
     return None
 
 
-def _optional(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:  # REF: a reference, or a form
+def _optional(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
     try:
         return resolve(template[OPTIONAL], ctx)
     except MissingReference:

@@ -98,6 +98,9 @@ def _tool(item: Any, where: str) -> ListedTool:
     )
 
 
+_CHOICES = ("anyOf", "oneOf", "allOf")  # a schema that is a choice of schemas
+
+
 class Fit(Enum):
     """What a schema says of a path into the values it describes."""
 
@@ -119,7 +122,7 @@ def _walk(node: Any, root: Mapping[str, Any], path: tuple[PathStep, ...], at: st
     node = _resolved(node, root, depth)
     if not path or not isinstance(node, Mapping) or depth > _MAX_DEPTH:
         return Fit.FITS, ""  # the end of the path, or a schema that allows anything (`true`, `{}`)
-    branches = [b for key in ("anyOf", "oneOf", "allOf") for b in node.get(key) or () if isinstance(b, Mapping)]
+    branches = [b for key in _CHOICES for b in node.get(key) or () if isinstance(b, Mapping)]
     if branches:
         found = [_walk({**node, **branch, "anyOf": (), "oneOf": (), "allOf": ()}, root, path, at, depth + 1)
                  for branch in branches]
@@ -171,8 +174,6 @@ def optional_in(schema: Mapping[str, Any], path: Sequence[PathStep]) -> str | No
         node = properties[step]
     return None
 
-
-_CHOICES = ("anyOf", "oneOf", "allOf")
 
 
 def arguments_fit(schema: Mapping[str, Any], keys: Sequence[str]) -> tuple[list[str], list[str], bool]:

@@ -33,6 +33,7 @@ from reversi.core.models import (
     StepStatus,
     derive_status,
     derive_step,
+    is_call_id,
     utc_now,
 )
 from reversi.core.references import MissingReference, resolve
@@ -183,15 +184,16 @@ class Recorder:
         dup_key = _dup_key(run, tool, args, entry)
         refusal = refusal or (_duplicate(q, dup_key) if dup_key else None)
         approval_id = None
-        ctx = call_context(run, args)
-        if refusal is None and entry is not None and rule_holds(entry.requires_approval, ctx):
+        ctx = call_context(run, args) if entry is not None else None  # an unmanifested call has no rule to judge
+        if refusal is None and ctx is not None and entry is not None and rule_holds(entry.requires_approval, ctx):
             refusal, approval_id = _forward_approval(q, run, tool, args)
         if refusal is not None:
             q.append(run.run_id, [_refused_event(run, tool, args, refusal, _trace_of(extra))])
             raise KeepWrites(refusal)
         # Snapshotted for the step: whether an undo of it needs an approval (any alternative's, for these
         # arguments), so a later edit of the manifest cannot take the approval away.
-        needs_approval = entry is not None and any(rule_holds(c.requires_approval, ctx) for c in entry.compensations)
+        needs_approval = entry is not None and ctx is not None and any(
+            rule_holds(c.requires_approval, ctx) for c in entry.compensations)
         record = q.insert_next_step(
             StepRecord(
                 run.run_id,
@@ -349,10 +351,10 @@ def _trace_of(extra: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _call_id(call_id: str | None) -> dict[str, str]:
-    """The framework's id of a call as journaled; it comes from a model, so it is checked like a name."""
+    """The framework's id of a call as journaled (`is_call_id`)."""
     if call_id is None:
         return {}
-    if not isinstance(call_id, str) or not 0 < len(call_id) <= 200 or not call_id.isprintable():
+    if not is_call_id(call_id):
         raise BadInput("call_id must be 1-200 printable characters")
     return {"call_id": call_id}
 

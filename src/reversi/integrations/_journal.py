@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from reversi.core.models import is_call_id
+
 
 def journaled_name(names: Mapping[str, str], name: str) -> str:
     """The tool name to journal (and look up in the manifests): `names[name]`, else the framework's own."""
@@ -21,11 +23,9 @@ def plain_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def usable_call_id(call_id: object) -> str | None:
-    """A framework's id of a call, when the journal can keep it (1-200 printable characters): it comes
-    from a model, and an odd one only costs the pause its continuation (the step stays open)."""
-    if isinstance(call_id, str) and 0 < len(call_id) <= 200 and call_id.isprintable():
-        return call_id
-    return None
+    """A framework's id of a call, when the journal can keep it (`is_call_id`); else None: an odd id from
+    a model only costs a pause its continuation (the step stays open), never the call."""
+    return call_id if isinstance(call_id, str) and is_call_id(call_id) else None
 
 
 def refusal_text(message: str) -> str:
