@@ -90,7 +90,7 @@ async def bare_proxy(upstream: Any) -> Any:
     from mcp.server import Server
     from pydantic import TypeAdapter
 
-    from reversi.gateway.revisions import exact_results, passed_through
+    from reversi.mcp_results import exact_results, passed_through
 
     raw: Any = TypeAdapter(dict[str, Any])
     tools = (await upstream.list_tools()).tools

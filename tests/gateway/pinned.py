@@ -1,6 +1,6 @@
 """Real servers that cannot share the test environment, each in a virtualenv of its own, built from
 the pinned requirements beside this file by the first test that needs it: basic-memory needs Python
-3.12 or newer, mcp-server-sqlite an MCP SDK older than ours. A virtualenv is built once per version
+3.12 or newer, mcp-server-sqlite and FastMCP 2 an MCP SDK older than ours. A virtualenv is built once per version
 under .reversi/venvs, under a file lock, so parallel workers wait for one build."""
 
 from __future__ import annotations
@@ -74,3 +74,4 @@ class PinnedServer:
 
 BASIC_MEMORY = PinnedServer("basic-memory", "0.24.1", "basic-memory-requirements.txt", "basic-memory", (3, 12))
 SQLITE = PinnedServer("mcp-server-sqlite", "2025.4.25", "mcp-server-sqlite-requirements.txt", "mcp-server-sqlite")
+FASTMCP = PinnedServer("fastmcp", "2.14.7", "fastmcp-requirements.txt", "python")  # runs a server script

@@ -16,13 +16,14 @@ import hmac
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
+from pydantic import ConfigDict
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,8 +37,11 @@ from reversi.core.calls import (
     CallId,
     making,
 )
+from reversi.core.manifest_yaml import parse_manifest
+from reversi.core.server_undo import PAIR, RECOVERY, recovery_annotation
 from reversi.core.upstream_names import is_upstream_name
 from reversi.errors import ConfigError, UnknownTool
+from reversi.mcp_results import exact_results, passed_through
 
 __all__ = ["IDEMPOTENCY_META_KEY", "TOKEN", "ToolServer", "serve_http", "serve_stdio", "serving_token"]
 
@@ -46,14 +50,38 @@ TOKEN = Setting("REVERSI_CONNECTORS_TOKEN", "the bearer token every request to `
 _MIN_TOKEN = 32
 
 
-def _annotations(tool: Tool) -> types.ToolAnnotations:
+class _Annotations(types.ToolAnnotations):
+    """The SDK's annotations, with the undo a tool declares (`recovery`, `x-compensation-pair`) beside them."""
+
+    model_config = ConfigDict(**types.ToolAnnotations.model_config, extra="allow")
+
+
+def _annotations(tool: Tool, recovery: dict[str, Any] | None) -> types.ToolAnnotations:
     read = tool.kind is ToolKind.READ
-    return types.ToolAnnotations(
+    undo = {} if recovery is None else {
+        RECOVERY: recovery, PAIR: recovery["compensatingOperation"]["operationId"]}
+    return _Annotations(
         read_only_hint=read,
         destructive_hint=False if read else tool.destructive,
         idempotent_hint=True if read else tool.idempotent,
         open_world_hint=False,
+        **undo,
     )
+
+
+def _recoveries(connectors: Sequence[Connector], tools: Mapping[str, Tool]) -> dict[str, dict[str, Any]]:
+    """The undo each forward tool declares in its listing, from its connector's manifest (SEP-3172's
+    `recovery`), where the proposal can say it."""
+    found: dict[str, dict[str, Any]] = {}
+    for connector in connectors:
+        entries, _ = parse_manifest(connector.manifest_text(), connector.name)
+        for entry in entries:
+            undo = tools.get(entry.compensations[0].tool) if entry.compensations else None
+            required = undo.input_schema()["required"] if undo is not None else None
+            recovery = recovery_annotation(entry, required) if required is not None else None
+            if recovery is not None and entry.pattern in tools:
+                found[entry.pattern] = recovery
+    return found
 
 
 def _call_of(value: Any) -> CallId | None:
@@ -84,14 +112,19 @@ class ToolServer:
 
     def __init__(self, connectors: Sequence[Connector]) -> None:
         self.tools = {tool.name: tool for connector in connectors for tool in connector.tools}
-        self._listed = [
+        recoveries = _recoveries(connectors, self.tools)
+        listed = [
             types.Tool(name=tool.name, description=tool.description, input_schema=tool.input_schema(),
-                       annotations=_annotations(tool))
+                       annotations=_annotations(tool, recoveries.get(tool.name)))
             for tool in self.tools.values()
         ]
+        # As JSON, passed through as it is (`exact_results`): the SDK's models and its per-revision sieve
+        # would drop the annotations they do not name.
+        self._listed = types.ListToolsResult(tools=listed).model_dump(by_alias=True, mode="json", exclude_none=True,
+                                                                     serialize_as_any=True)
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self._listed)
+        return cast(types.ListToolsResult, passed_through("tools/list", self._listed))
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -124,7 +157,7 @@ class ToolServer:
     def server(self) -> Server[Any]:
         from importlib.metadata import version
 
-        return Server(
+        server: Server[Any] = Server(
             CONNECTORS_SERVER,
             version=version("reversi"),
             instructions="Reversible tools: each forward result names what its compensation needs.",
@@ -132,6 +165,8 @@ class ToolServer:
             on_call_tool=self.call_tool,
             get_tool_input_schema=self.input_schema,
         )
+        server.middleware = [exact_results(lambda: server.server_info_stamp)]
+        return server
 
 
 async def serve_stdio(connectors: Sequence[Connector]) -> None:

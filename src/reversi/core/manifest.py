@@ -134,6 +134,8 @@ class ToolEntry:
         digest: Lowercase hex SHA-256 of the entry's canonical JSON as written; any edit changes it.
         volatile: Globs over the paths a drill reports differences at (`*.updated_at`): what changes on
             its own, timestamps and generated ids, which a drill does not count as not restored.
+        declaration: For an entry an upstream server declared rather than a manifest (see
+            `reversi.core.server_undo`): what each of its steps journals of it. None for a manifest's.
     """
 
     pattern: str
@@ -154,6 +156,7 @@ class ToolEntry:
     resources: tuple[Any, ...] = ()  # texts, or `$each` forms that make lists of them
     digest: str = ""
     volatile: tuple[str, ...] = ()
+    declaration: Mapping[str, Any] | None = None
 
     @property
     def residue(self) -> tuple[str, ...]:
@@ -202,6 +205,7 @@ class ManifestSet:
         globs.sort(key=lambda item: (-len(item[1].pattern), item[0]))
         self._globs = tuple(entry for _, entry in globs)
         self._cache: dict[str, ToolEntry | None] = {}
+        self._declared: Mapping[str, ToolEntry] = {}
         self.declares_resources = any(entry.resources for entry in self.entries)
         """Whether some entry names resources: else recording indexes none, at no cost."""
 
@@ -210,8 +214,17 @@ class ManifestSet:
         """A set with no entries: every lookup is None."""
         return cls(())
 
+    def declare(self, entries: Mapping[str, ToolEntry]) -> None:
+        """Use the entries upstream servers declared (`reversi.core.server_undo`), by tool name, below
+        every manifest's: replaces those declared before."""
+        self._declared = dict(entries)
+
     def lookup(self, tool: str) -> ToolEntry | None:
-        """The entry for `tool`: its exact name, else the longest matching glob (first in file order)."""
+        """The entry for `tool` now: a manifest's (`written`), else the one its server declared."""
+        return self.written(tool) or self._declared.get(tool)
+
+    def written(self, tool: str) -> ToolEntry | None:
+        """A manifest's entry for `tool`: its exact name, else the longest matching glob (first in file order)."""
         try:
             return self._cache[tool]
         except KeyError:

@@ -15,6 +15,9 @@ pair exists, the thing a tool changes is named by its last word (`create_memory_
   what it overwrote), with a read-back; what the read answers is the server's own business, so
   every `$before` path is a guess to confirm with a drill.
 
+An undo the server itself declares (SEP-3172 `recovery`, `x-compensation-pair`; see
+`reversi.core.server_undo`) is written instead of any guess.
+
 A write tool with no guess is left with no undo, which `reversi manifest check` warns about. `idempotentHint` is
 only noted: a repeat that changes nothing more says nothing of the first call, and Reversi's
 `idempotent: true` would skip the tool in rollbacks.
@@ -27,6 +30,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from reversi.core.json_values import quoted
+from reversi.core.server_undo import DeclaredUndo, declared_undos
 from reversi.core.tool_listing import ListedTool, Listing, arguments_fit
 
 __all__ = ["draft_manifest", "undo_candidates"]
@@ -71,9 +76,22 @@ def draft_manifest(listing: Listing) -> str:
         "version: 1",
         "tools:",
     ]
+    raw = [{"name": t.name, "inputSchema": t.input_schema, "annotations": t.annotations} for t in listing.tools]
+    declared, unusable = declared_undos(raw, server=listing.server or "the server", named=str, approve=False)
     for tool in listing.tools:
-        lines += [f"  {_text(tool.name)}:", *(f"    {line}" for line in _entry(tool, listing))]
+        said = [f"# REVIEW: {warning}" for warning in unusable if f" {quoted(tool.name[:80])} " in warning]
+        entry = _declared(declared[tool.name]) if tool.name in declared else _entry(tool, listing)
+        lines += [f"  {_text(tool.name)}:", *(f"    {line}" for line in [*said, *entry])]
     return "\n".join(lines) + "\n"
+
+
+def _declared(undo: DeclaredUndo) -> list[str]:
+    """The undo the server declares for a tool, as manifest text the operator then owns."""
+    return [f"# REVIEW: the undo the server declares ({undo.convention}); once written here it is yours, and a",
+            "# rollback uses it whatever the server lists later",
+            "compensation:", f"  tool: {_text(undo.tool)}", "  args:" if undo.args else "  args: {}",
+            *(f"    {_text(key)}: {_text(value) if isinstance(value, str) else json.dumps(value)}"
+              for key, value in undo.args.items())]
 
 
 def _entry(tool: ListedTool, listing: Listing) -> list[str]:

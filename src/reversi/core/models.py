@@ -229,6 +229,7 @@ class StepState:
     call_id: str | None = None  # the framework's id of the call (a model's tool call id), when it gave one
     result_text: str | None = None  # the result's text as it came, when it was read as JSON
     before_text: str | None = None  # the capture's text as it came, likewise
+    declared_undo: Any = None  # the undo its server declared, when that was its entry (`core.server_undo`)
 
     @property
     def index(self) -> int:
@@ -298,11 +299,13 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     call_id: str | None = None
     result_text: str | None = None
     before_text: str | None = None
+    declared_undo: Any = None
     for ev in events:
         data = ev.data
         if ev.type == EventType.INTENDED:
             has_before, before, before_absent = "before" in data, data.get("before"), data.get("before_absent")
             at, call_id, before_text = ev.at, data.get("call_id"), data.get("before_text")
+            declared_undo = data.get("declared_undo")
         if ev.type == EventType.APPROVAL_REQUESTED and data.get("kind") == "compensation":
             asked, denied = data.get("approval_id"), None
             continue
@@ -333,7 +336,7 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
         elif ev.type == EventType.COMPENSATED:
             claim = None
     return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
-                     before, has_before, before_absent, at, call_id, result_text, before_text)
+                     before, has_before, before_absent, at, call_id, result_text, before_text, declared_undo)
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,7 @@ class CompensationCall:
     alternative: str | None = None  # which of the entry's alternatives, when it has several
     chosen_because: str | None = None
     then: tuple[tuple[str, Any], ...] = ()  # the calls after the first (tool, resolved arguments)
+    declared_by: str | None = None  # the server that declared the undo (`server shop (recovery)`), if no manifest
 
     @property
     def tools(self) -> str:
@@ -167,6 +168,8 @@ class Action:
             )
             if comp.alternative is not None:
                 out.update(alternative=comp.alternative, chosen_because=comp.chosen_because)
+            if comp.declared_by is not None:
+                out["declared_by"] = comp.declared_by
             if comp.then:
                 out["then"] = [{"tool": tool, "args": args} for tool, args in comp.then]
             if self.denied_approval is not None:
@@ -188,7 +191,8 @@ class Action:
             failed = f"  (its last undo failed: {self.last_failure}; tried again)" if self.last_failure else ""
             comp = self.compensation
             chosen = f"  ({comp.alternative}: {comp.chosen_because})" if comp.alternative is not None else ""
-            return f"compensate -> {comp.tools}{chosen}{denied}{failed}"
+            declared = f"  (undo declared by {comp.declared_by})" if comp.declared_by is not None else ""
+            return f"compensate -> {comp.tools}{chosen}{declared}{denied}{failed}"
         return f"{self.kind.value}  {self.reason}" if self.reason else self.kind.value
 
 

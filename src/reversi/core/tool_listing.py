@@ -35,6 +35,7 @@ class ListedTool:
     read_only_hint: bool | None = None
     destructive_hint: bool | None = None
     idempotent_hint: bool | None = None
+    annotations: Mapping[str, Any] = field(default_factory=dict)  # as listed, the hints above included
 
     @property
     def writes(self) -> bool:
@@ -94,7 +95,7 @@ def _tool(item: Any, where: str) -> ListedTool:
         return value if isinstance(value, bool) else None
 
     return ListedTool(
-        item["name"], schema, output, hint("readOnlyHint"), hint("destructiveHint"), hint("idempotentHint")
+        item["name"], schema, output, hint("readOnlyHint"), hint("destructiveHint"), hint("idempotentHint"), notes
     )
 
 

@@ -31,6 +31,7 @@ from reversi.core.models import RunSnapshot, StepState, StepStatus
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, compensation_key
 from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
 from reversi.core.resources import RunLineage
+from reversi.core.server_undo import DeclaredUndo
 
 
 def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContext:
@@ -89,8 +90,19 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         alternative=entry.alternative_name(comp),
         chosen_because=why,
         then=then,
+        declared_by=entry.source if entry.declaration is not None else None,
     )
     return Action(index, tool, ActionKind.COMPENSATE, compensation=call, last_failure=_last_failure(step))
+
+
+def entry_of(manifests: ManifestSet, step: StepState) -> ToolEntry | None:
+    """The entry in force for a past step: a manifest's, else the undo its server declared when the call
+    was made (journaled with it, so every process plans it alike, whatever the server says now)."""
+    written = manifests.written(step.tool)
+    if written is not None:
+        return written
+    declared = DeclaredUndo.from_journal(step.declared_undo)
+    return declared.entry(step.tool) if declared is not None else None
 
 
 def choose_compensation(
@@ -180,7 +192,7 @@ class RollbackWalk:
         self.snapshot = snapshot
         self.scope = scope
         self._first = scope.after_step + 1 if scope is not None else 0
-        self._entries = [manifests.lookup(step.tool) for step in snapshot.steps]
+        self._entries = [entry_of(manifests, step) for step in snapshot.steps]
         self._lineage = lineage or RunLineage()
         by_resource = self._lineage.same_run
         self._blockers = Blockers(

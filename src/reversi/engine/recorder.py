@@ -221,6 +221,8 @@ class Recorder:
             data["approval_id"] = approval_id
         if via is not None:
             data["upstream"] = dict(via)
+        if entry is not None and entry.declaration is not None:  # planned from the journal, not a manifest
+            data["declared_undo"] = dict(entry.declaration)
         q.append(run.run_id, [NewEvent(EventType.INTENDED, step, _who(run), data)])
         return step
 

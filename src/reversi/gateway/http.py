@@ -39,10 +39,10 @@ from reversi.gateway.operator import Operator
 from reversi.gateway.options import GatewayOptions
 from reversi.gateway.proxy import Proxy
 from reversi.gateway.relay import Relay
-from reversi.gateway.revisions import is_modern
 from reversi.gateway.sessions import Sessions, owner, whole_body
 from reversi.gateway.upstream import UpstreamPool
 from reversi.listening import listen
+from reversi.mcp_results import is_modern
 
 log = logging.getLogger("reversi.gateway")
 

@@ -1,6 +1,7 @@
 """`reversi-gateway`: parse the flags, open the ledger, serve MCP on stdio or HTTP.
 
     reversi-gateway --upstream NAME=COMMAND... | --config FILE [--manifest FILE...] [--mode observe|enforce]
+                    [--server-undo NAME=approve|trust]
                     [--run-id RUN] [--db URL] [--http HOST:PORT] [--call-timeout S] [--session-idle-timeout S]
     reversi-gateway operator [the same flags]
 """
@@ -31,6 +32,7 @@ from reversi.gateway.options import (
     parse_upstream_flag,
     unique_names,
     upstreams_from_config,
+    with_server_undo,
 )
 
 PROG = "reversi-gateway"
@@ -72,6 +74,10 @@ def _parser(*, operator: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, nargs=0, help="Print the version and exit.")
     parser.add_argument("--upstream", action="append", default=[], metavar="NAME=COMMAND",
                         help="An upstream MCP server: a command (stdio) or an http(s) URL. Repeatable.")
+    parser.add_argument("--server-undo", action="append", default=[], metavar="NAME=approve|trust",
+                        help="Take the undos upstream NAME declares for its tools (SEP-3172 recovery, "
+                             "x-compensation-pair) where no manifest has an entry: each waits for a person's "
+                             "approval, or not. Repeatable.")
     parser.add_argument("--config", metavar="FILE", help="Config file (reversi.yaml; its upstreams: key).")
     parser.add_argument("-m", "--manifest", action="append", default=[], metavar="FILE",
                         help="Manifest file. Repeatable.")
@@ -114,6 +120,7 @@ def parse_options(argv: Sequence[str], *, operator: bool = False) -> GatewayOpti
         base = str(Path(args.config).parent) if args.config else "."
         upstreams = upstreams_from_config(settings.upstreams, base)
     unique_names(upstreams)
+    upstreams = with_server_undo(upstreams, args.server_undo)
     for flag, value in (("--call-timeout", args.call_timeout), ("--session-idle-timeout", args.session_idle_timeout)):
         if not 0 < value < 86_400:  # NaN too
             raise ConfigError(f"{flag} must be a positive number of seconds, under a day")

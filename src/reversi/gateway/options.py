@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from reversi.core.server_undo import SERVER_UNDO_MODES
 from reversi.core.upstream_names import UPSTREAM_NAME_RULE, is_upstream_name
 from reversi.errors import ConfigError
 
@@ -27,6 +28,7 @@ class UpstreamSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     token_env: str | None = None
+    server_undo: str | None = None  # take the undos it declares: `approve` (each waits for a person) or `trust`
 
     def headers(self) -> dict[str, str]:
         """The headers every request to the URL carries: the bearer token, read from the environment now."""
@@ -111,6 +113,9 @@ def upstreams_from_config(value: Any, base: str = ".") -> tuple[UpstreamSpec, ..
     return tuple(_upstream_entry(str(name), entry, base) for name, entry in value.items())
 
 
+_KEYS = ("args", "command", "cwd", "env", "server_undo", "token_env", "url")
+
+
 def _upstream_entry(name: str, entry: Any, base: str) -> UpstreamSpec:
     where = f"upstreams.{name}"
     _checked_name(name, "upstreams")
@@ -120,17 +125,42 @@ def _upstream_entry(name: str, entry: Any, base: str) -> UpstreamSpec:
         return UpstreamSpec(name, command=tuple(entry))
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{where}: expected a command, a URL, a list of words or a mapping")
-    unknown = sorted(set(entry) - {"command", "args", "env", "cwd", "url", "token_env"})
+    unknown = sorted(set(entry) - set(_KEYS))
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: args, command, cwd, env, token_env, url)")
+        raise ConfigError(f"{where}: unknown key {str(unknown[0])[:40]!r} (known: {', '.join(_KEYS)})")
+    server_undo = _server_undo(entry.get("server_undo"), f"{where}.server_undo")
     if "url" in entry:
         url = entry["url"]
         if not isinstance(url, str) or not _is_url(url):
             raise ConfigError(f"{where}.url: expected an http:// or https:// URL")
-        return UpstreamSpec(name, url=url, token_env=_token_env(entry.get("token_env"), where))
+        return UpstreamSpec(name, url=url, token_env=_token_env(entry.get("token_env"), where), server_undo=server_undo)
     if "token_env" in entry:
         raise ConfigError(f"{where}.token_env: only an upstream with a url is sent a token")
-    return _command_entry(name, entry, base)
+    return replace(_command_entry(name, entry, base), server_undo=server_undo)
+
+
+def _server_undo(value: Any, where: str) -> str | None:
+    if value is None or value in SERVER_UNDO_MODES:
+        return value  # type: ignore[no-any-return]
+    raise ConfigError(f"{where}: expected {' or '.join(SERVER_UNDO_MODES)} (take the undos the server declares, "
+                      "each waiting for a person's approval, or not)")
+
+
+def with_server_undo(upstreams: Sequence[UpstreamSpec], flags: Sequence[str]) -> tuple[UpstreamSpec, ...]:
+    """`upstreams`, each named by a `--server-undo NAME=MODE` flag taking the undos its server declares.
+
+    Raises:
+        ConfigError: a flag that is not NAME=MODE, or names no upstream.
+    """
+    modes: dict[str, str] = {}
+    for flag in flags:
+        name, sep, mode = flag.partition("=")
+        if not sep:
+            raise ConfigError(f"--server-undo {flag[:80]!r}: expected NAME={'|'.join(SERVER_UNDO_MODES)}")
+        if name not in {spec.name for spec in upstreams}:
+            raise ConfigError(f"--server-undo: no upstream is named {name[:40]!r}")
+        modes[name] = str(_server_undo(mode, f"--server-undo {name}"))
+    return tuple(replace(spec, server_undo=modes.get(spec.name, spec.server_undo)) for spec in upstreams)
 
 
 def _token_env(value: Any, where: str) -> str | None:

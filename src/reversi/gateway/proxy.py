@@ -28,17 +28,10 @@ from reversi.engine.ledger import Ledger
 from reversi.errors import BadInput, CaptureFailed, Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, journaled_answer, structured, tool_error
-from reversi.gateway.revisions import (
-    ENVELOPE,
-    AsSent,
-    asks_for_input,
-    exact_results,
-    for_upstream,
-    is_modern,
-    passed_through,
-)
+from reversi.gateway.revisions import AsSent, asks_for_input, for_upstream
 from reversi.gateway.upstream import Route, Upstream, UpstreamLost, UpstreamPool, UpstreamUnavailable
 from reversi.gateway.upstream_calls import call_upstream
+from reversi.mcp_results import ENVELOPE, exact_results, is_modern, passed_through
 
 log = logging.getLogger("reversi.gateway")
 
@@ -111,6 +104,14 @@ class Proxy:
         self._owners: dict[tuple[str, str], Upstream] = {}
         self._calls = 0  # tools/call being answered
         self.checkpoint_tool = checkpoint_tool
+        self._listings: tuple[int, ...] = ()  # the upstreams' listings the declared undos were read from
+
+    def _declare_undos(self) -> None:
+        """Give the ledger's manifests the undos the upstreams declare, when a listing changed since."""
+        listings = tuple(id(upstream.listed) for upstream in self.pool.upstreams)
+        if listings != self._listings:
+            self._listings = listings
+            self.ledger.manifests.declare(self.pool.declared_undos())
 
     def _only_request(self) -> bool:
         """Whether one tool call is being answered: its journal writes then need no group commit."""
@@ -120,6 +121,7 @@ class Proxy:
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> Any:
         await self.pool.refresh_tools(self.call_timeout)  # upstreams may add or drop tools while they run
+        self._declare_undos()
         ours = [_CHECKPOINT_LISTING] if self.checkpoint_tool else []
         return passed_through("tools/list", {"tools": self.pool.listed_tools() + ours})
 
@@ -143,6 +145,7 @@ class Proxy:
         """A tool the upstream does not list is asked too, and journaled like any call: what it
         answers is the agent's answer, and a tool it offers without listing it may have effects."""
         arguments = params.arguments or {}
+        self._declare_undos()
         try:
             run = await self.run_for(ctx)
             before = await self._capture(run, params.name, arguments)

@@ -29,7 +29,7 @@ from mcp_types import METHOD_NOT_FOUND
 from pydantic import BaseModel
 from starlette.requests import Request
 
-from reversi.gateway.revisions import is_modern
+from reversi.mcp_results import is_modern
 
 _STDIO = "stdio"
 

@@ -32,11 +32,13 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import TypeAdapter, ValidationError
 
 from reversi.core.calls import CONNECTORS_SERVER
+from reversi.core.manifest import ToolEntry
+from reversi.core.server_undo import declared_undos
 from reversi.errors import ConfigError
 from reversi.gateway.options import UpstreamSpec
 from reversi.gateway.relay import Relay
-from reversi.gateway.revisions import is_modern
 from reversi.gateway.stderr_relay import StderrRelay
+from reversi.mcp_results import is_modern
 
 log = logging.getLogger("reversi.gateway")
 
@@ -394,6 +396,7 @@ class UpstreamPool:
         self.relay = relay
         self.upstreams = [Upstream(spec, relay) for spec in specs]
         self.prefixed = len(self.upstreams) > 1
+        self._warned: set[str] = set()
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Start every supervisor and wait for each one's first connection attempt (a hung one is
@@ -462,6 +465,23 @@ class UpstreamPool:
             if tool.name == route.tool:
                 return tool.input_schema
         return None
+
+    def declared_undos(self) -> dict[str, ToolEntry]:
+        """The undos declared in the listings of the upstreams the operator takes at their word
+        (`server_undo`), as entries by the gateway's tool names; each declaration that cannot be used
+        is warned of once."""
+        found: dict[str, ToolEntry] = {}
+        for upstream in self.upstreams:
+            mode = upstream.spec.server_undo
+            if mode is None:
+                continue
+            undos, warnings = declared_undos(upstream.listed, server=upstream.name, approve=mode == "approve",
+                                             named=functools.partial(self.public_name, upstream))
+            for warning in set(warnings) - self._warned:
+                log.warning("%s", warning)
+            self._warned.update(warnings)
+            found |= {name: undo.entry(name) for name, undo in undos.items()}
+        return found
 
     def with_capability(self, capability: str) -> list[Upstream]:
         return [u for u in self.upstreams if getattr(u.capabilities, capability, None) is not None]

@@ -69,6 +69,7 @@ SCHEMAS: dict[str, Any] = {
          "needs_approval": _BOOL, "residue": {"type": "array", "items": _STR},
          "compensation_kind": _enum(CompensationKind), "verified": _BOOL, "blocked_by": _STEPS,
          "blocked_by_runs": _OTHER_RUNS, "last_failure": _STR, "alternative": _STR, "chosen_because": _STR,
+         "declared_by": _STR,
          "then": {"type": "array", "items": _object({"tool": _STR, "args": _ANY})}}),
     "Plan": _object({"run_id": _STR, "actions": {"type": "array", "items": _ref("Action")},
                      "fully_reversible": _BOOL, "notes": {"type": "array", "items": _STR}},
