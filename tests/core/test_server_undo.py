@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from reversi.core.manifest import ManifestSet
 from reversi.core.manifest_draft import draft_manifest
+from reversi.core.manifest_fit import fit_problems
 from reversi.core.manifest_yaml import parse_manifest
 from reversi.core.models import Event, Mode, RunRecord, RunSnapshot, Scope, StepRecord, derive_step
 from reversi.core.planner import plan_rollback
@@ -238,3 +239,14 @@ def test_a_draft_writes_the_declared_undo_as_the_operators_own_entry() -> None:
     assert by_name["add_item"].compensations[0].args == {
         "item_id": {"$optional": "$result.item_id", "default": "$args.item_id"}}
     assert by_name["charge"].declaration is None  # written by the operator now, not declared
+
+
+def test_the_check_against_a_server_says_which_uncovered_tools_it_declares_an_undo_for() -> None:
+    listing = parse_listing({"tools": [_tool("charge", _recovery("refund")), _tool("refund"), _tool("send")]},
+                            "listing.json", server="shop")
+    written = ManifestSet(parse_manifest("version: 1\ntools:\n  refund: {irreversible: an undo tool}\n",
+                                         "ops.yaml")[0])
+    said = [p.message for p in fit_problems(written, listing, missing_at=("ops.yaml", 2))]
+    assert said == ["charge may write (the server does not mark it read-only) and has no entry (its server declares "
+                    "an undo, refund by recovery, which a gateway uses when told to take this server's undos)",
+                    "send may write (the server does not mark it read-only) and has no entry"]

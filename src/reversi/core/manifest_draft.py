@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from reversi.core.json_values import quoted
-from reversi.core.server_undo import DeclaredUndo, declared_undos
+from reversi.core.server_undo import DeclaredUndo, listing_undos
 from reversi.core.tool_listing import ListedTool, Listing, arguments_fit
 
 __all__ = ["draft_manifest", "undo_candidates"]
@@ -76,8 +76,7 @@ def draft_manifest(listing: Listing) -> str:
         "version: 1",
         "tools:",
     ]
-    raw = [{"name": t.name, "inputSchema": t.input_schema, "annotations": t.annotations} for t in listing.tools]
-    declared, unusable = declared_undos(raw, server=listing.server or "the server", named=str, approve=False)
+    declared, unusable = listing_undos(listing)
     for tool in listing.tools:
         said = [f"# REVIEW: {warning}" for warning in unusable if f" {quoted(tool.name[:80])} " in warning]
         entry = _declared(declared[tool.name]) if tool.name in declared else _entry(tool, listing)

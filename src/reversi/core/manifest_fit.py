@@ -21,6 +21,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from reversi.core.expect import first_mismatch
 from reversi.core.manifest import Effect, ManifestSet, Problem, ToolEntry, Verification
 from reversi.core.references import NOTHING, references_to
+from reversi.core.server_undo import listing_undos
 from reversi.core.tool_listing import Fit, ListedTool, Listing, arguments_fit, optional_in, path_fit
 
 __all__ = ["KeyLines", "fit_problems", "key_lines", "label", "tools_called"]
@@ -196,14 +197,18 @@ def fit_problems(
     in_scope = judged or (lambda name: True)
     checker = _Checker(listing, lines or {}, in_scope)
     forward: dict[int, tuple[ToolEntry, list[ListedTool]]] = {id(e): (e, []) for e in manifests.entries}
+    declared, _ = listing_undos(listing)  # with several upstreams in one listing, names are prefixed: none found
+    source, line = missing_at
     for tool in listing.tools:
-        entry = manifests.lookup(tool.name)
+        entry = manifests.written(tool.name)
         if entry is not None:
             forward[id(entry)][1].append(tool)
         elif tool.writes:
-            source, line = missing_at
+            undo = declared.get(tool.name)
+            said = f" (its server declares an undo, {undo.tool} by {undo.convention}, which a gateway uses when " \
+                   "told to take this server's undos)" if undo is not None else ""
             checker.problems.append(Problem(source, line, f"{tool.name} may write (the server does not mark it "
-                                                          "read-only) and has no entry"))
+                                                          f"read-only) and has no entry{said}"))
     for entry, tools in forward.values():
         if not tools and not _is_glob(entry.pattern) and in_scope(entry.pattern):
             checker.say(entry, (), f"the server offers no tool {entry.pattern}", warning=True)

@@ -29,9 +29,10 @@ from typing import Any
 from reversi.core.json_values import canonical, quoted
 from reversi.core.manifest import Compensation, ToolEntry
 from reversi.core.references import is_reference, references_to
+from reversi.core.tool_listing import Listing
 
 __all__ = ["PAIR", "RECOVERY", "SEP_REVISION", "SERVER_UNDO_MODES", "DeclaredUndo", "declared_undos",
-           "recovery_annotation"]
+           "listing_undos", "recovery_annotation"]
 
 RECOVERY, PAIR = "recovery", "x-compensation-pair"
 SEP_REVISION = "SEP-3172, draft of 2026-07-30"
@@ -118,6 +119,12 @@ def declared_undos(
             continue
         found[named(name)] = DeclaredUndo(server, convention, named(undo), args, approve)
     return found, warnings
+
+
+def listing_undos(listing: Listing) -> tuple[dict[str, DeclaredUndo], list[str]]:
+    """`declared_undos` of a listing read with `reversi.core.tool_listing`, by the server's own tool names."""
+    raw = [{"name": t.name, "inputSchema": t.input_schema, "annotations": t.annotations} for t in listing.tools]
+    return declared_undos(raw, server=listing.server or "the server", named=str, approve=False)
 
 
 class _Unreadable(Exception):
