@@ -2,7 +2,9 @@
 
 Usage: reader.py ANSWERS_JSON LOG
 ANSWERS_JSON maps a tool name to the JSON answer to print; each request ({"tool","arguments"} on
-stdin) is appended to LOG. An unknown tool exits 1 with a message on stderr.
+stdin) is appended to LOG. An unknown tool exits 1 with a message on stderr. An answer
+`{"applied": PATH, "then": A, "else": B}` reads the world `compensator.py` keeps: A once the undo
+whose effect file is PATH was applied, else B.
 """
 
 from __future__ import annotations
@@ -18,4 +20,7 @@ with open(sys.argv[2], "a") as log:
 if request["tool"] not in answers:
     print(f"no such tool {request['tool']}", file=sys.stderr)
     sys.exit(1)
-print(json.dumps(answers[request["tool"]]))
+answer = answers[request["tool"]]
+if isinstance(answer, dict) and "applied" in answer:
+    answer = answer["then"] if Path(answer["applied"]).exists() else answer["else"]
+print(json.dumps(answer))

@@ -58,13 +58,14 @@ class Downstream:
     def applied(self) -> Counter[str]:
         return Counter(a["key"] for a in read_jsonl(self.state / "applied.log"))
 
-
-@pytest.fixture
-def reader_cmd(tmp_path: Path) -> str:
-    answers = tmp_path / "answers.json"
-    answers.write_text(json.dumps({"stripe.get_payment_intent": {"id": "pi_1", "status": "canceled"}}))
-    args = [str(HERE / "reader.py"), str(answers), str(tmp_path / "reader.log")]
-    return " ".join([PY, *(shlex.quote(a) for a in args)])
+    def reader(self, key: str, undone: Any, standing: Any) -> str:
+        """A read-back command whose `stripe.get_payment_intent` answers `undone` once the undo with
+        `key` was applied here, else `standing`: the world as it is, not as a test assumes it."""
+        answers = self.state / "answers.json"
+        answers.write_text(json.dumps({"stripe.get_payment_intent": {
+            "applied": str(self.state / "effects" / key), "then": undone, "else": standing}}))
+        args = [str(HERE / "reader.py"), str(answers), str(self.state / "reader.log")]
+        return " ".join([PY, *(shlex.quote(a) for a in args)])
 
 
 def run_until_stopped(child: Any) -> tuple[list[str], bool]:
@@ -158,13 +159,17 @@ def keys_of(run: reversi.Run) -> dict[int, str]:
 
 
 def test_a_rollback_killed_at_any_journal_point_is_finished_by_a_rerun_that_undoes_nothing_twice(
-    ledger: reversi.Ledger, manifest: Path, spawn: Spawn, tmp_path: Path, reader_cmd: str
+    ledger: reversi.Ledger, manifest: Path, spawn: Spawn, tmp_path: Path
 ) -> None:
+    """The read-back of step 1 reads the downstream's own state: a re-run that finds its undo done
+    journals it so, and does not send it again."""
     announced: list[str] = []
+    read_first = 0  # kills between step 1's undo taking effect and its journal entry
     for stop_at in itertools.count():
         run = three_steps(ledger)
         keys = keys_of(run)
         downstream = Downstream(tmp_path / f"downstream-{stop_at}")
+        reader_cmd = downstream.reader(keys[1], {"id": "pi_1", "status": "canceled"}, {"id": "pi_1", "status": "ok"})
         child = spawn(
             "rollback",
             manifest=str(manifest),
@@ -178,6 +183,7 @@ def test_a_rollback_killed_at_any_journal_point_is_finished_by_a_rerun_that_undo
         points, stopped = run_until_stopped(child)
         where = points[-1] if stopped else "the end"
         undone_before = {s.index for s in run.steps() if s.status.value == "compensated"}
+        applied_before = downstream.applied()
 
         # The lock died with the child: the re-run starts at once, with no RollbackInProgress.
         report = run.rollback(
@@ -191,6 +197,11 @@ def test_a_rollback_killed_at_any_journal_point_is_finished_by_a_rerun_that_undo
         assert set(report.skipped) == undone_before, where
         rerun_keys = {c["key"] for c in downstream.calls("rerun")}
         assert not rerun_keys & {keys[s] for s in undone_before}, f"a compensated step was called again ({where})"
+        if keys[1] in applied_before and 1 not in undone_before:  # done, but not journaled so
+            assert keys[1] not in rerun_keys, f"an undo its read-back found done was sent again ({where})"
+            found = [e.data for e in run.events() if e.step == 1 and e.type in ("verified", "compensated")]
+            assert [d.get("found_undone") for d in found] == [True, True], (where, found)
+            read_first += 1
         assert downstream.applied() == Counter(keys.values()), f"an undo applied twice or never ({where})"
         assert {c["key"] for c in downstream.calls()} == set(keys.values())
         assert_journal_is_whole(run)
@@ -203,6 +214,7 @@ def test_a_rollback_killed_at_any_journal_point_is_finished_by_a_rerun_that_undo
             assert undone_before == {0, 1, 2} and downstream.calls("rerun") == []
             break
 
+    assert read_first > 0, "no kill fell between an undo with a read-back and its `compensated`"
     labels = {" ".join(p.split()[2:]) for p in announced}
     for expected in [
         "pre compensating:2",

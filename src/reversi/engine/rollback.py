@@ -172,6 +172,11 @@ class RollbackExecutor:
                 report.lines.append(f"{label}  awaiting approval  {approval.approval_id} ({approval.status.value})")
                 return False
             approval_id = approval.approval_id
+        if step.status is StepStatus.COMPENSATING and await self._found_undone(snapshot, step, call):
+            report.compensated.append(step.index)
+            report.lines.append(f"{label}  compensated -> {call.tools} (an interrupted undo: its read-back found it "
+                                "done, so it was not sent again), verified")
+            return True
         tried = await self._attempts(call, approval_id)
         if tried is None:
             report.skipped.append(step.index)
@@ -279,6 +284,39 @@ class RollbackExecutor:
             return part
 
         return await self._write(call.run_id, begin)
+
+    async def _found_undone(self, snapshot: RunSnapshot, step: StepState, call: CompensationCall) -> bool:
+        """For a step an interrupted rollback left `compensating` (its undo may or may not have taken
+        effect): read back before sending the undo again, since not every API deduplicates on the key.
+        True when the read-back shows the undone state, journaled `verified` (`found_undone`) and
+        `compensated` without a call; False when there is no read-back to make or it does not show it,
+        and the undo is sent again with the same key."""
+        check, verifier = call.verification, self.options.verifier
+        if check is None or verifier is None:
+            return False
+        try:
+            ctx = reference_context(snapshot, step)
+            arguments, expect = resolve(dict(check.args), ctx), resolve(dict(check.expect), ctx)
+            answer, error = to_json(await _call(verifier, check.tool, arguments)), None
+        except ToolAnsweredError as exc:
+            answer, error = None, exc.message
+        except Exception:  # no arguments, or no answer: nothing is known, so the undo goes again
+            return False
+        if first_mismatch(expect, answer, error) is not None:
+            return False
+        verified = self._event(EventType.VERIFIED, call.step, {
+            "tool": check.tool, "arguments": arguments, "answer": answer, "found_undone": True,
+        } | ({"error": error} if error is not None else {}))
+        done = self._event(EventType.COMPENSATED, call.step, {"result": None, "attempts": step.attempts,
+                                                              "found_undone": True})
+
+        def settle(q: Queries) -> bool:  # a remote worker's late report may have settled it meanwhile
+            if derive_status(q.step_events(call.run_id, call.step)) is StepStatus.COMPENSATED:
+                return False
+            q.append(call.run_id, [verified, done])
+            return True
+
+        return await self._write(call.run_id, settle)
 
     async def _read_back(
         self,
