@@ -15,10 +15,13 @@ $(NODE_STAMP): package-lock.json
 	@if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund --loglevel=error && touch $(NODE_STAMP); \
 	else echo "npm not found: run npm ci before the gateway's interop tests (they skip only without node)"; fi
 
-$(STAMP): pyproject.toml
+# Exact versions from the lock file; the package itself declares ranges (see requirements-lock.txt).
+$(STAMP): pyproject.toml requirements-lock.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip uninstall -q -y reversi 2>/dev/null || true  # the distribution's name before reversi-undo
+	rm -rf src/reversi.egg-info
+	$(BIN)/python -m pip install -q -c requirements-lock.txt -e '.[dev]'
 	touch $(STAMP)
 
 # The demo runs an agent through the gateway on files in demo-shop/files/ and rows in demo-shop/shop.db,
@@ -70,4 +73,4 @@ else
 endif
 
 clean:
-	rm -rf $(VENV) .reversi build *.egg-info
+	rm -rf $(VENV) .reversi build *.egg-info src/*.egg-info

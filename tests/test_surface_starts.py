@@ -52,7 +52,7 @@ def test_the_gateway_on_a_port_in_use_says_so_in_one_line(tmp_path: Path, taken_
 @pytest.mark.parametrize("program", ["reversi", "reversi-server", "reversi-gateway", "reversi-connectors"])
 def test_every_program_says_its_version(tmp_path: Path, program: str) -> None:
     done = _run(str(BIN / program), "--version", cwd=tmp_path)
-    assert (done.returncode, done.stdout) == (0, f"{program}, version {version('reversi')}\n")
+    assert (done.returncode, done.stdout) == (0, f"{program}, version {version('reversi-undo')}\n")
 
 
 def test_the_operators_help_lists_only_the_flags_it_takes_and_refuses_the_others(tmp_path: Path) -> None:
@@ -90,5 +90,5 @@ def test_healthz_has_one_shape_on_the_server_and_the_gateway(tmp_path: Path) -> 
             finally:
                 process.terminate()
     for health in seen.values():
-        assert (health["status"], health["version"]) == ("ok", version("reversi"))
+        assert (health["status"], health["version"]) == ("ok", version("reversi-undo"))
     assert json.dumps(seen["gateway"]["upstreams"]["shop"]["tools"]) != "0"

@@ -114,5 +114,6 @@ def test_the_gateway_tells_its_version_as_the_cli_does() -> None:
     said = subprocess.run([str(GATEWAY), "--version"], capture_output=True, text=True, timeout=WAIT_S, check=False)
     cli = subprocess.run([str(GATEWAY.parent / "reversi"), "--version"], capture_output=True, text=True,
                          timeout=WAIT_S, check=False)
-    assert (said.returncode, said.stdout, said.stderr) == (0, f"reversi-gateway, version {version('reversi')}\n", "")
-    assert cli.stdout == f"reversi, version {version('reversi')}\n"
+    shown = version("reversi-undo")
+    assert (said.returncode, said.stdout, said.stderr) == (0, f"reversi-gateway, version {shown}\n", "")
+    assert cli.stdout == f"reversi, version {version('reversi-undo')}\n"

@@ -132,7 +132,7 @@ async def test_several_upstreams_are_prefixed_with_their_names(tmp_path: Path, s
         names = [t.name for t in (await agent.list_tools()).tools]
         assert names[:2] == ["a.create_order", "a.cancel_order"] and "b.create_order" in names
         assert agent.server_info is not None  # two upstreams: the gateway speaks as itself, with its version
-        assert (agent.server_info.name, agent.server_info.version) == ("reversi-gateway", version("reversi"))
+        assert (agent.server_info.name, agent.server_info.version) == ("reversi-gateway", version("reversi-undo"))
         tool = next(t for t in (await agent.list_tools()).tools if t.name == "b.create_order")
         assert tool.annotations is not None and tool.annotations.title == "Create order"
         answered = _dump(await agent.call_tool("b.echo", {"text": "hi"}))

@@ -211,7 +211,7 @@ def test_runs_are_listed_in_pages_and_each_principal_sees_what_it_may(site: Site
 
 def test_healthz_and_metrics_need_no_key_and_count_calls_and_refusals(site: Site) -> None:
     anonymous, agent = site.client(), site.client("agent")
-    assert anonymous.get("/healthz").json() == {"status": "ok", "version": version("reversi")}
+    assert anonymous.get("/healthz").json() == {"status": "ok", "version": version("reversi-undo")}
     run_id = open_run(agent)
     record(agent, run_id, "shop.place_order", {"order_id": "o-9"}, {})
     agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "shop.place_order", "args": {"order_id": "o-9"}})

@@ -14,6 +14,7 @@ import click
 
 from reversi.cli.context import CliState, echo, echo_json
 from reversi.cli.groups import LazyGroup
+from reversi.distribution import NAME
 
 COMMANDS = {
     "runs": "reversi.cli.runs:runs",
@@ -43,7 +44,7 @@ GLOBAL_OPTIONS = ("--db", "--config")
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", metavar="URL", help="Store URL (default: REVERSI_DB, reversi.yaml, sqlite:///.reversi/reversi.db).")
 @click.option("--config", metavar="FILE", help="Config file (default: REVERSI_CONFIG, else ./reversi.yaml).")
-@click.version_option(package_name="reversi", prog_name="reversi")
+@click.version_option(package_name=NAME, prog_name="reversi")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
     """Journal an agent's side-effecting calls; plan and roll back its runs."""

@@ -23,6 +23,7 @@ from reversi.connectors._base import ToolKind
 from reversi.connectors._errors import one_line
 from reversi.connectors._registry import connectors, find_tool
 from reversi.connectors._seal import seal as seal_result
+from reversi.distribution import NAME
 from reversi.errors import BadArgument
 
 __all__ = ["main"]
@@ -44,7 +45,7 @@ def _print_json(value: Any) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="reversi", prog_name="reversi-connectors")
+@click.version_option(package_name=NAME, prog_name="reversi-connectors")
 def cli() -> None:
     """Ready-made compensators, readers and MCP tools that make real systems reversible."""
 

@@ -40,6 +40,7 @@ from reversi.core.calls import (
 from reversi.core.manifest_yaml import parse_manifest
 from reversi.core.server_undo import PAIR, RECOVERY, recovery_annotation
 from reversi.core.upstream_names import is_upstream_name
+from reversi.distribution import version
 from reversi.errors import ConfigError, UnknownTool
 from reversi.mcp_results import exact_results, passed_through
 
@@ -155,11 +156,9 @@ class ToolServer:
         return tool.input_schema() if tool is not None else None
 
     def server(self) -> Server[Any]:
-        from importlib.metadata import version
-
         server: Server[Any] = Server(
             CONNECTORS_SERVER,
-            version=version("reversi"),
+            version=version(),
             instructions="Reversible tools: each forward result names what its compensation needs.",
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,

@@ -13,7 +13,6 @@ import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from importlib.metadata import version
 from typing import Any
 
 import anyio
@@ -29,6 +28,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reversi.core.models import RunRecord
+from reversi.distribution import version
 from reversi.engine.access import Access, bearer, check_run, require_role
 from reversi.engine.keys import Principal, Role, is_loopback, keyless_request_allowed
 from reversi.engine.ledger import Ledger
@@ -224,7 +224,7 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool, port
         return JSONResponse(
             {
                 "status": "ok",
-                "version": version("reversi"),
+                "version": version(),
                 "upstreams": {
                     u.name: {"tools": len(u.tools), "restarts": u.restarts, "last_error": u.last_error}
                     for u in pool.upstreams

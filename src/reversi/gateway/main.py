@@ -47,9 +47,9 @@ class _Version(argparse.Action):
     """`--version`, worded as `reversi --version` words it, from the installed package's metadata."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
-        from importlib.metadata import version
+        from reversi.distribution import version
 
-        print(f"{PROG}, version {version('reversi')}")
+        print(f"{PROG}, version {version()}")
         parser.exit()
 
 

@@ -314,9 +314,6 @@ class Operator:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from reversi.distribution import version
 
-    try:
-        return version("reversi")
-    except PackageNotFoundError:
-        return ""
+    return version()

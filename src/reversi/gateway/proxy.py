@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from importlib.metadata import version
 from typing import Any, cast
 
 import anyio
@@ -22,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from reversi.core.calls import CALL_META_KEY
 from reversi.core.models import RunRecord, StepStatus
+from reversi.distribution import version
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, take_capture
 from reversi.engine.ledger import Ledger
@@ -319,7 +319,7 @@ class Proxy:
         """The low-level server: the first upstream's identity, and only the capabilities some upstream has."""
         first = self.pool.upstreams[0]
         info = first.server_info if len(self.pool.upstreams) == 1 else None
-        identity: dict[str, Any] = {"name": "reversi-gateway", "version": version("reversi")}
+        identity: dict[str, Any] = {"name": "reversi-gateway", "version": version()}
         if info is not None:  # one upstream: the agent sees it as it is
             identity = {k: v for k, v in info if k in _IDENTITY}
             identity["instructions"] = first.instructions

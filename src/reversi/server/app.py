@@ -10,7 +10,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from importlib.metadata import version
 from typing import Any
 
 import anyio
@@ -22,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
+from reversi.distribution import version
 from reversi.engine.ledger import Ledger
 from reversi.errors import ApprovalRequired, Refused, ReversiError, Unauthorized
 from reversi.server.api import ENDPOINTS
@@ -176,7 +176,7 @@ def create_app(
     on_error = _error_handler(ledger, metrics, console)
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "version": version("reversi")})
+        return JSONResponse({"status": "ok", "version": version()})
 
     async def metrics_page(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=metrics.content_type)

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from reversi.core.printable import TerminalFormatter, for_terminal
+from reversi.distribution import NAME
 
 
 def _say(message: str) -> None:
@@ -29,7 +30,7 @@ def _say(message: str) -> None:
 @click.option("-m", "--manifest", "manifests", multiple=True, metavar="FILE", help="Manifest file (repeatable).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]), help="How much to log.")
-@click.version_option(package_name="reversi", prog_name="reversi-server")
+@click.version_option(package_name=NAME, prog_name="reversi-server")
 def serve(host: str, port: int, db: str | None, config: str | None, manifests: tuple[str, ...], log_level: str) -> None:
     """Serve Reversi's web console (/) and HTTP API (/v1/..., /healthz, /metrics, /openapi.json).
 
