@@ -86,10 +86,13 @@ async def test_approve_makes_each_declared_undo_wait_for_a_person(tmp_path: Path
 async def test_without_the_operators_say_so_a_declaration_counts_for_nothing(tmp_path: Path, world: Path) -> None:
     await _agent_edits(tmp_path, "run_no")
     assert {a["kind"] for a in _plan(tmp_path, "run_no")["actions"]} == {"unmanifested"}
-    # enforce mode refuses what no manifest covers, whatever the server declares
-    async with _gateway(*_upstream(tmp_path), "--run-id", "run_enf", "--mode", "enforce") as agent:
+    # enforce mode refuses what no manifest covers, whatever the server declares: a server does not vouch
+    # for its own tools, even taken at its word for their undos
+    async with _gateway(*_upstream(tmp_path), "--run-id", "run_enf", "--mode", "enforce",
+                        "--server-undo", "c=trust") as agent:
         refused = await agent.call_tool("fs.write_file", {"path": "x.txt", "content": "x"})
     assert refused.is_error and not (world / "x.txt").exists()
+    assert "no manifest entry for fs.write_file" in str(refused.content)
 
 
 async def test_a_manifest_the_operator_wrote_wins_over_the_servers_declaration(tmp_path: Path, world: Path) -> None:
@@ -117,3 +120,38 @@ def test_server_undo_is_read_from_the_config_and_the_flag() -> None:
                        ("a=all", "--server-undo a: expected approve or trust")):
         with pytest.raises(ConfigError, match=said):
             with_server_undo(spec, [flag])
+
+
+async def test_settling_a_step_by_hand_checks_the_result_against_the_undo_its_server_declared(
+    tmp_path: Path, world: Path
+) -> None:
+    await _agent_edits(tmp_path, "run_rs", "--server-undo", "c=trust")
+    with reversi.open(f"sqlite:///{tmp_path}/r.db") as ledger:  # no manifest in this process
+        run = ledger.get_run("run_rs")
+        assert run.missing_from_result(1, None) == ["$result"]  # before, no entry: nothing was checked
+
+
+def test_a_listing_read_again_twice_between_calls_is_declared_whatever_its_address(tmp_path: Path) -> None:
+    """Two restarts of an upstream between calls replace its listing twice; the new list may sit where a
+    freed one did, so the gateway holds the lists it read, not their ids."""
+    from reversi.gateway.proxy import Proxy
+    from reversi.gateway.upstream import UpstreamPool
+
+    def listing(undo: str) -> list[dict[str, Any]]:
+        recovery = {"strategy": "compensation", "compensatingOperation": {"operationId": undo, "parameters": {}}}
+        return json.loads(json.dumps([{"name": "create", "annotations": {"recovery": recovery}},
+                                      {"name": "delete"}, {"name": "nuke"}]))
+
+    async def no_run(ctx: Any) -> Any:
+        raise AssertionError("no call is made")
+
+    pool = UpstreamPool((UpstreamSpec("shop", command=("srv",), server_undo="trust"),))
+    with reversi.open(f"sqlite:///{tmp_path}/r.db") as ledger:
+        proxy = Proxy(pool, ledger, no_run, 5.0)
+        pool.upstreams[0].listed = listing("delete")
+        proxy._declare_undos()
+        pool.upstreams[0].listed = listing("delete")
+        pool.upstreams[0].listed = listing("nuke")
+        proxy._declare_undos()
+        entry = ledger.manifests.lookup("create")
+        assert entry is not None and entry.compensations[0].tool == "nuke"

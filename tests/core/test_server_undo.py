@@ -97,6 +97,8 @@ HOSTILE: list[tuple[Any, str]] = [
     (_recovery("refund", **{"$each": "$response.body#/ids"}), "may not begin with $"),
     ({"recovery": {"strategy": "compensation", "compensatingOperation": {
         "operationId": "refund", "parameters": {f"p{i}": "x" for i in range(65)}}}}, "at most 64"),
+    (_recovery("refund", id="$response.body#/items/01"), '"01" is no index'),
+    (_recovery("refund", **{f"p{i}": "x" * 200 for i in range(60)}), "longer than 8192 characters"),
     ({"x-compensation-pair": ""}, "expected the name of a tool"),
     ({"x-compensation-pair": ["refund"]}, "expected the name of a tool"),
     ({"x-compensation-pair": "delete"}, 'the undo tool\'s parameter "a.b" cannot be given by name'),

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reversi.core.manifest import ManifestSet, ToolEntry
-from reversi.core.models import RunSnapshot
+from reversi.core.models import RunSnapshot, StepState
 from reversi.core.references import MissingReference, resolve, result_references
-from reversi.core.walk import reference_context
+from reversi.core.walk import entry_of, reference_context
 
 Path = tuple[str | int | None, ...]
 
@@ -37,9 +37,9 @@ def _references(entry: ToolEntry | None) -> list[tuple[str, Path]]:
     return list(found.items())
 
 
-def guide(manifests: ManifestSet, tool: str) -> ResolveGuide | None:
-    """What the undo of a `tool` step needs from its result; None when it needs nothing of it."""
-    refs = _references(manifests.lookup(tool))
+def guide(manifests: ManifestSet, step: StepState) -> ResolveGuide | None:
+    """What the undo of `step` needs from its result; None when it needs nothing of it."""
+    refs = _references(entry_of(manifests, step))
     if not refs:
         return None
     skeleton: Any = None
@@ -54,7 +54,7 @@ def missing_fields(manifests: ManifestSet, snapshot: RunSnapshot, step: int, res
     state = snapshot.step(step)
     ctx = replace(reference_context(snapshot, state), result=result)
     missing = []
-    for written, _ in _references(manifests.lookup(state.tool)):
+    for written, _ in _references(entry_of(manifests, state)):
         try:
             value = resolve(written, ctx)
         except MissingReference:

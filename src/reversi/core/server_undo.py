@@ -41,6 +41,7 @@ SERVER_UNDO_MODES = ("approve", "trust")
 
 _KEY = re.compile(r"[^.\[\]\s${}]+")  # a key a reference path can name (`reversi.core.references`)
 _MAX_PARAMETERS = 64
+_MAX_CHARS = 8192
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ def declared_undos(
             continue
         try:
             convention, undo, args = _read(annotations, tools)
+            if len(canonical({"tool": undo, "args": args})) > _MAX_CHARS:  # journaled with every step of the tool
+                raise _Unreadable(f"the undo and its arguments are longer than {_MAX_CHARS} characters")
         except _Unreadable as why:
             warnings.append(f"upstream {server}: the undo {quoted(name[:80])} declares is not used: {why}")
             continue
@@ -196,7 +199,10 @@ def _path(pointer: str, parameter: str) -> str:
     path = ""
     for token in pointer[1:].split("/"):
         key = token.replace("~1", "/").replace("~0", "~")
-        if key.isascii() and key.isdigit():
+        if key.isascii() and key.isdigit():  # an index (a reference path cannot name a key of digits)
+            if key != str(int(key)):
+                raise _Unreadable(f"parameter {quoted(parameter[:80])}: {quoted(key[:80])} is no index (RFC 6901: "
+                                  "no leading zeros)")
             path += f"[{int(key)}]"
         elif _KEY.fullmatch(key):
             path += f".{key}"

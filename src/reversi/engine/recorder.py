@@ -180,7 +180,8 @@ class Recorder:
         """Inside one write: every check that reads the store, then `refused` or the new step's `intended`."""
         halted = self._halted(q, run, tool)  # also takes the run's write lock: always first
         refusal: Refused | None = Halted(halt_message(kill)) if kill is not None else None
-        refusal = refusal or halted or _unmanifested(run, tool, entry)
+        # A server's declaration is no manifest: enforce mode wants one the operator wrote.
+        refusal = refusal or halted or _unmanifested(run, tool, self.manifests.written(tool))
         dup_key = _dup_key(run, tool, args, entry)
         refusal = refusal or (_duplicate(q, dup_key) if dup_key else None)
         approval_id = None

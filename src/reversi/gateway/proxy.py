@@ -104,12 +104,15 @@ class Proxy:
         self._owners: dict[tuple[str, str], Upstream] = {}
         self._calls = 0  # tools/call being answered
         self.checkpoint_tool = checkpoint_tool
-        self._listings: tuple[int, ...] = ()  # the upstreams' listings the declared undos were read from
+        # The upstreams' listings the declared undos were read from: the lists themselves, held, so that a
+        # new listing is never taken for one of these (an id alone may be reused once a list is freed).
+        self._listings: tuple[list[dict[str, Any]], ...] = ()
 
     def _declare_undos(self) -> None:
         """Give the ledger's manifests the undos the upstreams declare, when a listing changed since."""
-        listings = tuple(id(upstream.listed) for upstream in self.pool.upstreams)
-        if listings != self._listings:
+        listings = tuple(upstream.listed for upstream in self.pool.upstreams)
+        if len(listings) != len(self._listings) or any(a is not b for a, b in zip(listings, self._listings,
+                                                                                  strict=True)):
             self._listings = listings
             self.ledger.manifests.declare(self.pool.declared_undos())
 

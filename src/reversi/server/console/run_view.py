@@ -218,7 +218,7 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
         t = timings.get(state.index, {})
         steps.append(StepView(state, pretty(state.args), outcome, clock(t.get("started")),
                               took(t.get("started"), t.get("finished")), t.get("note", ""), action.kind.value,
-                              action.describe(), guide(manifests, state.tool) if state.status.unresolved else None,
+                              action.describe(), guide(manifests, state) if state.status.unresolved else None,
                               t.get("seq", 0), deps.get(state.index, []),
                               _read_back(t.get("read_back"), manifests, state.tool)))
     refused = [RefusedView(e.seq, clock(e.at), str(e.data.get("tool", "")), pretty(e.data.get("args")),
