@@ -139,8 +139,9 @@ def test_a_listing_read_again_twice_between_calls_is_declared_whatever_its_addre
 
     def listing(undo: str) -> list[dict[str, Any]]:
         recovery = {"strategy": "compensation", "compensatingOperation": {"operationId": undo, "parameters": {}}}
-        return json.loads(json.dumps([{"name": "create", "annotations": {"recovery": recovery}},
-                                      {"name": "delete"}, {"name": "nuke"}]))
+        fresh: list[dict[str, Any]] = json.loads(json.dumps([{"name": "create", "annotations": {"recovery": recovery}},
+                                                             {"name": "delete"}, {"name": "nuke"}]))
+        return fresh
 
     async def no_run(ctx: Any) -> Any:
         raise AssertionError("no call is made")
