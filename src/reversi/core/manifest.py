@@ -13,6 +13,7 @@ from typing import Any
 
 from reversi.core.json_values import quoted
 from reversi.core.sensitive import SensitivePath
+from reversi.core.windows import UndoWindow
 
 __all__ = [
     "ApprovalRule",
@@ -136,6 +137,8 @@ class ToolEntry:
             its own, timestamps and generated ids, which a drill does not count as not restored.
         declaration: For an entry an upstream server declared rather than a manifest (see
             `reversi.core.server_undo`): what each of its steps journals of it. None for a manifest's.
+        undo_window: When an undo of a call stops being possible (`undo_until`, `undo_window`,
+            `undo_from`); None: never.
     """
 
     pattern: str
@@ -157,6 +160,7 @@ class ToolEntry:
     digest: str = ""
     volatile: tuple[str, ...] = ()
     declaration: Mapping[str, Any] | None = None
+    undo_window: UndoWindow | None = None
 
     @property
     def residue(self) -> tuple[str, ...]:

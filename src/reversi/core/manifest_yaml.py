@@ -30,6 +30,8 @@ from reversi.core.manifest import (
 from reversi.core.manifest_templates import AFTER_CALL, BEFORE_CALL, Templates
 from reversi.core.references import EACH
 from reversi.core.sensitive import KEPT, SensitivePath, parse_path, sensitive_references
+from reversi.core.times import parse_duration
+from reversi.core.windows import UndoWindow
 from reversi.core.yaml_nodes import INT, STR, describe, is_bool, is_null, plain, scalar
 from reversi.errors import BadInput
 
@@ -128,6 +130,7 @@ def _survey(root: Node | None) -> tuple[int, list[Node]]:
 _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
     | {"compensation", "verification", "capture", "read_when", "sensitive", "resources", "volatile"}
+    | {"undo_until", "undo_window", "undo_from"}
 )
 _COMPENSATION_KEYS = frozenset(
     {"tool", "args", "kind", "requires_approval", "residue", "when", "name", "then", "verification"})
@@ -203,6 +206,7 @@ class _Reader:
             resources=self.get(found, "resources", self.resources) or (),
             digest=_digest(plain(node) if not is_null(node) else {}),
             volatile=self.get(found, "volatile", self.strings) or (),
+            undo_window=self.undo_window(found, key),
         )
         if len(self.problems) > before:
             return None
@@ -326,6 +330,41 @@ class _Reader:
             return bool(scalar(node))
         self.problem(node, f"{label}: expected true, false or a sentence saying what stays, got {describe(node)}")
         return None
+
+    def undo_window(self, found: _Fields, key: Node) -> UndoWindow | None:
+        """`undo_until` (a moment), or `undo_window` (a length) counted from `undo_from` or the call."""
+        until, length, start = (found.get(name) for name in ("undo_until", "undo_window", "undo_from"))
+        if until is not None and (length is not None or start is not None):
+            self.problem(until[0], "undo_until: give the moment the undo stops being possible, or undo_window "
+                                   "(a length, from undo_from or the call), not both")
+            return None
+        if start is not None and length is None:
+            self.problem(start[0], "undo_from: needs undo_window, the length of the window from there")
+            return None
+        if until is not None:
+            return UndoWindow(until=self.moment_template(until[1], "undo_until"))
+        if length is None:
+            return None
+        text = self.text(length[0], length[1], "undo_window")
+        try:
+            span = parse_duration(text or "", what="undo_window") if text is not None else None
+        except BadInput as bad:
+            self.problem(length[1], bad.message)
+            return None
+        if not span:
+            if text is not None:
+                self.problem(length[1], "undo_window: expected a length longer than 0, like 180d or 15m")
+            return None
+        return UndoWindow(length=span, start=self.moment_template(start[1], "undo_from") if start else None)
+
+    def moment_template(self, node: Node, label: str) -> Any:
+        """A template naming a moment (`$result.created`), or a moment written as text."""
+        self.templates.template(node, self.roots)
+        value = plain(node)
+        if not isinstance(value, str | dict):
+            self.problem(node, f"{label}: expected a reference naming a time (like \"$result.expires_at\") or an "
+                               f"RFC 3339 time in quotes, got {describe(node)}")
+        return value
 
     def text(self, key: Node, node: Node, label: str) -> str | None:
         value = scalar(node) if isinstance(node, ScalarNode) and not is_null(node) else None

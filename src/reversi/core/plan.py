@@ -55,6 +55,10 @@ class Reason:
         return f"no compensation fits this call: {'; '.join(unmet)}"
 
     @staticmethod
+    def window_closed(at: str) -> str:
+        return f"the undo window closed at {at}"
+
+    @staticmethod
     def approval_denied(approval_id: str) -> str:
         return f"approval {approval_id} denied: stays until someone approves it"
 
@@ -80,6 +84,21 @@ def compensation_key(run_id: str, step: int, tool: str) -> str:
 
 
 @dataclass(frozen=True)
+class Window:
+    """An undo's window as planned: when it closes (RFC 3339), how long is left then (`3d 4h`; None when
+    the plan was made at no given moment), or why its moment is unknown."""
+
+    closes: str | None
+    left: str | None = None
+    unknown: str | None = None
+
+    def describe(self) -> str:
+        if self.closes is None:
+            return f"its undo window is unknown: {self.unknown}"
+        return f"undo window closes {self.closes}" + (f", in {self.left}" if self.left else "")
+
+
+@dataclass(frozen=True)
 class CompensationCall:
     """The undo of one step, with its arguments resolved."""
 
@@ -97,6 +116,7 @@ class CompensationCall:
     chosen_because: str | None = None
     then: tuple[tuple[str, Any], ...] = ()  # the calls after the first (tool, resolved arguments)
     declared_by: str | None = None  # the server that declared the undo (`server shop (recovery)`), if no manifest
+    window: Window | None = None  # when the undo stops being possible, if its entry says
 
     @property
     def tools(self) -> str:
@@ -170,6 +190,10 @@ class Action:
                 out.update(alternative=comp.alternative, chosen_because=comp.chosen_because)
             if comp.declared_by is not None:
                 out["declared_by"] = comp.declared_by
+            if comp.window is not None:
+                out["undo_until"] = comp.window.closes
+                if comp.window.unknown is not None:
+                    out["undo_window_unknown"] = comp.window.unknown
             if comp.then:
                 out["then"] = [{"tool": tool, "args": args} for tool, args in comp.then]
             if self.denied_approval is not None:
@@ -192,7 +216,8 @@ class Action:
             comp = self.compensation
             chosen = f"  ({comp.alternative}: {comp.chosen_because})" if comp.alternative is not None else ""
             declared = f"  (undo declared by {comp.declared_by})" if comp.declared_by is not None else ""
-            return f"compensate -> {comp.tools}{chosen}{declared}{denied}{failed}"
+            window = f"  ({comp.window.describe()})" if comp.window is not None else ""
+            return f"compensate -> {comp.tools}{chosen}{declared}{window}{denied}{failed}"
         return f"{self.kind.value}  {self.reason}" if self.reason else self.kind.value
 
 

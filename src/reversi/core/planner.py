@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.gc_pause import gc_paused
 from reversi.core.manifest import ManifestSet, ToolEntry
@@ -16,6 +18,7 @@ def plan_rollback(
     manifests: ManifestSet,
     scope: RollbackScope | None = None,
     lineage: RunLineage | None = None,
+    now: datetime | None = None,
 ) -> Plan:
     """The plan for undoing `snapshot`'s run with `manifests`: one action per step, newest first; with
     `scope`, one per step it covers (the steps after a checkpoint), the earlier ones kept unlisted.
@@ -24,9 +27,11 @@ def plan_rollback(
     deferral is transitive, and a step that needs no undo is never deferred. Every compensation
     is assumed to succeed (the rollback itself walks the same way with what really happened).
     `lineage`: what depends on its steps through the resources they touched, in it and in other runs.
+    `now`: the moment undo windows are judged at (a step whose window closed is unrecoverable); None:
+    windows are shown, not judged.
     """
     with gc_paused():
-        walk = RollbackWalk(snapshot, manifests, scope, lineage)
+        walk = RollbackWalk(snapshot, manifests, scope, lineage, now)
         actions = tuple(walk)
         notes = [note for step in walk.steps if (note := _manifest_note(step, walk.entry(step.index)))]
         return Plan(snapshot.run.run_id, actions, tuple(notes), scope)

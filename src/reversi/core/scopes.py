@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
@@ -168,6 +169,7 @@ def plan_selection(
     manifests: ManifestSet,
     lineage: Lineage,
     stands_elsewhere: Callable[[str, int], bool],
+    now: datetime | None = None,
 ) -> ScopePlan:
     """The plan of undoing `selection` over its runs' `snapshots`: each run walked with what will still
     stand in the others when the rollback ends, until that no longer changes (what stands only grows:
@@ -189,11 +191,11 @@ def plan_selection(
         standing_now = lineage.standing(stands)
         for run in sorted(todo):
             snap = by_run[run]
-            plan = plan_rollback(snap, manifests, scope, lineage.for_run(run, len(snap.steps), standing_now))
+            plan = plan_rollback(snap, manifests, scope, lineage.for_run(run, len(snap.steps), standing_now), now)
             plans[run] = plan
-            now = kept[run] | {a.step for a in plan.actions if a.leaves_standing}
-            if now != standing[run]:
-                standing[run] = now
+            stays = kept[run] | {a.step for a in plan.actions if a.leaves_standing}
+            if stays != standing[run]:
+                standing[run] = stays
                 changed.add(run)
         todo = {run for c in changed for run in lineage.runs_sharing([c]) if run != c} & by_run.keys()
     return _assembled(selection, by_run, plans)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
@@ -28,10 +29,12 @@ from reversi.core.expect import rule_holds, unmet_condition
 from reversi.core.json_values import compact
 from reversi.core.manifest import Compensation, Effect, ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState, StepStatus
-from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, compensation_key
+from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, Window, compensation_key
 from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
 from reversi.core.resources import RunLineage
 from reversi.core.server_undo import DeclaredUndo
+from reversi.core.times import format_time
+from reversi.core.windows import WindowUnknown, time_left
 
 
 def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContext:
@@ -49,8 +52,9 @@ def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContex
     )
 
 
-def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) -> Action:
-    """The action for one step on its own, before its dependents are taken into account."""
+def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None, now: datetime | None = None) -> Action:
+    """The action for one step on its own, before its dependents are taken into account; at `now`, a
+    step whose undo window closed is unrecoverable (None: windows are shown, not judged)."""
     index, tool = step.index, step.tool
     if step.status is StepStatus.FAILED:
         return Action(index, tool, ActionKind.SKIP, Reason.NEVER_TOOK_EFFECT)
@@ -76,6 +80,9 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
     if isinstance(chosen, str):
         return Action(index, tool, ActionKind.UNRECOVERABLE, chosen)
     comp, (args, then), why = chosen
+    window = _window(entry, ctx, step, now)
+    if isinstance(window, Action):
+        return window
     call = CompensationCall(
         run_id=snapshot.run.run_id,
         step=index,
@@ -91,8 +98,24 @@ def classify(snapshot: RunSnapshot, step: StepState, entry: ToolEntry | None) ->
         chosen_because=why,
         then=then,
         declared_by=entry.source if entry.declaration is not None else None,
+        window=window,
     )
     return Action(index, tool, ActionKind.COMPENSATE, compensation=call, last_failure=_last_failure(step))
+
+
+def _window(entry: ToolEntry, ctx: ReferenceContext, step: StepState, now: datetime | None) -> Window | Action | None:
+    """The step's undo window (None: it has none), or, when it closed by `now`, the unrecoverable action."""
+    if entry.undo_window is None:
+        return None
+    try:
+        closes = entry.undo_window.closes_at(ctx, step.at)
+    except MissingReference as missing:
+        return Window(None, None, f"{missing.ref} names nothing")
+    except WindowUnknown as unknown:
+        return Window(None, None, str(unknown))
+    if now is not None and now >= closes:
+        return Action(step.index, step.tool, ActionKind.UNRECOVERABLE, Reason.window_closed(format_time(closes)))
+    return Window(format_time(closes), time_left(closes, now) if now is not None else None)
 
 
 def entry_of(manifests: ManifestSet, step: StepState) -> ToolEntry | None:
@@ -185,11 +208,14 @@ class RollbackWalk:
         manifests: ManifestSet,
         scope: RollbackScope | None = None,
         lineage: RunLineage | None = None,
+        now: datetime | None = None,
     ) -> None:
         """`scope`: walk only the steps it covers (those after a checkpoint); the earlier ones are kept
         as they are, and no action is made for them. `lineage`: what depends on the run's steps through
-        the resources they touched, in this run and (those that will still stand) in others."""
+        the resources they touched, in this run and (those that will still stand) in others. `now`: the
+        moment undo windows are judged at (None: shown, not judged)."""
         self.snapshot = snapshot
+        self.now = now
         self.scope = scope
         self._first = scope.after_step + 1 if scope is not None else 0
         self._entries = [entry_of(manifests, step) for step in snapshot.steps]
@@ -208,7 +234,7 @@ class RollbackWalk:
     def needs_compensator(self) -> bool:
         """Whether some step has an undo to run (now, or once what holds it back is gone)."""
         return any(
-            classify(self.snapshot, step, self._entries[step.index]).kind is ActionKind.COMPENSATE
+            classify(self.snapshot, step, self._entries[step.index], self.now).kind is ActionKind.COMPENSATE
             for step in self.steps
         )
 
@@ -236,7 +262,7 @@ class RollbackWalk:
         self._blockers.stands(step)
 
     def _decide(self, step: StepState) -> Action:
-        action = classify(self.snapshot, step, self._entries[step.index])
+        action = classify(self.snapshot, step, self._entries[step.index], self.now)
         if action.kind is not ActionKind.COMPENSATE:
             return action
         blocked_by = self._blockers.blocked_by(step.index, step.tool)

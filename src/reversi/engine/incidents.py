@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reversi.core import redaction
@@ -60,7 +61,7 @@ def plan_scope(ledger: Ledger, selection: Selection, within: str | None = None, 
         snapshots = selected(q, selection, within)
         lineage = read_lineage(q, snapshots, ledger.manifests, secret)
         stands = standing_elsewhere(q, lineage, snapshots)
-    found = plan_selection(selection, snapshots, ledger.manifests, lineage, stands)
+    found = plan_selection(selection, snapshots, ledger.manifests, lineage, stands, datetime.now(UTC))
     if masker is None:
         return found
     return redaction.scope_plan(redaction.learn(masker, (s for snap in snapshots for s in snap.steps)), found)

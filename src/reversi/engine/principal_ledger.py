@@ -232,11 +232,12 @@ class PrincipalLedger:
         for record in runs:
             check_run(self.principal, record, Access.READ)
         manifests, secret = self._base.manifests, lineage_secret(self._base.store)
+        now = datetime.now(UTC)
         with self._base.store.read() as q:
             snapshots = q.snapshots(runs)
             read = list(zip(snapshots, run_lineages(q, snapshots, manifests, secret), strict=True))
         return [redaction.plan(redaction.learn(self._base.masker(), snap.steps),
-                               plan_rollback(snap, manifests, lineage=lineage)) for snap, lineage in read]
+                               plan_rollback(snap, manifests, lineage=lineage, now=now)) for snap, lineage in read]
 
     # What a person is shown of a run: sensitive values masked (`reversi.core.redaction`).
 

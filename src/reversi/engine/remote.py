@@ -94,7 +94,7 @@ def _walk_to(snapshot: RunSnapshot, manifests: ManifestSet, step: int, lineage: 
     """The rollback walk's action for `step` when it alone is undone now: every newer step that
     would be compensated still stands (nobody is undoing it), and holds back what it depends on, as
     do the steps of other runs on the same resources that stand."""
-    walk = RollbackWalk(snapshot, manifests, lineage=lineage)
+    walk = RollbackWalk(snapshot, manifests, lineage=lineage, now=datetime.now(UTC))
     for action in walk:
         if action.step == step:
             return action

@@ -16,6 +16,7 @@ import inspect
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from reversi.core.backoff import Retry
@@ -39,6 +40,7 @@ from reversi.core.plan import Action, ActionKind, CompensationCall, Reason
 from reversi.core.references import MissingReference, resolve
 from reversi.core.report import AwaitingApproval, Deferred, Failure, RollbackReport, Unrecoverable
 from reversi.core.resources import RunLineage
+from reversi.core.times import parse_time
 from reversi.core.walk import RollbackWalk, reference_context
 from reversi.engine import tracing
 from reversi.engine.approvals import compensation_approval
@@ -94,6 +96,7 @@ class RollbackOptions:
     principal: str | None = None  # who runs it, as authenticated: journaled in each event's data beside `actor`
     progress: Progress | None = None
     job: str | None = None  # the rollback job it runs for, journaled in each event's data (where a run stands)
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # what undo windows are judged by
 
 
 @dataclass
@@ -129,7 +132,7 @@ class RollbackExecutor:
         if read is None:
             raise NotFound(f"no run {run_id}")
         snapshot, lineage = read
-        walk = RollbackWalk(snapshot, self.manifests, scope, lineage)
+        walk = RollbackWalk(snapshot, self.manifests, scope, lineage, self.options.clock())
         if self.options.compensate is None and walk.needs_compensator():
             raise ConfigError(NO_COMPENSATOR)
         report = self.report = RollbackReport(run_id, scope=scope)
@@ -177,6 +180,12 @@ class RollbackExecutor:
             report.lines.append(f"{label}  compensated -> {call.tools} (an interrupted undo: its read-back found it "
                                 "done, so it was not sent again), verified")
             return True
+        window = call.window.closes if call.window is not None else None
+        if window is not None and self.options.clock() >= parse_time(window):  # it closed while the rollback ran
+            reason = Reason.window_closed(window)
+            report.unrecoverable.append(Unrecoverable(step.index, reason))
+            report.lines.append(f"{label}  unrecoverable  {reason}")
+            return False
         tried = await self._attempts(call, approval_id)
         if tried is None:
             report.skipped.append(step.index)

@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from reversi.core import redaction
@@ -67,6 +68,7 @@ class RollbackArguments(TypedDict, total=False):
     after_step: int | None
     scope: RollbackScope | None  # the part of the run to undo, as a rollback of many runs gives it
     job: str | None  # the job it runs for (journaled with each of its events)
+    clock: Callable[[], datetime] | None  # the time undo windows are judged by (default: the system's clock)
 
 _NO_RESULT: Any = object()
 
@@ -386,13 +388,14 @@ class Run:
         return missing_fields(self._ledger.manifests, snapshot, step, result)
 
     def plan(self, manifests: ManifestSet | None = None, *, to: str | None = None,
-             after_step: int | None = None) -> Plan:
+             after_step: int | None = None, now: datetime | None = None) -> Plan:
         """The rollback plan with the manifests in force (those the ledger was opened with); with `to`
-        (a checkpoint's name) or `after_step`, of the steps after it only. Raises as `scope`."""
+        (a checkpoint's name) or `after_step`, of the steps after it only; undo windows judged at `now`
+        (default: the clock's now). Raises as `scope`."""
         scope = self.scope(to=to, after_step=after_step)
         manifests = manifests or self._ledger.manifests
         snapshot, lineage = self.snapshot_and_lineage(manifests)
-        return plan_rollback(snapshot, manifests, scope, lineage)
+        return plan_rollback(snapshot, manifests, scope, lineage, now or datetime.now(UTC))
 
     async def aplan(self, manifests: ManifestSet | None = None, *, to: str | None = None,
                     after_step: int | None = None) -> Plan:
@@ -412,7 +415,8 @@ class Run:
         `masker`, as it may be shown (it learns the run's sensitive values from the same read)."""
         manifests = self._ledger.manifests
         snapshot, lineage = self.snapshot_and_lineage(manifests)
-        found = run_standing(snapshot, self.events(), plan_rollback(snapshot, manifests, lineage=lineage))
+        found = run_standing(snapshot, self.events(),
+                             plan_rollback(snapshot, manifests, lineage=lineage, now=datetime.now(UTC)))
         return found if masker is None else redaction.standing(redaction.learn(masker, snapshot.steps), found)
 
     def snapshot_and_lineage(self, manifests: ManifestSet | None = None) -> tuple[RunSnapshot, RunLineage]:
@@ -444,6 +448,7 @@ class Run:
                 principal=self._ledger.principal,
                 progress=options.get("progress"),
                 job=options.get("job"),
+                **({"clock": clock} if (clock := options.get("clock")) is not None else {}),
             ),
         )
         lock = await _take_lock(
