@@ -81,6 +81,13 @@ def _scope(to: str | None, after_step: int | None) -> dict[str, Any]:
     return {"to": to, "after_step": after_step}
 
 
+def deadline_option(fn: F) -> F:
+    """`--deadline-first`: take the steps whose undo windows close soonest first."""
+    return click.option("--deadline-first", is_flag=True,
+                        help="With RUN: undo the steps whose undo windows close soonest first, never one while a "
+                             "step that depends on it stands.")(fn)
+
+
 @click.command()
 @click.argument("run_id", metavar="RUN")
 @click.argument("name")
@@ -106,16 +113,17 @@ def checkpoint(ctx: click.Context, run_id: str, name: str, as_json: bool) -> int
 @scope_options
 @click.option("--actor", help="Without RUN: runs of this actor.")
 @selection_options
+@deadline_option
 @json_option
 @click.pass_context
 def plan(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], to: str | None, after_step: int | None,
          actor: str | None, key: str | None, tenant: str | None, labels: tuple[str, ...], tool: str | None,
-         since: str | None, until: str | None, as_json: bool) -> int:
+         since: str | None, until: str | None, deadline_first: bool, as_json: bool) -> int:
     """Show what a rollback would do (a dry run), of one RUN or of a scope of runs (--actor, --key,
     --tenant, --label, --tool, --since, --until). Exit 2 when it is not fully reversible."""
     selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
     if selection is not None:
-        _no_checkpoint(to, after_step)
+        _no_checkpoint(to, after_step, deadline_first)
         with state(ctx).ledger(manifests) as ledger:
             many = ledger.plan_scope(selection, masked=True)
         _show(many, as_json)
@@ -124,7 +132,7 @@ def plan(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], to:
     scope = _scope(to, after_step)
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
-        result = run.plan(**scope)
+        result = run.plan(**scope, deadline_first=deadline_first)
         result = redaction.plan(redaction.learn(ledger.masker(), run.snapshot().steps), result)
         if not ledger.settings.manifests and result.unmanifested:
             result = result.noting(NO_MANIFESTS)
@@ -139,11 +147,14 @@ def _show(shown: Plan | ScopePlan | ScopeReport, as_json: bool) -> None:
         echo(shown.to_text())
 
 
-def _no_checkpoint(to: str | None, after_step: int | None) -> None:
+def _no_checkpoint(to: str | None, after_step: int | None, deadline_first: bool) -> None:
     from reversi.errors import BadInput
 
     if to is not None or after_step is not None:
         raise BadInput("--to and --after-step are for one RUN: a scope of runs takes --since and --tool")
+    if deadline_first:
+        raise BadInput("--deadline-first is for one RUN: a scope of runs is undone newest first")
+
 
 
 @click.command()
@@ -167,6 +178,7 @@ def _no_checkpoint(to: str | None, after_step: int | None) -> None:
 @click.option("--reason", metavar="TEXT", help="With --contain: the halt's reason.")
 @click.option("--by", metavar="WHO",
               help="Without RUN: who is rolling back (default: REVERSI_ACTOR, else the principal).")
+@deadline_option
 @json_option
 @click.pass_context
 def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], compensator_cmd: str | None,
@@ -174,7 +186,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
              cmd_timeout: float, approve_compensations: bool, actor: str | None, to: str | None,
              after_step: int | None, key: str | None, tenant: str | None, labels: tuple[str, ...], tool: str | None,
              since: str | None, until: str | None, contain: bool, reason: str | None, by: str | None,
-             as_json: bool) -> int:
+             deadline_first: bool, as_json: bool) -> int:
     """Undo the standing steps of one RUN, or of a scope of runs (--actor, --key, --tenant, --label, --tool,
     --since, --until), newest first. Exit 2 when the rollback is incomplete."""
     from reversi.core.backoff import Retry
@@ -182,7 +194,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
     from reversi.errors import BadInput
 
     selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
-    _check_mode(selection, run_id, to, after_step, contain, reason, by)
+    _check_mode(selection, run_id, to, after_step, contain, reason, by, deadline_first)
     scope = _scope(to, after_step)
     for flag, value in (("--compensator-cmd", compensator_cmd), ("--verify-cmd", verify_cmd),
                         ("--reader-cmd", reader_cmd)):
@@ -219,7 +231,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
             with _progress(run, covered) as progress, _needs_compensator():
                 report = run.rollback(compensate, retry=retry, verify=verify, verifier=verifier,
                                       approve_compensations=approve_compensations, actor=actor, progress=progress,
-                                      **scope)
+                                      deadline_first=deadline_first, **scope)
         except KeyboardInterrupt:
             raise _interrupted(run) from None
         masker = redaction.learn(ledger.masker(), run.snapshot().steps)
@@ -231,7 +243,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
 
 
 def _check_mode(selection: Selection | None, run_id: str | None, to: str | None, after_step: int | None,
-                contain: bool, reason: str | None, by: str | None) -> None:
+                contain: bool, reason: str | None, by: str | None, deadline_first: bool) -> None:
     """The flags of one run and those of a scope of runs are not mixed."""
     from reversi.core.models import check_run_id
     from reversi.errors import BadInput
@@ -242,7 +254,7 @@ def _check_mode(selection: Selection | None, run_id: str | None, to: str | None,
         if contain or reason is not None or by is not None:
             raise BadInput("--contain, --reason and --by are for a scope of runs: with RUN, --actor says who acts")
         return
-    _no_checkpoint(to, after_step)
+    _no_checkpoint(to, after_step, deadline_first)
     if reason is not None and not contain:
         raise BadInput("--reason is the halt's reason: give it with --contain")
 

@@ -19,6 +19,8 @@ def plan_rollback(
     scope: RollbackScope | None = None,
     lineage: RunLineage | None = None,
     now: datetime | None = None,
+    *,
+    deadline_first: bool = False,
 ) -> Plan:
     """The plan for undoing `snapshot`'s run with `manifests`: one action per step, newest first; with
     `scope`, one per step it covers (the steps after a checkpoint), the earlier ones kept unlisted.
@@ -28,10 +30,10 @@ def plan_rollback(
     is assumed to succeed (the rollback itself walks the same way with what really happened).
     `lineage`: what depends on its steps through the resources they touched, in it and in other runs.
     `now`: the moment undo windows are judged at (a step whose window closed is unrecoverable); None:
-    windows are shown, not judged.
+    windows are shown, not judged. `deadline_first`: the order of `RollbackWalk`'s.
     """
     with gc_paused():
-        walk = RollbackWalk(snapshot, manifests, scope, lineage, now)
+        walk = RollbackWalk(snapshot, manifests, scope, lineage, now, deadline_first)
         actions = tuple(walk)
         notes = [note for step in walk.steps if (note := _manifest_note(step, walk.entry(step.index)))]
         return Plan(snapshot.run.run_id, actions, tuple(notes), scope)

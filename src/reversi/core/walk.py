@@ -17,13 +17,14 @@ steps after a checkpoint) covers only those steps: the planner and the executor 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
-from reversi.core.dependencies import Blockers
+from reversi.core.dependencies import Blockers, dependencies_of
 from reversi.core.envelope import Unreadable
 from reversi.core.expect import rule_holds, unmet_condition
 from reversi.core.json_values import compact
@@ -209,23 +210,26 @@ class RollbackWalk:
         scope: RollbackScope | None = None,
         lineage: RunLineage | None = None,
         now: datetime | None = None,
+        deadline_first: bool = False,
     ) -> None:
         """`scope`: walk only the steps it covers (those after a checkpoint); the earlier ones are kept
         as they are, and no action is made for them. `lineage`: what depends on the run's steps through
         the resources they touched, in this run and (those that will still stand) in others. `now`: the
-        moment undo windows are judged at (None: shown, not judged)."""
+        moment undo windows are judged at (None: shown, not judged). `deadline_first`: of the steps whose
+        dependents have all been walked, take the one whose undo window closes soonest first (those with
+        no window newest first, after them); by default, newest first."""
         self.snapshot = snapshot
         self.now = now
+        self.deadline_first = deadline_first
         self.scope = scope
         self._first = scope.after_step + 1 if scope is not None else 0
         self._entries = [entry_of(manifests, step) for step in snapshot.steps]
         self._lineage = lineage or RunLineage()
         by_resource = self._lineage.same_run
-        self._blockers = Blockers(
-            [step.record.depends_on + (by_resource[step.index] if step.index < len(by_resource) else ())
-             for step in snapshot.steps],
-            [entry.requires if entry is not None else () for entry in self._entries],
-        )
+        self._depends_on = [step.record.depends_on + (by_resource[step.index] if step.index < len(by_resource) else ())
+                            for step in snapshot.steps]
+        self._blockers = Blockers(self._depends_on, [entry.requires if entry is not None else ()
+                                                     for entry in self._entries])
 
     def entry(self, step: int) -> ToolEntry | None:
         """The manifest entry in force for a step's tool."""
@@ -247,15 +251,48 @@ class RollbackWalk:
 
     def __iter__(self) -> Iterator[Action]:
         scope = self.scope
+        walked: list[StepState] = []
         for step in reversed(self.snapshot.steps[self._first:]):
             if scope is not None and scope.filtered and not scope.covers(step):
                 if step.status.stands or step.status.unresolved:  # kept: it holds back what it depends on
                     self._blockers.stands(step.index)
                 continue
+            walked.append(step)
+        for step in (self._by_deadline(walked) if self.deadline_first else walked):
             action = self._decide(step)
             if action.leaves_standing:
                 self._blockers.stands(step.index)
             yield action
+
+    def _by_deadline(self, steps: list[StepState]) -> Iterator[StepState]:
+        """`steps` (newest first) in deadline order: a step becomes ready once every step of them that
+        depends on it was taken; of the ready ones, the soonest-closing undo window first, then newest."""
+        covered = {step.index for step in steps}
+        deps = dependencies_of([s.tool for s in self.snapshot.steps], self._depends_on,
+                               [e.requires if e is not None else () for e in self._entries])
+        waiting_on = {index: 0 for index in covered}  # dependents not taken yet
+        for dependent, targets in deps.items():
+            if dependent in covered:
+                for target in targets:
+                    if target in covered:
+                        waiting_on[target] += 1
+        ready = [(self._closes(step), -step.index) for step in steps if waiting_on[step.index] == 0]
+        heapq.heapify(ready)
+        while ready:
+            _, negative = heapq.heappop(ready)
+            index = -negative
+            yield self.snapshot.step(index)
+            for target in deps.get(index, {}):
+                if target in covered:
+                    waiting_on[target] -= 1
+                    if waiting_on[target] == 0:
+                        heapq.heappush(ready, (self._closes(self.snapshot.step(target)), -target))
+
+    def _closes(self, step: StepState) -> str:
+        """When the step's undo window closes (RFC 3339, which sorts as time); "~" (after any) for none."""
+        comp = classify(self.snapshot, step, self._entries[step.index], self.now).compensation
+        window = comp.window if comp is not None else None
+        return window.closes if window is not None and window.closes is not None else "~"
 
     def still_stands(self, step: int) -> None:
         """Record that `step`, walked already, still stands: its undo failed, waits or is not run now."""

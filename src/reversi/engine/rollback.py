@@ -97,6 +97,7 @@ class RollbackOptions:
     progress: Progress | None = None
     job: str | None = None  # the rollback job it runs for, journaled in each event's data (where a run stands)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # what undo windows are judged by
+    deadline_first: bool = False  # take ready steps by their undo windows, soonest first (`RollbackWalk`)
 
 
 @dataclass
@@ -132,7 +133,8 @@ class RollbackExecutor:
         if read is None:
             raise NotFound(f"no run {run_id}")
         snapshot, lineage = read
-        walk = RollbackWalk(snapshot, self.manifests, scope, lineage, self.options.clock())
+        walk = RollbackWalk(snapshot, self.manifests, scope, lineage, self.options.clock(),
+                            self.options.deadline_first)
         if self.options.compensate is None and walk.needs_compensator():
             raise ConfigError(NO_COMPENSATOR)
         report = self.report = RollbackReport(run_id, scope=scope)

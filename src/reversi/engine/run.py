@@ -69,6 +69,7 @@ class RollbackArguments(TypedDict, total=False):
     scope: RollbackScope | None  # the part of the run to undo, as a rollback of many runs gives it
     job: str | None  # the job it runs for (journaled with each of its events)
     clock: Callable[[], datetime] | None  # the time undo windows are judged by (default: the system's clock)
+    deadline_first: bool  # take the steps whose undo windows close soonest first, never past a dependent
 
 _NO_RESULT: Any = object()
 
@@ -388,14 +389,16 @@ class Run:
         return missing_fields(self._ledger.manifests, snapshot, step, result)
 
     def plan(self, manifests: ManifestSet | None = None, *, to: str | None = None,
-             after_step: int | None = None, now: datetime | None = None) -> Plan:
+             after_step: int | None = None, now: datetime | None = None, deadline_first: bool = False) -> Plan:
         """The rollback plan with the manifests in force (those the ledger was opened with); with `to`
         (a checkpoint's name) or `after_step`, of the steps after it only; undo windows judged at `now`
-        (default: the clock's now). Raises as `scope`."""
+        (default: the clock's now); with `deadline_first`, in the order such a rollback takes them. Raises as
+        `scope`."""
         scope = self.scope(to=to, after_step=after_step)
         manifests = manifests or self._ledger.manifests
         snapshot, lineage = self.snapshot_and_lineage(manifests)
-        return plan_rollback(snapshot, manifests, scope, lineage, now or datetime.now(UTC))
+        return plan_rollback(snapshot, manifests, scope, lineage, now or datetime.now(UTC),
+                             deadline_first=deadline_first)
 
     async def aplan(self, manifests: ManifestSet | None = None, *, to: str | None = None,
                     after_step: int | None = None) -> Plan:
@@ -448,6 +451,7 @@ class Run:
                 principal=self._ledger.principal,
                 progress=options.get("progress"),
                 job=options.get("job"),
+                deadline_first=options.get("deadline_first", False),
                 **({"clock": clock} if (clock := options.get("clock")) is not None else {}),
             ),
         )
@@ -468,7 +472,9 @@ class Run:
         declared read-back; `approve_compensations`, to grant pending compensation approvals as one
         decision of `actor`; `progress(done, total)`, told after each step; `manifests`, instead of
         the ledger's; `to` (a checkpoint's name) or `after_step` (a step number), to undo only the steps
-        after it and keep the earlier ones. Each callable may be async.
+        after it and keep the earlier ones; `deadline_first`, to take the steps whose undo windows close
+        soonest first (never one while a step that depends on it stands); `clock()`, the time undo
+        windows are judged by. Each callable may be async.
 
         Raises:
             BadInput, NotFound: as `scope`.
