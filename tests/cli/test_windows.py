@@ -10,17 +10,12 @@ from pathlib import Path
 
 import pytest
 from tests.cli.conftest import UNDO, reversi_cli
+from tests.engine.test_windows import MANIFEST as TRANSFERS
 
 import reversi
 from reversi.core.times import format_time
 
-MANIFEST = """
-version: 1
-tools:
-  bank.transfer:
-    undo_until: "$result.recallable_until"
-    compensation: {tool: bank.recall, args: {id: "$result.id"}}
-  bank.fee:
+MANIFEST = TRANSFERS + """  bank.fee:
     requires: [bank.transfer]
     compensation: {tool: bank.refund_fee, args: {id: "$result.id"}}
 """
@@ -84,6 +79,6 @@ def test_deadline_first_never_takes_a_step_before_one_that_depends_on_it(db_url:
 
 def test_deadline_first_is_for_one_run(db_url: str, here: Path, run_id: str) -> None:
     for command in ("plan", "rollback"):
-        code, out, err = _cli(db_url, here, command, "--tool", "bank.transfer", "--deadline-first")
+        code, _, err = _cli(db_url, here, command, "--tool", "bank.transfer", "--deadline-first")
         assert code == 1 and err.strip() == ("reversi: error: --deadline-first is for one RUN: a scope of runs is "
                                              "undone newest first"), err
