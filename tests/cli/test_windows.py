@@ -80,5 +80,5 @@ def test_deadline_first_never_takes_a_step_before_one_that_depends_on_it(db_url:
 def test_deadline_first_is_for_one_run(db_url: str, here: Path, run_id: str) -> None:
     for command in ("plan", "rollback"):
         code, _, err = _cli(db_url, here, command, "--tool", "bank.transfer", "--deadline-first")
-        assert code == 1 and err.strip() == ("reversi: error: --deadline-first is for one RUN: a scope of runs is "
-                                             "undone newest first"), err
+        assert code == 1 and err.strip() == ("reversi: error: --deadline-first and --reconcile are for one RUN: a "
+                                             "scope of runs is undone newest first, as it stands"), err

@@ -25,6 +25,7 @@ COMMANDS = {
     "plan": "reversi.cli.rollback:plan",
     "rollback": "reversi.cli.rollback:rollback",
     "resolve": "reversi.cli.rollback:resolve",
+    "reconcile": "reversi.cli.reconcile:reconcile",
     "checkpoint": "reversi.cli.rollback:checkpoint",
     "halt": "reversi.cli.stopping:halt",
     "kill-switch": "reversi.cli.stopping:kill_switch",

@@ -153,7 +153,8 @@ def _no_checkpoint(to: str | None, after_step: int | None, deadline_first: bool)
     if to is not None or after_step is not None:
         raise BadInput("--to and --after-step are for one RUN: a scope of runs takes --since and --tool")
     if deadline_first:
-        raise BadInput("--deadline-first is for one RUN: a scope of runs is undone newest first")
+        raise BadInput("--deadline-first and --reconcile are for one RUN: a scope of runs is undone newest first, "
+                       "as it stands")
 
 
 
@@ -179,6 +180,8 @@ def _no_checkpoint(to: str | None, after_step: int | None, deadline_first: bool)
 @click.option("--by", metavar="WHO",
               help="Without RUN: who is rolling back (default: REVERSI_ACTOR, else the principal).")
 @deadline_option
+@click.option("--reconcile", is_flag=True, help="With RUN: first settle unresolved steps from their probes (the "
+                                                 "reader is --reader-cmd).")
 @json_option
 @click.pass_context
 def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], compensator_cmd: str | None,
@@ -186,7 +189,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
              cmd_timeout: float, approve_compensations: bool, actor: str | None, to: str | None,
              after_step: int | None, key: str | None, tenant: str | None, labels: tuple[str, ...], tool: str | None,
              since: str | None, until: str | None, contain: bool, reason: str | None, by: str | None,
-             deadline_first: bool, as_json: bool) -> int:
+             deadline_first: bool, reconcile: bool, as_json: bool) -> int:
     """Undo the standing steps of one RUN, or of a scope of runs (--actor, --key, --tenant, --label, --tool,
     --since, --until), newest first. Exit 2 when the rollback is incomplete."""
     from reversi.core.backoff import Retry
@@ -194,7 +197,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
     from reversi.errors import BadInput
 
     selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
-    _check_mode(selection, run_id, to, after_step, contain, reason, by, deadline_first)
+    _check_mode(selection, run_id, to, after_step, contain, reason, by, deadline_first or reconcile)
     scope = _scope(to, after_step)
     for flag, value in (("--compensator-cmd", compensator_cmd), ("--verify-cmd", verify_cmd),
                         ("--reader-cmd", reader_cmd)):
@@ -210,6 +213,8 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
         if compensator_cmd else None
     verify = command_verify(verify_cmd, cmd_timeout, what="--verify-cmd") if verify_cmd else None
     verifier = command_reader(reader_cmd, cmd_timeout, what="--reader-cmd") if reader_cmd else None
+    if reconcile and verifier is None:
+        raise BadInput("--reconcile reads with the probes' reader: pass --reader-cmd, or set reader_cmd in the config")
     if selection is not None:
         with state(ctx).ledger(manifests) as ledger, _needs_compensator():
             many = ledger.rollback_scope(selection, compensate, contain=contain, reason=reason, retry=retry,
@@ -226,6 +231,9 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
     assert run_id is not None
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
+        if reconcile:
+            assert verifier is not None
+            run.reconcile_by_probes(verifier)
         covered = run.scope(**scope)
         try:
             with _progress(run, covered) as progress, _needs_compensator():

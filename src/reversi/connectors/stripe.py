@@ -30,6 +30,7 @@ __all__ = [
     "get_customer",
     "get_payment_intent",
     "refund",
+    "search_charges",
 ]
 
 
@@ -173,6 +174,13 @@ def get_charge(id: str) -> Any:
     return STRIPE.request("GET", f"/v1/charges/{_id(id, 'id')}").body
 
 
+def search_charges(query: str) -> Any:
+    """Charges found by Stripe's Search API (`metadata['order']:'o-1'`): `{"data": [...]}`."""
+    if not isinstance(query, str) or not query.strip() or len(query) > 1000:
+        raise BadArgument("query", "expected a search query of Stripe's search language, at most 1000 characters")
+    return STRIPE.request("GET", "/v1/charges/search", params={"query": query}).body
+
+
 def get_customer(id: str) -> Any:
     """The customer; `{"id", "deleted": true}` once deleted, as Stripe answers (also when it is gone)."""
     found = STRIPE.request("GET", f"/v1/customers/{_id(id, 'id')}", tolerate=(404,))
@@ -212,6 +220,8 @@ CONNECTOR = Connector(
         Tool("stripe.cancel_payment_intent", Kind.COMPENSATION, cancel_payment_intent, "Cancel a payment intent.",
              (sealed_result("stripe.create_payment_intent"), STEP), destructive=True, idempotent=True),
         Tool("stripe.get_charge", Kind.READ, get_charge, "A charge.", (_GET,)),
+        Tool("stripe.search_charges", Kind.READ, search_charges, "Charges found by a search query.",
+             (Param("query", "string", "e.g. metadata['order']:'o-1'"),)),
         Tool("stripe.get_customer", Kind.READ, get_customer, "A customer.", (_GET,)),
         Tool("stripe.get_payment_intent", Kind.READ, get_payment_intent, "A payment intent.", (_GET,)),
     ),

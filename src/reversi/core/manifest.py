@@ -24,6 +24,7 @@ __all__ = [
     "Conditions",
     "Effect",
     "ManifestSet",
+    "Probe",
     "Problem",
     "ToolEntry",
     "Verification",
@@ -108,6 +109,24 @@ class Compensation:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """The read that tells whether a call whose outcome is unknown (`intended`, `uncertain`) took effect.
+
+    Attributes:
+        tool, args: The read: a tool, and a template of `$args`, `$run` and `$step`.
+        took_effect: An `expect` the answer matches when the call took effect.
+        not_taken: An `expect` the answer matches when it did not.
+        result: The step's result when it took effect: a template in which `$result` names the answer.
+    """
+
+    tool: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    took_effect: Mapping[str, Any] | None = None
+    not_taken: Mapping[str, Any] | None = None
+    result: Any = "$result"
+
+
+@dataclass(frozen=True)
 class Verification:
     """The read-back after an undo: call `tool` with `args`, require the answer to match `expect`."""
 
@@ -139,6 +158,7 @@ class ToolEntry:
             `reversi.core.server_undo`): what each of its steps journals of it. None for a manifest's.
         undo_window: When an undo of a call stops being possible (`undo_until`, `undo_window`,
             `undo_from`); None: never.
+        probe: The read that settles a call whose outcome is unknown (`reversi.core.probes`), if any.
     """
 
     pattern: str
@@ -161,6 +181,7 @@ class ToolEntry:
     volatile: tuple[str, ...] = ()
     declaration: Mapping[str, Any] | None = None
     undo_window: UndoWindow | None = None
+    probe: Probe | None = None
 
     @property
     def residue(self) -> tuple[str, ...]:

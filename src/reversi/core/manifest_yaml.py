@@ -23,6 +23,7 @@ from reversi.core.manifest import (
     Compensation,
     CompensationKind,
     Effect,
+    Probe,
     Problem,
     ToolEntry,
     Verification,
@@ -130,8 +131,10 @@ def _survey(root: Node | None) -> tuple[int, list[Node]]:
 _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
     | {"compensation", "verification", "capture", "read_when", "sensitive", "resources", "volatile"}
-    | {"undo_until", "undo_window", "undo_from"}
+    | {"undo_until", "undo_window", "undo_from", "probe"}
 )
+_PROBE_KEYS = frozenset({"tool", "args", "took_effect", "not_taken", "result"})
+_PROBE_ROOTS = frozenset({"args", "run", "step"})  # what is known of a call whose outcome is not
 _COMPENSATION_KEYS = frozenset(
     {"tool", "args", "kind", "requires_approval", "residue", "when", "name", "then", "verification"})
 _CALL_KEYS = frozenset({"tool", "args"})
@@ -207,6 +210,7 @@ class _Reader:
             digest=_digest(plain(node) if not is_null(node) else {}),
             volatile=self.get(found, "volatile", self.strings) or (),
             undo_window=self.undo_window(found, key),
+            probe=self.get(found, "probe", self.probe),
         )
         if len(self.problems) > before:
             return None
@@ -330,6 +334,32 @@ class _Reader:
             return bool(scalar(node))
         self.problem(node, f"{label}: expected true, false or a sentence saying what stays, got {describe(node)}")
         return None
+
+    def probe(self, key: Node, node: Node, label: str) -> Probe | None:
+        found = self.fields(node, _PROBE_KEYS, label)
+        if found is None:
+            return None
+        tool = self.required_tool(found, key, label)
+        args = self.get(found, "args", self.template_mapping, label, _PROBE_ROOTS) or {}
+        took_effect = self.get(found, "took_effect", self.probe_expect, label)
+        not_taken = self.get(found, "not_taken", self.probe_expect, label)
+        if "took_effect" not in found and "not_taken" not in found:
+            self.problem(key, f"{label}: give took_effect, not_taken or both: what the answer shows when the call "
+                              "took effect, and when it did not")
+            return None
+        result: Any = "$result"
+        if "result" in found:
+            self.templates.template(found["result"][1], AFTER_CALL)
+            result = plain(found["result"][1])
+        return Probe(tool, args, took_effect, not_taken, result) if tool is not None else None
+
+    def probe_expect(self, key: Node, node: Node, label: str) -> dict[str, Any] | None:
+        if not isinstance(node, MappingNode):
+            self.problem(node, f"{label}: expected a mapping, as a read-back's expect, got {describe(node)}")
+            return None
+        self.templates.expect(node, _PROBE_ROOTS)
+        value = plain(node)
+        return value if isinstance(value, dict) else None
 
     def undo_window(self, found: _Fields, key: Node) -> UndoWindow | None:
         """`undo_until` (a moment), or `undo_window` (a length) counted from `undo_from` or the call."""

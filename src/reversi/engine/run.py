@@ -18,7 +18,8 @@ from reversi.core import redaction
 from reversi.core.backoff import Retry
 from reversi.core.calls import making
 from reversi.core.checkpoints import Checkpoint, RollbackScope, checkpoints_of, rollback_scope
-from reversi.core.manifest import ManifestSet, ToolEntry
+from reversi.core.json_values import to_json
+from reversi.core.manifest import ManifestSet, Probe, ToolEntry
 from reversi.core.models import (
     Event,
     EventType,
@@ -33,11 +34,14 @@ from reversi.core.models import (
 )
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
+from reversi.core.probes import Probed, judged
+from reversi.core.references import MissingReference, resolve
 from reversi.core.report import RollbackReport
 from reversi.core.resolve_guide import missing_fields
 from reversi.core.resources import RunLineage
 from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding, run_standing
+from reversi.core.walk import entry_of, reference_context
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, Read, needs_capture, take_capture
 from reversi.engine.commands import command_reader
@@ -45,7 +49,7 @@ from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
 from reversi.engine.step_handle import StepHandle, reporting
-from reversi.errors import BadInput, CaptureFailed, Conflict, NotFound
+from reversi.errors import BadInput, CaptureFailed, Conflict, NotFound, ToolAnsweredError
 from reversi.store.leases import Lease
 
 if TYPE_CHECKING:
@@ -491,7 +495,8 @@ class Run:
         return await asyncio.to_thread(self.resolve, step, status, result, note, actor)
 
     def resolve(
-        self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None
+        self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None,
+        *, _read: Mapping[str, Any] | None = None,
     ) -> StepState:
         """Settle an unresolved step as `succeeded` (with the result found) or `failed`; or correct a step
         settled so before any undo of it was tried (journaled as a `resolved` with `correction: true`).
@@ -509,6 +514,8 @@ class Run:
         if not note or not note.strip():
             raise BadInput("a note is required: say how you settled the step")
         data: dict[str, Any] = {"status": status, "note": note, "principal": self._ledger.principal}
+        if _read is not None:  # the probe's read that settled it: its tool, arguments and answer (sealed)
+            data.update(_read)
         if result is not _NO_RESULT:
             from reversi.core.json_values import checked_arguments
 
@@ -543,6 +550,54 @@ class Run:
             self.resolve(state.index, outcome.status, outcome.result, outcome.note or "settled by a probe", actor)
             settled.append(state.index)
         return settled
+
+    def reconcile_by_probes(self, reader: ReadBack, actor: str | None = None) -> list[Probed]:
+        """Settle each `intended` or `uncertain` step whose manifest entry declares a `probe` from what
+        `reader(tool, arguments)` answers (`reversi.core.probes`): journaled `resolved` by `actor` (default
+        `probe`) with the read; the others stay as they are. Returns what each probe said, newest first.
+        `reader` may be async."""
+        found: list[Probed] = []
+        snapshot = self.snapshot()
+        for state in reversed(snapshot.steps):
+            if not state.status.unresolved:
+                continue
+            entry = entry_of(self._ledger.manifests, state)
+            probe = entry.probe if entry is not None else None
+            if probe is None:
+                found.append(Probed(state.index, state.tool, "unresolved", "its manifest entry declares no probe"))
+                continue
+            found.append(self._probed(snapshot, state, probe, reader, actor or "probe"))
+        return found
+
+    def _probed(self, snapshot: RunSnapshot, state: StepState, probe: Probe, reader: ReadBack, actor: str) -> Probed:
+        ctx = reference_context(snapshot, state)
+        answer, error = None, None
+        try:
+            arguments = resolve(dict(probe.args), ctx)
+        except MissingReference as missing:
+            return Probed(state.index, state.tool, "unresolved", f"its probe's {missing.ref} names nothing")
+        try:
+            answer = to_json(awaited(reader(probe.tool, arguments)))
+        except ToolAnsweredError as exc:
+            error = exc.message
+        except Exception as exc:
+            return Probed(state.index, state.tool, "unresolved", f"its probe {probe.tool} could not read: "
+                                                                  f"{type(exc).__name__}: {exc}"[:300])
+        try:
+            said = judged(probe, ctx, answer, error)
+        except MissingReference as missing:
+            said = f"its probe's {missing.ref} names nothing in the answer"
+        if isinstance(said, str):
+            return Probed(state.index, state.tool, "unresolved", f"{probe.tool}: {said}")
+        status, result = said
+        read = {"probe": probe.tool, "arguments": arguments, "answer": answer} | ({"error": error} if error else {})
+        note = f"settled by its probe {probe.tool}"
+        if status == "succeeded":
+            self.resolve(state.index, status, result, note, actor, _read=read)
+        else:
+            self.resolve(state.index, status, note=note, actor=actor, _read=read)
+        shown = "took effect" if status == "succeeded" else "did not take effect"
+        return Probed(state.index, state.tool, status, f"{probe.tool} answered that it {shown}")
 
     def begin_compensation(
         self, step: int | StepHandle | StepState, lease_s: float = 300, worker: str | None = None

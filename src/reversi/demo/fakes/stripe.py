@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,9 @@ def stripe_error(status: int, message: str, code: str | None = None, kind: str =
                  param: str | None = None) -> JSONResponse:
     error = {"type": kind, "message": message, "code": code, "param": param}
     return JSONResponse({"error": {k: v for k, v in error.items() if v is not None}}, status)
+
+
+_SEARCH_CLAUSE = re.compile(r"metadata\['([^'\\]{1,40})'\]:'([^'\\]{0,500})'")
 
 
 def _missing(what: str, object_id: str) -> JSONResponse:
@@ -46,6 +50,7 @@ class FakeStripe(FakeBase):
     def app(self) -> Starlette:
         routes = [
             Route("/v1/charges", self.create_charge, methods=["POST"]),
+            Route("/v1/charges/search", self.search_charges, methods=["GET"]),
             Route("/v1/charges/{id}", self.get_charge, methods=["GET"]),
             Route("/v1/refunds", self.create_refund, methods=["POST"]),
             Route("/v1/customers", self.create_customer, methods=["POST"]),
@@ -94,6 +99,18 @@ class FakeStripe(FakeBase):
             "status": "succeeded", "metadata": form.get("metadata", {}), "livemode": False,
         }
         return JSONResponse(self.charges[charge_id])
+
+    async def search_charges(self, request: Request, form: dict[str, Any]) -> Response:
+        """Stripe's Search API for charges, as far as `metadata['KEY']:'VALUE'` clauses joined by AND go."""
+        query = request.query_params.get("query", "")
+        clauses = [part.strip() for part in query.split(" AND ")]
+        wanted = [_SEARCH_CLAUSE.fullmatch(clause) for clause in clauses]
+        if not query or any(match is None for match in wanted):
+            return stripe_error(400, f"Invalid search query: {query[:100]}", "parameter_invalid_string", param="query")
+        found = [charge for charge in self.charges.values()
+                 if all(charge["metadata"].get(m.group(1)) == m.group(2) for m in wanted if m is not None)]
+        return JSONResponse({"object": "search_result", "data": found, "has_more": False,
+                             "url": "/v1/charges/search"})
 
     async def get_charge(self, request: Request, form: dict[str, Any]) -> Response:
         charge = self.charges.get(request.path_params["id"])

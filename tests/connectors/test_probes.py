@@ -1,0 +1,107 @@
+"""Probes (issue 30): `reversi reconcile` settles the steps whose outcome is unknown from what the Stripe
+fake's Search API says, read through `reversi-connectors read`, on both stores. A charge that went
+through is settled `succeeded` with the charge found (and then refunded by the rollback); one that
+never did is settled `failed`; one the probe cannot ask about stays unresolved, as the seed demands."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.connectors.conftest import READER, reversi_cli
+from tests.connectors.fake_server import URL, served_with
+
+import reversi
+from reversi.core.manifest_yaml import parse_manifest
+from reversi.demo.fakes.stripe import KEY, FakeStripe
+
+MANIFEST = """
+version: 1
+tools:
+  stripe.create_charge:
+    compensation: {tool: stripe.refund_charge, args: {charge: "$result.id"}}
+    probe:
+      tool: stripe.search_charges
+      args: {query: {$format: "metadata['order']:'{order}'", order: "$args.metadata.order"}}
+      took_effect: {data: {$not: []}}
+      not_taken: {data: []}
+      result: "$result.data[0]"
+"""
+REFUND = textwrap.dedent("""
+    import json, os, sys, httpx
+    call = json.load(sys.stdin)
+    answer = httpx.post(os.environ["STRIPE_API_BASE"] + "/v1/refunds", data={"charge": call["args"]["charge"]},
+                        headers={"Authorization": "Bearer " + os.environ["STRIPE_API_KEY"],
+                                 "Idempotency-Key": call["idempotency_key"]})
+    answer.raise_for_status()
+    print(answer.text)
+""")
+
+
+def test_reconcile_settles_unknown_charges_from_what_stripe_says(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(MANIFEST)
+    (tmp_path / "refund.py").write_text(REFUND)
+    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
+        # The charge of order o-1 went through, but its answer was lost: the step is uncertain.
+        made = httpx.post(f"{fake_url()}/v1/charges", data={"amount": "700", "currency": "eur",
+                                                              "metadata[order]": "o-1"},
+                          headers={"Authorization": f"Bearer {KEY}"}).json()
+        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+            run = ledger.start_run()
+            for order in ("o-1", "o-2"):
+                run.begin("stripe.create_charge", {"amount": 700, "currency": "eur",
+                                                   "metadata": {"order": order}}).uncertain("timed out")
+            run.begin("stripe.create_charge", {"amount": 5, "currency": "eur"})  # no order: nothing to ask
+        code, out, err = _cli(db_url, tmp_path, "reconcile", str(run.id), "--reader-cmd", READER, "--json")
+        assert code == 2, err  # one step stays unresolved
+        said = {s["step"]: s for s in json.loads(out)["steps"]}
+        assert (said[0]["outcome"], said[1]["outcome"], said[2]["outcome"]) == ("succeeded", "failed", "unresolved")
+        assert said[2]["why"] == "its probe's $args.metadata.order names nothing"
+
+        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+            run = ledger.get_run(str(run.id))
+            steps = run.steps()
+            assert steps[0].result == made and steps[0].settled_by == "probe"
+            resolved = next(e.data for e in run.events() if e.type == "resolved" and e.step == 0)
+            assert (resolved["probe"], resolved["arguments"]) == ("stripe.search_charges",
+                                                                  {"query": "metadata['order']:'o-1'"})
+            assert resolved["answer"]["data"][0]["id"] == made["id"]
+            assert steps[2].status.value == "intended"
+        code, out, err = _cli(db_url, tmp_path, "rollback", str(run.id), "--compensator-cmd",
+                              f"{sys.executable} {tmp_path / 'refund.py'}", "--json")
+        report = json.loads(out)
+        assert report["compensated"] == [0] and report["unresolved"] == [2], err
+        assert fake.charges[made["id"]]["refunded"] is True
+        # settled steps are not asked again; the one the probe cannot ask about stays as it was
+        code, out, _ = _cli(db_url, tmp_path, "reconcile", str(run.id), "--reader-cmd", READER, "--json")
+        assert [s["step"] for s in json.loads(out)["steps"]] == [2]
+
+
+def fake_url() -> str:
+    return os.environ["STRIPE_API_BASE"]
+
+
+def _cli(db_url: str, here: Path, *args: str) -> tuple[int, str, str]:
+    done = reversi_cli("--db", db_url, *args, "-m", str(here / "tools.yaml"))
+    return done.code, done.out, done.err
+
+
+@pytest.mark.parametrize(("probe", "said"), [
+    ("{tool: read}", 'give took_effect, not_taken or both'),
+    ("{tool: read, args: {id: \"$result.id\"}, not_taken: {}}", "$result"),
+    ("{args: {}, not_taken: {}}", 'missing "tool"'),
+    ("{tool: read, took_effect: [1]}", "expected a mapping"),
+    ("{tool: read, not_taken: {}, when: {}}", "when"),
+])
+def test_each_misuse_of_a_probe_is_said_at_its_line(probe: str, said: str) -> None:
+    text = f"version: 1\ntools:\n  t:\n    irreversible: true\n    probe: {probe}\n"
+    problems = [str(p) for p in parse_manifest(text, "m.yaml")[1]]
+    assert any(said in p and p.startswith("m.yaml:") for p in problems), problems
