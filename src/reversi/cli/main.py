@@ -26,6 +26,7 @@ COMMANDS = {
     "rollback": "reversi.cli.rollback:rollback",
     "resolve": "reversi.cli.rollback:resolve",
     "reconcile": "reversi.cli.reconcile:reconcile",
+    "follow-ups": "reversi.cli.follow_ups:follow_ups",
     "checkpoint": "reversi.cli.rollback:checkpoint",
     "halt": "reversi.cli.stopping:halt",
     "kill-switch": "reversi.cli.stopping:kill_switch",

@@ -23,6 +23,7 @@ __all__ = [
     "CompensationKind",
     "Conditions",
     "Effect",
+    "FollowUp",
     "ManifestSet",
     "Probe",
     "Problem",
@@ -109,6 +110,19 @@ class Compensation:
 
 
 @dataclass(frozen=True)
+class FollowUp:
+    """What a person must do about a call that stays in the world after a rollback (it cannot be undone,
+    its undo failed, was denied or came too late): `title` and `text`, templates of the call's
+    references; `owner`, who does it (a role, a team, an actor); `action`, a call that would make amends,
+    for the person to make once they agree."""
+
+    title: Any
+    text: Any = ""
+    owner: str = ""
+    action: Call | None = None
+
+
+@dataclass(frozen=True)
 class Probe:
     """The read that tells whether a call whose outcome is unknown (`intended`, `uncertain`) took effect.
 
@@ -159,6 +173,7 @@ class ToolEntry:
         undo_window: When an undo of a call stops being possible (`undo_until`, `undo_window`,
             `undo_from`); None: never.
         probe: The read that settles a call whose outcome is unknown (`reversi.core.probes`), if any.
+        follow_up: What a person must do when a call stays after a rollback (`reversi.core.follow_ups`).
     """
 
     pattern: str
@@ -182,6 +197,7 @@ class ToolEntry:
     declaration: Mapping[str, Any] | None = None
     undo_window: UndoWindow | None = None
     probe: Probe | None = None
+    follow_up: FollowUp | None = None
 
     @property
     def residue(self) -> tuple[str, ...]:

@@ -59,11 +59,12 @@ def _names(root: Node | None) -> list[ScalarNode]:
 
 
 def _calls(entry: Node) -> list[Node | None]:
-    """The mappings of an entry that name a tool: its capture, verification and compensation (each
-    alternative, each call of its `then`, and its own verification)."""
+    """The mappings of an entry that name a tool: its capture, verification, probe, follow-up action and
+    compensation (each alternative, each call of its `then`, and its own verification)."""
     compensation = _get(entry, "compensation")
     alternatives = compensation.value if isinstance(compensation, SequenceNode) else [compensation]
-    calls = [_get(entry, "capture"), _get(entry, "verification")]
+    calls = [_get(entry, "capture"), _get(entry, "verification"), _get(entry, "probe"),
+             _get(_get(entry, "follow_up"), "action")]
     for alternative in alternatives:
         then = _get(alternative, "then")
         calls += [alternative, _get(alternative, "verification")]

@@ -23,6 +23,7 @@ from reversi.core.manifest import (
     Compensation,
     CompensationKind,
     Effect,
+    FollowUp,
     Probe,
     Problem,
     ToolEntry,
@@ -131,8 +132,9 @@ def _survey(root: Node | None) -> tuple[int, list[Node]]:
 _TOOL_KEYS = frozenset(
     {"effect", "idempotent", "irreversible", "requires", "requires_approval", "idempotency"}
     | {"compensation", "verification", "capture", "read_when", "sensitive", "resources", "volatile"}
-    | {"undo_until", "undo_window", "undo_from", "probe"}
+    | {"undo_until", "undo_window", "undo_from", "probe", "follow_up"}
 )
+_FOLLOW_UP_KEYS = frozenset({"title", "text", "owner", "action"})
 _PROBE_KEYS = frozenset({"tool", "args", "took_effect", "not_taken", "result"})
 _PROBE_ROOTS = frozenset({"args", "run", "step"})  # what is known of a call whose outcome is not
 _COMPENSATION_KEYS = frozenset(
@@ -211,6 +213,7 @@ class _Reader:
             volatile=self.get(found, "volatile", self.strings) or (),
             undo_window=self.undo_window(found, key),
             probe=self.get(found, "probe", self.probe),
+            follow_up=self.get(found, "follow_up", self.follow_up),
         )
         if len(self.problems) > before:
             return None
@@ -281,13 +284,9 @@ class _Reader:
             return None
         calls = []
         for i, item in enumerate(node.value):
-            found = self.fields(item, _CALL_KEYS, f"{label}[{i}]")
-            if found is None:
-                continue
-            tool = self.required_tool(found, item, f"{label}[{i}]")
-            args = self.get(found, "args", self.template_mapping, f"{label}[{i}]") or {}
-            if tool is not None:
-                calls.append(Call(tool, args))
+            call = self.call(item, item, f"{label}[{i}]")
+            if call is not None:
+                calls.append(call)
         return tuple(calls) if len(calls) == len(node.value) else None
 
     def approval(self, found: _Fields, label: str) -> ApprovalRule:
@@ -334,6 +333,35 @@ class _Reader:
             return bool(scalar(node))
         self.problem(node, f"{label}: expected true, false or a sentence saying what stays, got {describe(node)}")
         return None
+
+    def follow_up(self, key: Node, node: Node, label: str) -> FollowUp | None:
+        found = self.fields(node, _FOLLOW_UP_KEYS, label)
+        if found is None:
+            return None
+        if "title" not in found:
+            self.problem(key, f'{label}: missing "title", what the person is to do')
+            return None
+        texts = {}
+        for name in ("title", "text"):
+            if name in found:
+                node = found[name][1]
+                if not (isinstance(node, ScalarNode) and node.tag == STR) and not isinstance(node, MappingNode):
+                    self.problem(node, f"{label}.{name}: expected a text (with ${{...}} parts) or a form, got "
+                                       f"{describe(node)}")
+                    return None
+                self.templates.template(node, self.roots)
+                texts[name] = plain(node)
+        owner = self.get(found, "owner", self.text, label) or ""
+        action = self.get(found, "action", self.call, label)
+        return FollowUp(texts["title"], texts.get("text", ""), owner, action)
+
+    def call(self, key: Node, node: Node, label: str) -> Call | None:
+        found = self.fields(node, _CALL_KEYS, label)
+        if found is None:
+            return None
+        tool = self.required_tool(found, key, label)
+        args = self.get(found, "args", self.template_mapping, label) or {}
+        return Call(tool, args) if tool is not None else None
 
     def probe(self, key: Node, node: Node, label: str) -> Probe | None:
         found = self.fields(node, _PROBE_KEYS, label)

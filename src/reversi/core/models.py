@@ -93,6 +93,8 @@ class EventType(StrEnum):
     HALT_LIFTED = "halt_lifted"
     CHECKPOINT = "checkpoint"
     VALUES_ERASED = "values_erased"
+    FOLLOW_UP_OPENED = "follow_up_opened"
+    FOLLOW_UP_CLOSED = "follow_up_closed"
 
 
 class StepStatus(StrEnum):

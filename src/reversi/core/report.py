@@ -68,6 +68,19 @@ class RollbackReport:
     already_undone: list[int] = field(default_factory=list)
     lines: list[str] = field(default_factory=list, repr=False)
     scope: RollbackScope | None = None  # the steps after a checkpoint, when not the whole run
+    # The follow-ups of the steps it leaves in the world (`reversi.core.follow_ups`), as dicts.
+    follow_ups: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def settled(self) -> bool:
+        """Not complete, but every step it leaves in the world has a closed follow-up, and nothing is
+        unknown, held back or waiting: what stays was taken care of by people."""
+        stays = {u.step for u in self.unrecoverable} | {f.step for f in self.failed} | {
+            a.step for a in self.awaiting_approval if a.status == "denied"}
+        waiting = any(a.status != "denied" for a in self.awaiting_approval)
+        closed = {f["step"] for f in self.follow_ups if f.get("status") == "closed"}
+        return (not self.complete and not (self.unresolved or self.unmanifested or self.deferred or waiting
+                                           or self.unverified) and stays <= closed)
 
     @property
     def complete(self) -> bool:
@@ -95,7 +108,8 @@ class RollbackReport:
             "awaiting_approval": [a.to_dict() for a in self.awaiting_approval],
             "already_undone": list(self.already_undone),
             "complete": self.complete,
-        } | ({"scope": self.scope.to_dict()} if self.scope is not None else {})
+        } | ({"scope": self.scope.to_dict()} if self.scope is not None else {}) | (
+            {"follow_ups": list(self.follow_ups), "settled": self.settled} if self.follow_ups else {})
 
     def to_text(self, read_back_hint: str = "") -> str:
         """One line per step, then the verdict. `read_back_hint` says how to run the declared read-backs

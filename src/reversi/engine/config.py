@@ -23,7 +23,7 @@ from reversi.store.base import DEFAULT_URL, STORE_URL_FORMS, is_store_url
 from reversi.store.leases import DEFAULT_LEASE_S
 
 CONFIG_KEYS = frozenset({"db", "manifests", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd", "upstreams",
-                         "retention", "sensitive_keys"})
+                         "retention", "sensitive_keys", "follow_up_cmd"})
 RETENTION_INTERVAL_S = 3600.0  # how often a server applies `retention:` (REVERSI_RETENTION_INTERVAL_S)
 
 
@@ -35,6 +35,7 @@ class Settings:
     mode: str | None = None
     compensator_cmd: str | None = None
     reader_cmd: str | None = None
+    follow_up_cmd: str | None = None  # told of each follow-up a rollback opens (JSON on stdin): an issue tracker
     upstreams: Mapping[str, Any] = field(default_factory=dict)
     rollback_lease_s: float = DEFAULT_LEASE_S
     retention: timedelta | None = None  # prune settled runs older than this (`reversi prune`, the server)
@@ -131,8 +132,8 @@ def _duration(value: Any) -> str | None:
 
 
 _CHECKS = {"db": _store_url, "manifests": _paths, "kill_switch_file": _text, "mode": _mode,
-           "compensator_cmd": _command, "reader_cmd": _command, "upstreams": _upstreams, "retention": _duration,
-           "sensitive_keys": _names}
+           "compensator_cmd": _command, "reader_cmd": _command, "follow_up_cmd": _command, "upstreams": _upstreams,
+           "retention": _duration, "sensitive_keys": _names}
 
 
 def _mode_from_env() -> str | None:
@@ -238,6 +239,7 @@ def load_settings(
         mode=_mode_from_env() or data.get("mode"),
         compensator_cmd=env.get("REVERSI_COMPENSATOR_CMD") or _command_relative_to(base, data.get("compensator_cmd")),
         reader_cmd=env.get("REVERSI_READER_CMD") or _command_relative_to(base, data.get("reader_cmd")),
+        follow_up_cmd=env.get("REVERSI_FOLLOW_UP_CMD") or _command_relative_to(base, data.get("follow_up_cmd")),
         upstreams=data.get("upstreams") or {},
         rollback_lease_s=_seconds_from_env("REVERSI_ROLLBACK_LEASE_S", DEFAULT_LEASE_S, 86_400),
         retention=_retention(data),

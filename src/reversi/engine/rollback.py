@@ -22,11 +22,13 @@ from typing import Any, TypeVar
 from reversi.core.backoff import Retry
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.expect import first_mismatch
+from reversi.core.follow_ups import follow_ups_of, opened_data
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
     Approval,
     ApprovalStatus,
+    Event,
     EventType,
     NewEvent,
     RunSnapshot,
@@ -98,6 +100,7 @@ class RollbackOptions:
     job: str | None = None  # the rollback job it runs for, journaled in each event's data (where a run stands)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # what undo windows are judged by
     deadline_first: bool = False  # take ready steps by their undo windows, soonest first (`RollbackWalk`)
+    follow_up: Callable[[dict[str, Any]], Any] | None = None  # told of each follow-up opened (an issue tracker)
 
 
 @dataclass
@@ -150,7 +153,46 @@ class RollbackExecutor:
                 _report_unchanged(action, report)
             if self.options.progress is not None:
                 await _call(self.options.progress, done, total)
+        await self._follow_ups(snapshot, walk, report)
         return report
+
+    async def _follow_ups(self, snapshot: RunSnapshot, walk: RollbackWalk, report: RollbackReport) -> None:
+        """Open a follow-up for each step the rollback leaves in the world whose entry declares one (once
+        per step, whatever the re-runs), hand each new one to the `follow_up` hook, and list them all."""
+        stays = {u.step: u.reason for u in report.unrecoverable} | {f.step: f"its undo failed: {f.error}"
+                                                                   for f in report.failed}
+        stays |= {a.step: f"the approval of its undo ({a.approval_id}) was denied"
+                  for a in report.awaiting_approval if a.status == "denied"}
+        run_id = snapshot.run.run_id
+        wanted: dict[int, dict[str, Any]] = {}
+        for index, why in sorted(stays.items()):
+            entry = walk.entry(index)
+            if entry is not None and entry.follow_up is not None:
+                ctx = reference_context(snapshot, snapshot.step(index))
+                wanted[index] = opened_data(entry.follow_up, ctx, run_id, index, why)
+        if not wanted:
+            return
+
+        def open_new(q: Queries) -> tuple[list[int], list[Event]]:
+            """In one write: a `follow_up_opened` for each step that has none yet; then the steps' events."""
+            have = {ev.step for index in wanted for ev in q.step_events(run_id, index)
+                    if ev.type == EventType.FOLLOW_UP_OPENED}
+            new = [index for index in wanted if index not in have]
+            q.append(run_id, [self._event(EventType.FOLLOW_UP_OPENED, index, wanted[index]) for index in new])
+            return new, sorted((ev for index in wanted for ev in q.step_events(run_id, index)), key=lambda e: e.seq)
+
+        opened, events = await self._write(run_id, open_new)
+        report.follow_ups = [f.to_dict() for f in follow_ups_of(run_id, events)]
+        for index in opened:
+            data = wanted[index]
+            report.lines.append(f"step {index}  follow-up opened  {data['follow_up_id']}  {data['title']}")
+            if self.options.follow_up is None:
+                continue
+            try:
+                await _call(self.options.follow_up, {"run_id": run_id, "step": index} | data)
+            except Exception as exc:  # the follow-up stands in the journal all the same
+                report.lines.append(f"step {index}  follow-up {data['follow_up_id']}: its hook failed: "
+                                    f"{_error_text(exc)}")
 
     def _snapshot(self, run_id: str) -> tuple[RunSnapshot, RunLineage] | None:
         secret = lineage_secret(self.store)

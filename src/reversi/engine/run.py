@@ -18,6 +18,7 @@ from reversi.core import redaction
 from reversi.core.backoff import Retry
 from reversi.core.calls import making
 from reversi.core.checkpoints import Checkpoint, RollbackScope, checkpoints_of, rollback_scope
+from reversi.core.follow_ups import FollowUpState, follow_ups_of
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet, Probe, ToolEntry
 from reversi.core.models import (
@@ -44,7 +45,7 @@ from reversi.core.standing import RunStanding, run_standing
 from reversi.core.walk import entry_of, reference_context
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, Read, needs_capture, take_capture
-from reversi.engine.commands import command_reader
+from reversi.engine.commands import command_compensator, command_reader
 from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
@@ -74,8 +75,13 @@ class RollbackArguments(TypedDict, total=False):
     job: str | None  # the job it runs for (journaled with each of its events)
     clock: Callable[[], datetime] | None  # the time undo windows are judged by (default: the system's clock)
     deadline_first: bool  # take the steps whose undo windows close soonest first, never past a dependent
+    follow_up: Callable[[dict[str, Any]], Any] | None  # told of each follow-up opened (default: follow_up_cmd)
 
 _NO_RESULT: Any = object()
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
@@ -435,6 +441,10 @@ class Run:
                 raise NotFound(f"no run {self.id}")
             return snap, run_lineage(q, snap, manifests or self._ledger.manifests, secret)
 
+    def _follow_up_command(self) -> Callable[[dict[str, Any]], Any] | None:
+        cmd = self._ledger.settings.follow_up_cmd
+        return command_compensator(cmd, what="follow_up_cmd") if cmd else None
+
     async def arollback(
         self, compensate: Compensate | None = None, **options: Unpack[RollbackArguments]
     ) -> RollbackReport:
@@ -456,7 +466,8 @@ class Run:
                 progress=options.get("progress"),
                 job=options.get("job"),
                 deadline_first=options.get("deadline_first", False),
-                **({"clock": clock} if (clock := options.get("clock")) is not None else {}),
+                clock=options.get("clock") or _system_clock,
+                follow_up=options.get("follow_up") or self._follow_up_command(),
             ),
         )
         lock = await _take_lock(
@@ -550,6 +561,33 @@ class Run:
             self.resolve(state.index, outcome.status, outcome.result, outcome.note or "settled by a probe", actor)
             settled.append(state.index)
         return settled
+
+    def follow_ups(self) -> list[FollowUpState]:
+        """The follow-ups rollbacks opened for steps they left in the world (`reversi.core.follow_ups`)."""
+        return follow_ups_of(self.id, self.events())
+
+    def close_follow_up(self, step: int, note: str, actor: str | None = None) -> FollowUpState:
+        """Close the follow-up of `step`, saying what was done (`note`), as `actor`.
+
+        Raises:
+            BadInput: no note.
+            NotFound: the step has no follow-up.
+            Conflict: it is closed already.
+        """
+        step = _step_number(step)
+        if not isinstance(note, str) or not note.strip():
+            raise BadInput("a note is required: say what was done")
+        with self._ledger.store.write() as q:
+            events = q.step_events(self.id, step, lock_run=True)
+            found = follow_ups_of(self.id, events)
+            if not found:
+                raise NotFound(f"step {step} of {self.id} has no follow-up")
+            if found[0].status == "closed":
+                raise Conflict(f"the follow-up of step {step} of {self.id} was closed by {found[0].closed_by} at "
+                               f"{found[0].closed_at}")
+            data = {"follow_up_id": found[0].follow_up_id, "note": note, "principal": self._ledger.principal}
+            q.append(self.id, [NewEvent(EventType.FOLLOW_UP_CLOSED, step, self._ledger.actor(actor), data)])
+            return follow_ups_of(self.id, q.step_events(self.id, step))[0]
 
     def reconcile_by_probes(self, reader: ReadBack, actor: str | None = None) -> list[Probed]:
         """Settle each `intended` or `uncertain` step whose manifest entry declares a `probe` from what

@@ -39,7 +39,7 @@ __all__ = ["CLEAR", "SEALED", "SEALED_FIELDS", "DataKeyQueries", "DataKeyRow", "
 # was read back or captured), sealed together under `SEALED`; the rest (status, tool, step numbers,
 # keys, who) is the journal's structure and stays in clear, so a process without the key still plans.
 SEALED_FIELDS = ("args", "result", "error", "arguments", "answer", "mismatch", "before", "before_absent", "capture",
-                 "text", "before_text")
+                 "text", "before_text", "title", "action")
 SEALED = "sealed"
 
 _KEPT_UNWRAPPED = 4096  # data keys kept unwrapped in memory, by (id, wrapped form)
