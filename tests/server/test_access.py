@@ -39,6 +39,7 @@ SAMPLES: dict[str, dict[str, object]] = {
     "record_outcome": {"status": "failed", "error": "no"},
     "start_rollback": {},
     "resolve_step": {"status": "failed", "note": "checked"},
+    "close_follow_up": {"note": "called the customer"},
     "approve": {"note": "fine"},
     "deny": {"note": "not fine"},
     "add_halt": {"reason": "testing", "scope": {"tool": "nothing.*"}},

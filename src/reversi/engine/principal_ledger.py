@@ -18,6 +18,7 @@ import anyio
 from reversi.core import redaction
 from reversi.core.backoff import Retry
 from reversi.core.checkpoints import Checkpoint
+from reversi.core.follow_ups import FollowUpState
 from reversi.core.halts import can_stop_tenant
 from reversi.core.models import (
     Approval,
@@ -295,6 +296,23 @@ class PrincipalLedger:
         """
         run = self.get_run(run_id, Access.OPERATE)
         return run.resolve(step, status, note=note, actor=actor or self.principal.name, **result)
+
+    def follow_ups(self, run_id: str) -> list[FollowUpState]:
+        """A run's follow-ups; see `Run.follow_ups`.
+
+        Raises:
+            Forbidden: not an operator of the run's tenant.
+        """
+        return self.get_run(run_id, Access.OPERATE).follow_ups()
+
+    def close_follow_up(self, run_id: str, step: int, note: str, *, actor: str | None = None) -> FollowUpState:
+        """Close a step's follow-up; see `Run.close_follow_up`.
+
+        Raises:
+            Forbidden: not an operator of the run's tenant.
+            BadInput, NotFound, Conflict: as `Run.close_follow_up`.
+        """
+        return self.get_run(run_id, Access.OPERATE).close_follow_up(step, note, actor or self.principal.name)
 
     # -- recording: the journal's hot path -------------------------------------------------------
 

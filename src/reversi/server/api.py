@@ -164,6 +164,18 @@ def resolve_step(call: Call) -> Response:
     return reply(call.ledger.resolve(run_id, step, body.status, note=body.note, actor=body.actor, **found).to_dict())
 
 
+def list_follow_ups(call: Call) -> Response:
+    masker = call.ledger.masker()
+    return page([masker.value(f.to_dict()) for f in call.ledger.follow_ups(call.run_id)], None)
+
+
+def close_follow_up(call: Call) -> Response:
+    run_id = call.ledger.run_record(call.run_id, Access.OPERATE).run_id
+    body = call.body(bodies.CloseFollowUp)
+    closed = call.ledger.close_follow_up(run_id, call.step, body.note, actor=body.actor)
+    return reply(call.ledger.masker().value(closed.to_dict()))
+
+
 # -- approvals ------------------------------------------------------------------------------------
 
 
@@ -282,6 +294,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "A rollback job of many runs: state, what was contained, the report when done.", {200: "ScopeJob"}),
     Endpoint("POST", f"{_RUNS}/steps/{{step}}/resolve", resolve_step, Role.OPERATOR,
              "Settle an unresolved step (status, note; result to let it be undone).", {200: "Step"}, bodies.Resolve),
+    Endpoint("GET", f"{_RUNS}/follow-ups", list_follow_ups, Role.OPERATOR,
+             "The follow-ups rollbacks opened for the steps they left in the world, in the order opened.",
+             {200: "FollowUpList"}),
+    Endpoint("POST", f"{_RUNS}/steps/{{step}}/follow-up/close", close_follow_up, Role.OPERATOR,
+             "Close a step's follow-up, saying what was done (note).", {200: "FollowUp"}, bodies.CloseFollowUp),
     Endpoint("GET", f"{_RUNS}/events", get_events, Role.AGENT,
              "The run's journal in seq order (JSON lines with Accept: application/x-ndjson).",
              {200: "EventList"}, query=_PAGE, ndjson=True),

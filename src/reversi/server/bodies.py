@@ -66,6 +66,11 @@ class Resolve(Body):
     actor: str | None = None
 
 
+class CloseFollowUp(Body):
+    note: NonEmpty
+    actor: str | None = None
+
+
 class Rollback(Body):
     confirm: bool = False
     approve_compensations: bool = False

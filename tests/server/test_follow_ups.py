@@ -1,0 +1,46 @@
+"""Follow-ups over HTTP, on both stores: an operator of the run's tenant lists them and closes one with
+a note (journaled as that principal); an operator of another tenant and an agent may not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.cli.test_follow_ups import MANIFEST
+from tests.server.conftest import Site
+
+
+def test_an_operator_of_the_tenant_lists_and_closes_follow_ups(
+    manifest: Path, make_site: Callable[..., Site]
+) -> None:
+    manifest.write_text(MANIFEST)
+    site = make_site()
+    for label, role, tenant in (("agent", "agent", "acme"), ("acme-operator", "operator", "acme"),
+                                ("other-operator", "operator", "other")):
+        site.add_key(label, role, tenant)
+    run = site.ledger.start_run(tenant="acme")
+    run.begin("email.send", {"to": "ada@example.com", "subject": "Hi", "token": "s3cret"}).succeeded({"sent": 1})
+    run.begin("crm.lookup", {}).succeeded({})
+    report = run.rollback()
+    assert [f["step"] for f in report.follow_ups] == [0]
+
+    listed = site.client("acme-operator").get(f"/v1/runs/{run.id}/follow-ups")
+    assert listed.status_code == 200, listed.text
+    [shown] = listed.json()["items"]
+    assert (shown["status"], shown["owner"], shown["title"]) == (
+        "open", "support", "Send a correction to ada@example.com about 'Hi'")
+    for who in ("other-operator", "agent"):
+        assert site.client(who).get(f"/v1/runs/{run.id}/follow-ups").status_code in (403, 404)
+        refused = site.client(who).post(f"/v1/runs/{run.id}/steps/0/follow-up/close", json={"note": "mine"})
+        assert refused.status_code in (403, 404)
+
+    closed = site.client("acme-operator").post(f"/v1/runs/{run.id}/steps/0/follow-up/close",
+                                                json={"note": "sent the correction"})
+    assert closed.status_code == 200, closed.text
+    assert (closed.json()["status"], closed.json()["closed_by"]) == ("closed", "acme-operator")
+    again = site.client("acme-operator").post(f"/v1/runs/{run.id}/steps/0/follow-up/close", json={"note": "x"})
+    assert again.status_code == 409 and "was closed by acme-operator" in again.json()["error"]["message"]
+    none = site.client("acme-operator").post(f"/v1/runs/{run.id}/steps/1/follow-up/close", json={"note": "x"})
+    assert none.status_code == 404
+    empty = site.client("acme-operator").post(f"/v1/runs/{run.id}/steps/0/follow-up/close", json={"note": ""})
+    assert empty.status_code == 400
