@@ -82,3 +82,21 @@ def test_deadline_first_is_for_one_run(db_url: str, here: Path, run_id: str) -> 
         code, _, err = _cli(db_url, here, command, "--tool", "bank.transfer", "--deadline-first")
         assert code == 1 and err.strip() == ("reversi: error: --deadline-first and --reconcile are for one RUN: a "
                                              "scope of runs is undone newest first, as it stands"), err
+
+
+def test_runs_expiring_lists_the_standing_steps_whose_windows_close_soon(db_url: str, here: Path,
+                                                                         run_id: str) -> None:
+    code, out, err = _cli(db_url, here, "runs", "--expiring", "24h", "--json")
+    assert code == 0, err
+    assert [(c["run_id"], c["step"]) for c in json.loads(out)] == [(run_id, 0)]  # 2 h left; 3 and 9 days do not
+    code, out, _ = _cli(db_url, here, "runs", "--expiring", "4d")
+    lines = out.splitlines()
+    assert lines[0].split() == ["RUN", "STEP", "TOOL", "CLOSES", "LEFT"]
+    assert [line.split()[1] for line in lines[1:]] == ["0", "1"]
+    _cli(db_url, here, "rollback", run_id, "--compensator-cmd", UNDO)
+    code, out, _ = _cli(db_url, here, "runs", "--expiring", "30d")
+    assert out.strip() == "no standing step's undo window closes within 30d"  # all undone: none stands
+    for bad, said in ((["--expiring", "soon"], "--expiring 'soon': expected a duration like 90d, 12h or 30m"),
+                      (["--expiring", "1d", "--actor", "x"], "--expiring takes no other filter")):
+        code, _, err = _cli(db_url, here, "runs", *bad)
+        assert code == 1 and said in err and len(err.strip().splitlines()) == 1, err

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reversi.cli.context import echo, echo_json, echo_json_text, json_option, state
+from reversi.cli.context import echo, echo_json, echo_json_text, json_option, manifest_option, state
 from reversi.core import redaction
 from reversi.core.json_values import compact
 from reversi.core.models import EventType
@@ -30,12 +30,22 @@ def _since(value: str | None) -> str | None:
 @click.option("--tenant", help="Only runs of this tenant.")
 @click.option("--since", help="Only runs opened since (30m, 2h, 7d, or a date).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many runs.")
+@click.option("--expiring", metavar="DURATION",
+              help="Instead: the standing steps whose undo windows close within DURATION (24h, 7d), soonest first.")
+@manifest_option
 @json_option
 @click.pass_context
 def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str | None, since: str | None,
-         limit: int | None, as_json: bool) -> int:
+         limit: int | None, expiring: str | None, manifests: tuple[str, ...], as_json: bool) -> int:
     """List runs, newest first, with counts of their steps."""
     from reversi.engine.ledger import RunFilter
+
+    if expiring is not None:
+        if any(v is not None for v in (status, actor, tenant, since, limit)):
+            from reversi.errors import BadInput
+
+            raise BadInput("--expiring takes no other filter: it looks at every run with a standing step")
+        return _expiring(ctx, expiring, manifests, as_json)
 
     with state(ctx).ledger(reading=True) as ledger:
         found = ledger.list_runs(RunFilter(status, actor, tenant, _since(since), limit))
@@ -49,6 +59,26 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
              str(d["standing"]), str(d["unresolved"])] for d in (s.to_dict() for s in found)]
     for line in _columns(["RUN", "CREATED", "ACTOR", "TENANT", "STEPS", "STANDING", "UNRESOLVED"], rows, numbers=3):
         echo(line)
+    return 0
+
+
+def _expiring(ctx: click.Context, within: str, manifests: tuple[str, ...], as_json: bool) -> int:
+    from reversi.core.times import parse_duration
+
+    span = parse_duration(within, what="--expiring")
+    with state(ctx).ledger(manifests, reading=True) as ledger:
+        found, more = ledger.closing(span)
+    if as_json:
+        echo_json([c.to_dict() for c in found])
+        return 0
+    if not found:
+        echo(f"no standing step's undo window closes within {within}")
+    else:
+        rows = [[c.run_id, str(c.step), c.tool, c.closes, c.left] for c in found]
+        for line in _columns(["RUN", "STEP", "TOOL", "CLOSES", "LEFT"], rows, numbers=1):
+            echo(line)
+    if more:
+        echo("(only the 1000 newest runs with standing steps were looked at)")
     return 0
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from reversi.core.references import ReferenceContext, resolve
 from reversi.core.times import format_time, parse_time
 
-__all__ = ["UndoWindow", "WindowUnknown", "moment", "time_left"]
+__all__ = ["Closing", "UndoWindow", "WindowUnknown", "moment", "time_left"]
 
 
 class WindowUnknown(ValueError):
@@ -52,6 +52,20 @@ class UndoWindow:
             return start + self.length
         except OverflowError:
             raise WindowUnknown(f"{format_time(start)} plus the window is past the calendar") from None
+
+
+@dataclass(frozen=True)
+class Closing:
+    """A standing step whose undo window closes soon: where, when (RFC 3339), and how long is left."""
+
+    run_id: str
+    step: int
+    tool: str
+    closes: str
+    left: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "step": self.step, "tool": self.tool, "closes": self.closes, "left": self.left}
 
 
 def moment(value: Any) -> datetime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, Unpack
 
 import anyio
@@ -33,6 +33,8 @@ from reversi.core.models import (
 )
 from reversi.core.scopes import ScopePlan, ScopeReport, Selection
 from reversi.core.sensitive import Masker, SensitivePath
+from reversi.core.times import parse_time
+from reversi.core.windows import Closing
 from reversi.engine import access, approvals, drills, encryption, erasure, halts, incidents, jobs, keys, retention
 from reversi.engine.capture import Captured
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
@@ -272,6 +274,26 @@ class Ledger:
                 if f.limit is not None and len(summaries) >= f.limit:
                     break
         return summaries
+
+    def closing(
+        self, within: timedelta, *, now: datetime | None = None, scan: int = 1000
+    ) -> tuple[list[Closing], bool]:
+        """The standing steps whose undo windows close within `within` (of `now`), soonest first, in the
+        `scan` newest runs with standing steps; and whether more runs were left unscanned. Each run is
+        planned, so this costs a plan per run scanned."""
+        now = now or datetime.now(UTC)
+        until = now + within
+        found: list[Closing] = []
+        scanned = 0
+        with self.store.read() as q:
+            records = [r for r in q.list_runs() if q.run_summary(r).standing]
+        for record in records[:scan]:
+            scanned += 1
+            for action in self.get_run(record.run_id).plan(now=now).actions:
+                window = action.compensation.window if action.compensation is not None else None
+                if window is not None and window.closes is not None and parse_time(window.closes) <= until:
+                    found.append(Closing(record.run_id, action.step, action.tool, window.closes, window.left or ""))
+        return sorted(found, key=lambda c: (c.closes, c.run_id, c.step)), len(records) > scanned
 
     # -- rollbacks of many runs (`reversi.engine.incidents`) -----------------------------------------
 
