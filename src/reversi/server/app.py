@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -140,6 +141,9 @@ class ReversiApp(Starlette):
             await super().__call__(scope, receive, send)
 
 
+_EVERY_WINDOW = timedelta(days=365 * 100)  # every window a standing step has, for the soonest of them
+
+
 def create_app(
     ledger: Ledger,
     *,
@@ -178,7 +182,12 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "version": version()})
 
+    def read_windows() -> None:
+        now = datetime.now(UTC)
+        metrics.windows(lambda: ledger.closing(_EVERY_WINDOW, now=now)[0], now)
+
     async def metrics_page(request: Request) -> Response:
+        await anyio.to_thread.run_sync(read_windows, limiter=state.limiter)
         return Response(metrics.exposition(), media_type=metrics.content_type)
 
     async def openapi(request: Request) -> Response:

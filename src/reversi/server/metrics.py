@@ -1,13 +1,18 @@
-"""Prometheus metrics: calls recorded, refusals by reason, rollbacks by outcome, request latencies, and
-what retention pruned and holds back."""
+"""Prometheus metrics: calls recorded, refusals by reason, rollbacks by outcome, request latencies, what
+retention pruned and holds back, and the undo windows of standing steps that close soon."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from reversi.core.times import parse_time
+from reversi.core.windows import Closing
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -41,7 +46,28 @@ class Metrics:
             "Runs opened before the retention window that its last pass kept (something in them is still open).",
             registry=self.registry,
         )
+        self.window_soonest = Gauge(
+            "reversi_undo_window_soonest_seconds",
+            "Seconds until the soonest undo window of a standing step closes (-1: none has one).",
+            registry=self.registry,
+        )
+        self.windows_closing = Gauge(
+            "reversi_undo_windows_closing_24h", "Standing steps whose undo window closes within 24 hours.",
+            registry=self.registry,
+        )
         self._series: dict[tuple[str, str, str], Any] = {}  # labels() looks its child up each time; this once
+        self._windows_at: float | None = None
+
+    def windows(self, read: Callable[[], list[Closing]], now: datetime, every_s: float = 60.0) -> None:
+        """Set the window gauges from `read()` (the standing steps' windows, soonest first), at most once
+        every `every_s` seconds: each read plans every run with a standing step."""
+        if self._windows_at is not None and time.monotonic() - self._windows_at < every_s:
+            return
+        self._windows_at = time.monotonic()
+        found = read()
+        left = [(parse_time(c.closes) - now).total_seconds() for c in found]
+        self.window_soonest.set(min(left) if left else -1)
+        self.windows_closing.set(sum(1 for s in left if s <= 86_400))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one request's latency under its method, route template and status."""
