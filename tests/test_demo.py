@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -120,6 +121,8 @@ def test_the_report_ends_incomplete_because_of_the_email(demo: DemoRun) -> None:
     assert "  step 6  http.send_email  unrecoverable  cannot be undone" in report
     assert "  step 4  sql.update  compensated -> sql.restore_rows (1 attempt), verified" in report
     assert "  step 1  fs.write_file  compensated -> fs.restore (1 attempt), verified" in report
+    assert re.search(r"^  step 6  follow-up opened  fu_\w+  Send a correction to ap@acme.example about "
+                     r"'Receipt for INV-2041'$", report, re.M), report  # what a person does about the email
     assert "  rollback INCOMPLETE" in report
 
 
