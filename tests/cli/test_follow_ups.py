@@ -123,3 +123,54 @@ def test_the_follow_up_command_may_not_be_empty(here: Path) -> None:
     (here / "reversi.yaml").write_text("follow_up_cmd: ' '\n")
     done = reversi_cli("runs", cwd=here, env={k: v for k, v in os.environ.items() if k != "REVERSI_FOLLOW_UP_CMD"})
     assert done.returncode == 1 and "follow_up_cmd is empty" in done.stderr
+
+
+def test_a_follow_up_is_closed_when_a_later_rollback_undoes_its_step(db_url: str, here: Path, run_id: str) -> None:
+    from tests.cli.conftest import UNDO
+
+    rollback = ("rollback", run_id, "-m", str(here / "tools.yaml"), "--json", "--compensator-cmd")
+    _, first, _ = _cli(db_url, here, *rollback, FAILS)
+    assert [f["step"] for f in first["follow_ups"]] == [0, 1]  # the refund failed: someone must do it
+    _, second, _ = _cli(db_url, here, *rollback, UNDO)  # the card network is back
+    assert second["compensated"] == [0]
+    assert [(f["step"], f["status"]) for f in second["follow_ups"]] == [(1, "open")]
+    with reversi.open(db_url) as ledger:
+        closed = next(f for f in ledger.get_run(run_id).follow_ups() if f.step == 0)
+    assert (closed.status, closed.note) == ("closed", "undone by a later rollback")
+
+
+def test_secrets_in_a_calls_values_are_masked_in_follow_ups_and_their_hook(db_url: str, here: Path) -> None:
+    (here / "tools.yaml").write_text(MANIFEST.replace("about '${args.subject}'", "(login ${args.password})"))
+    with reversi.open(db_url, manifests=[str(here / "tools.yaml")]) as ledger:
+        run = ledger.start_run()
+        run.begin("email.send", {"to": "ada@example.com", "subject": "s", "password": "hunter2-Sup3rS3cret"}
+                  ).succeeded({"sent": True})
+    told = here / "told.jsonl"
+    code, report, err = _cli(db_url, here, "rollback", str(run.id), "-m", str(here / "tools.yaml"), "--json",
+                             env={"REVERSI_FOLLOW_UP_CMD": f"{HOOK} {told}"})
+    assert code == 2, err
+    listed = _cli(db_url, here, "follow-ups", "list", str(run.id), "--json")[1]
+    for shown in (json.dumps(report, ensure_ascii=False), told.read_text(),
+                  _cli(db_url, here, "follow-ups", "list", str(run.id))[1], json.dumps(listed, ensure_ascii=False)):
+        assert "hunter2" not in shown and "sensitive:" in shown, shown
+
+
+def test_a_follow_up_command_that_cannot_run_is_said_and_the_rollback_goes_on(
+    db_url: str, here: Path, run_id: str
+) -> None:
+    said = []
+    for cmd in ('"unterminated', "   "):  # the second rollback opens nothing new: it just goes on
+        code, report, err = _cli(db_url, here, "rollback", run_id, "-m", str(here / "tools.yaml"),
+                                 "--compensator-cmd", FAILS, env={"REVERSI_FOLLOW_UP_CMD": cmd})
+        assert code == 2, err
+        said.append(report)
+    assert "its hook failed: follow_up_cmd (REVERSI_FOLLOW_UP_CMD): cannot parse" in said[0]
+
+
+def test_a_step_a_remote_worker_holds_gets_no_follow_up(db_url: str, here: Path, run_id: str) -> None:
+    with reversi.open(db_url, manifests=[str(here / "tools.yaml")]) as ledger:
+        run = ledger.get_run(run_id)
+        run.begin_compensation(0, lease_s=300, worker="w1")  # its undo is under way elsewhere
+        report = run.rollback(lambda call: {"undone": call["tool"]})
+    assert [(f.step, f.attempts) for f in report.failed] == [(0, 0)]
+    assert [f["step"] for f in report.follow_ups] == [1]  # the email's; not the refund a worker is making

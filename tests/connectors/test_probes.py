@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.connectors.conftest import READER, reversi_cli
+from tests.connectors.conftest import CONNECTORS, READER, reversi_cli
 from tests.connectors.fake_server import URL, served_with
 
 import reversi
@@ -105,3 +105,59 @@ def test_each_misuse_of_a_probe_is_said_at_its_line(probe: str, said: str) -> No
     text = f"version: 1\ntools:\n  t:\n    irreversible: true\n    probe: {probe}\n"
     problems = [str(p) for p in parse_manifest(text, "m.yaml")[1]]
     assert any(said in p and p.startswith("m.yaml:") for p in problems), problems
+
+
+FS_MANIFEST = """
+version: 1
+tools:
+  fs.write_file:
+    probe:
+      tool: fs.stat
+      args: {path: "$args.path"}
+      took_effect: {exists: true, sha256: {$exists: true}}
+      not_taken: {exists: false}
+    irreversible: "a test of probes only"
+"""
+
+
+@pytest.mark.anyio
+async def test_the_gateways_operator_reconciles_by_reading_on_its_upstream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.connectors.test_gateway import _gateway, _ok
+
+    root = tmp_path / "world"
+    root.mkdir()
+    (root / "made.txt").write_text("the agent's\n")
+    monkeypatch.setenv("REVERSI_FS_ROOT", str(root))
+    manifest = tmp_path / "fs.yaml"
+    manifest.write_text(FS_MANIFEST)
+    db = f"sqlite:///{tmp_path}/r.db"
+    with reversi.open(db, manifests=[str(manifest)]) as ledger:
+        run = ledger.start_run("run_probe")
+        run.begin("fs.write_file", {"path": "made.txt", "content": "the agent's\n"}).uncertain("timed out")
+        run.begin("fs.write_file", {"path": "never.txt", "content": "x"}).uncertain("timed out")
+    common = ["--upstream", f"c={CONNECTORS} serve fs", "--db", db, "-m", str(manifest)]
+    async with _gateway("operator", *common) as operator:
+        said = _ok(await operator.call_tool("reversi.reconcile", {"run_id": "run_probe"}))
+    assert [(s["step"], s["outcome"]) for s in said["steps"]] == [(1, "failed"), (0, "succeeded")]
+    with reversi.open(db) as ledger:
+        steps = ledger.get_run("run_probe").steps()
+    assert steps[0].status.value == "succeeded" and steps[0].result["path"] == "made.txt"
+    assert steps[1].status.value == "failed" and steps[0].settled_by == "probe"
+
+
+def test_a_probe_never_overwrites_what_someone_settled_while_it_read(db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "tools.yaml").write_text(MANIFEST)
+    with reversi.open(db_url, manifests=[str(tmp_path / "tools.yaml")]) as ledger:
+        run = ledger.start_run()
+        run.begin("stripe.create_charge", {"amount": 1, "metadata": {"order": "o-9"}}).uncertain("timed out")
+
+        def read(tool: str, arguments: object) -> object:  # meanwhile, an operator checks by hand
+            run.resolve(0, "failed", note="the dashboard shows no charge", actor="dana")
+            return {"data": [{"id": "ch_x"}]}
+
+        [said] = run.reconcile_by_probes(read)
+        assert said.outcome == "settled meanwhile" and "it is failed" in said.why
+        step = run.steps()[0]
+        assert (step.status.value, step.settled_by) == ("failed", "dana")

@@ -82,7 +82,9 @@ def test_a_window_whose_moment_cannot_be_read_is_said_and_the_undo_still_planned
     actions = _plan(snapshot, T)
     assert actions[0].describe().endswith("(its undo window is unknown: $result.recallable_until names nothing)")
     assert actions[0].to_dict()["undo_window_unknown"] == "$result.recallable_until names nothing"
-    assert actions[1].describe().endswith("(its undo window is unknown: 'tomorrow' is no RFC 3339 time)")
+    # the value is the agent's: it is not quoted back, the reference is
+    assert actions[1].describe().endswith("(its undo window is unknown: $result.recallable_until: not an RFC 3339 "
+                                          "time)")
     assert "got bool" in actions[2].describe()
 
 
@@ -94,7 +96,8 @@ def test_moments_are_read_as_apis_give_them(value: Any, expected: datetime) -> N
     assert moment(value) == expected
 
 
-@pytest.mark.parametrize("value", ["", "soon", None, [], {}, True, float("nan"), float("inf"), 10**20, "9" * 400])
+@pytest.mark.parametrize("value", ["", "soon", None, [], {}, True, float("nan"), float("inf"), 10**20, "9" * 400,
+                                   "9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00", -10**12])
 def test_what_is_no_moment_is_said_so(value: Any) -> None:
     with pytest.raises(WindowUnknown):
         moment(value)
@@ -124,3 +127,22 @@ def _problems(body: str) -> list[str]:
 def test_each_misuse_of_a_window_is_said_at_its_line(body: str, said: str) -> None:
     found = _problems(body)
     assert any(said in p for p in found), found
+
+
+def test_a_moment_at_the_calendars_edge_leaves_the_window_unknown_not_the_run_unplannable() -> None:
+    snapshot = _snapshot(("bank.transfer", {"id": "a", "recallable_until": "9999-12-31T23:00:00-05:00"}, "t"),
+                         ("bank.transfer", {"id": "b", "recallable_until": "2099-01-01T00:00:00Z"}, "t"))
+    actions = _plan(snapshot, T)
+    assert actions[0].describe().endswith("its undo window is unknown: $result.recallable_until: a time past the "
+                                          "calendar's edge)")
+    assert actions[1].kind.value == "compensate"
+
+
+def test_an_undo_begun_before_its_window_closed_is_still_planned_so_it_is_read_back_first() -> None:
+    run = RunRecord("run_w", "p", Mode.OBSERVE, Scope("ann", "", ""), {}, "2026-01-01T00:00:00Z")
+    result = {"id": "tr", "recallable_until": "2026-12-05T11:00:00Z"}
+    events = [Event("run_w", 0, 0, "intended", "t", "ann", {"tool": "bank.transfer", "args": {}}),
+              Event("run_w", 1, 0, "succeeded", "t", "ann", {"result": result}),
+              Event("run_w", 2, 0, "compensating", "t", "ann", {"tool": "bank.recall", "attempt": 1})]
+    begun = RunSnapshot(run, (derive_step(StepRecord("run_w", 0, "bank.transfer", {}), events),))
+    assert _plan(begun, T)[0].kind.value == "compensate"

@@ -48,3 +48,40 @@ def test_a_window_that_closes_while_the_rollback_runs_stops_that_undo(db_url: st
             (0, "the undo window closed at 2030-01-01T12:05:00.000000Z")]
         assert [s.status.value for s in run.steps()] == ["succeeded", "compensated", "succeeded"]
         assert not [e for e in run.events() if e.step in (0, 2) and e.type.startswith("compensat")]
+
+
+READ_BACK = MANIFEST + """    verification:
+      {tool: bank.get_transfer, args: {id: "$result.id"}, expect: {status: recalled}}
+"""
+
+
+def test_an_undo_interrupted_before_its_window_closed_is_read_back_before_it_is_given_up(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A crash between the recall and its journal entry, and the re-run comes after the window closed:
+    the read-back decides, not the clock."""
+    from reversi.core.models import EventType, NewEvent
+    from reversi.core.plan import compensation_key
+
+    (tmp_path / "tools.yaml").write_text(READ_BACK)
+    sent: list[Any] = []
+    with reversi.open(db_url, manifests=[str(tmp_path / "tools.yaml")]) as ledger:
+        for recalled in (True, False):
+            run = ledger.start_run()
+            run.begin("bank.transfer", {}).succeeded({"id": "tr", "recallable_until": format_time(T)})
+            with ledger.store.write() as q:  # what the interrupted rollback left: `compensating`, no outcome
+                q.append(run.id, [NewEvent(EventType.COMPENSATING, 0, "ops", {
+                    "tool": "bank.recall", "args": {"id": "tr"}, "attempt": 1,
+                    "idempotency_key": compensation_key(run.id, 0, "bank.recall")})])
+            answer = {"status": "recalled" if recalled else "sent"}
+
+            def read(tool: str, args: Any, answer: dict[str, str] = answer) -> dict[str, str]:
+                return answer
+
+            report = run.rollback(sent.append, verifier=read, clock=lambda: T + timedelta(hours=1))
+            if recalled:
+                assert report.compensated == [0] and report.complete
+            else:
+                assert [(u.step, u.reason) for u in report.unrecoverable] == [
+                    (0, "the undo window closed at 2030-01-01T12:00:00.000000Z")]
+    assert sent == []  # neither was sent again: one was found undone, the other's window had closed

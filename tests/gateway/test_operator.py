@@ -41,6 +41,7 @@ async def test_an_operator_plans_rolls_back_resolves_and_halts(tmp_path: Path, s
                 "reversi.plan_scope",
                 "reversi.rollback_scope",
                 "reversi.resolve_step",
+                "reversi.reconcile",
                 "reversi.list_runs",
                 "reversi.halt",
                 "reversi.resume",

@@ -483,6 +483,6 @@ def test_another_principals_run_is_refused_on_the_gateways_endpoints(site: Site,
             return answers
 
     refused = run_coroutine(operator_tools("other-operator"))
-    assert len(refused) == 3 and set(refused.values()) == {f"{run_id} belongs to another principal"}, refused
+    assert len(refused) == 4 and set(refused.values()) == {f"{run_id} belongs to another principal"}, refused
     assert run_coroutine(operator_tools("acme-operator"))["reversi.plan_rollback"] == "ok"
     assert site.client("other-operator").get(f"/v1/runs/{run_id}").status_code == 403

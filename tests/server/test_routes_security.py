@@ -63,7 +63,7 @@ GATEWAY_ROUTES = {"/healthz": PUBLIC, "/metrics": PUBLIC, "/mcp": GUARDED, "/ope
 # The operator tools over MCP: those naming a run are refused another tenant's (tests/server/test_access.py).
 OPERATOR = {"reversi.plan_rollback": SCOPED, "reversi.execute_rollback": SCOPED, "reversi.resolve_step": SCOPED,
             "reversi.plan_scope": LISTING, "reversi.rollback_scope": LISTING,
-            "reversi.list_runs": LISTING, "reversi.halt": OWN, "reversi.resume": OWN}
+            "reversi.list_runs": LISTING, "reversi.halt": OWN, "reversi.resume": OWN, "reversi.reconcile": SCOPED}
 # Principals with no claim on the victim's things: an agent of the same tenant, and each role of another.
 INTRUDERS = ["agent2", "outsider", "other-operator", "other-admin"]
 MARKER = "victim-marker-8d1c"

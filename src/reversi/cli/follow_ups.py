@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reversi.cli.context import echo, echo_json, json_option, state
+from reversi.core import redaction
 
 
 @click.group("follow-ups")
@@ -23,14 +24,13 @@ def list_follow_ups(ctx: click.Context, run_id: str, only_open: bool, as_json: b
 
     check_run_id(run_id)
     with state(ctx).ledger(()) as ledger:
-        masker = ledger.masker()
-        found = [f for f in ledger.get_run(run_id).follow_ups() if not only_open or f.status == "open"]
+        found = [f for f in ledger.get_run(run_id).follow_ups(ledger.masker()) if not only_open or f.status == "open"]
     if as_json:
-        echo_json([masker.value(f.to_dict()) for f in found])
+        echo_json([f.to_dict() for f in found])
     elif not found:
         echo("no follow-ups" if not only_open else "no open follow-ups")
     for f in found if not as_json else ():
-        echo(masker.text(f.describe()))
+        echo(f.describe())
     return 0
 
 
@@ -50,7 +50,9 @@ def close(ctx: click.Context, run_id: str, step: int, note: str | None, actor: s
     if not note or not note.strip():
         raise BadInput("a note is required (--note): say what was done")
     with state(ctx).ledger(()) as ledger:
-        closed = ledger.get_run(run_id).close_follow_up(step, note, actor)
+        run = ledger.get_run(run_id)
+        closed = run.close_follow_up(step, note, actor)
+        closed = redaction.follow_up(redaction.learn(ledger.masker(), run.steps()), closed)
     if as_json:
         echo_json(closed.to_dict())
     else:

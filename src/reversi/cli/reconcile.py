@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reversi.cli.context import echo, echo_json, json_option, manifest_option, state
+from reversi.core import redaction
 
 
 @click.command()
@@ -35,7 +36,10 @@ def reconcile(ctx: click.Context, run_id: str, reader_cmd: str | None, cmd_timeo
         raise ConfigError("nothing to read with: pass --reader-cmd, or set reader_cmd in reversi.yaml")
     reader = command_reader(reader_cmd, cmd_timeout, what="--reader-cmd")
     with state(ctx).ledger(manifests) as ledger:
-        found = ledger.get_run(run_id).reconcile_by_probes(reader, actor=actor)
+        run = ledger.get_run(run_id)
+        found = run.reconcile_by_probes(reader, actor=actor)
+        masker = redaction.learn(ledger.masker(), run.steps())  # a reader's error may quote a credential
+        found = [redaction.probed(masker, probed) for probed in found]
     left = [probed for probed in found if probed.outcome == "unresolved"]
     if as_json:
         echo_json({"run_id": run_id, "steps": [probed.to_dict() for probed in found], "settled": not left})

@@ -232,6 +232,7 @@ class StepState:
     result_text: str | None = None  # the result's text as it came, when it was read as JSON
     before_text: str | None = None  # the capture's text as it came, likewise
     declared_undo: Any = None  # the undo its server declared, when that was its entry (`core.server_undo`)
+    follow_up_open: bool = False  # a rollback opened a follow-up for it, and nobody closed it yet
 
     @property
     def index(self) -> int:
@@ -302,6 +303,7 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     result_text: str | None = None
     before_text: str | None = None
     declared_undo: Any = None
+    events = tuple(events)
     for ev in events:
         data = ev.data
         if ev.type == EventType.INTENDED:
@@ -338,7 +340,17 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
         elif ev.type == EventType.COMPENSATED:
             claim = None
     return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
-                     before, has_before, before_absent, at, call_id, result_text, before_text, declared_undo)
+                     before, has_before, before_absent, at, call_id, result_text, before_text, declared_undo,
+                     _follow_up_open(events))
+
+
+def _follow_up_open(events: Iterable[Event]) -> bool:
+    """Whether a rollback opened a follow-up for the step that nobody closed since."""
+    found = False
+    for ev in events:
+        if ev.type in (EventType.FOLLOW_UP_OPENED, EventType.FOLLOW_UP_CLOSED):
+            found = ev.type == EventType.FOLLOW_UP_OPENED
+    return found
 
 
 @dataclass(frozen=True)

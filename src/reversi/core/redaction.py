@@ -11,8 +11,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from reversi.core.follow_ups import FollowUpState
 from reversi.core.models import Event, EventType, RunSnapshot, StepState
 from reversi.core.plan import Action, Plan
+from reversi.core.probes import Probed
 from reversi.core.scopes import ScopePlan
 from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding
@@ -94,6 +96,18 @@ def standing(masker: Masker, found: RunStanding) -> RunStanding:
     """Where a run stands, with the reasons and errors masked."""
     return replace(found, steps=tuple(replace(s, remains=_maybe(masker, s.remains),
                                               last_error=_maybe(masker, s.last_error)) for s in found.steps))
+
+
+def follow_up(masker: Masker, found: FollowUpState) -> FollowUpState:
+    """A follow-up with its texts (built from the call's values) and its action's arguments masked."""
+    action = masker.value(dict(found.action)) if found.action is not None else None
+    return replace(found, title=masker.text(found.title), text=masker.text(found.text), why=masker.text(found.why),
+                   note=_maybe(masker, found.note), action=action)
+
+
+def probed(masker: Masker, found: Probed) -> Probed:
+    """What a probe said of a step, its reason (a reader's error may quote a credential) masked."""
+    return replace(found, why=masker.text(found.why))
 
 
 def approval_args(masker: Masker, tool: str, args: Any) -> Any:

@@ -113,8 +113,9 @@ def _window(entry: ToolEntry, ctx: ReferenceContext, step: StepState, now: datet
     except MissingReference as missing:
         return Window(None, None, f"{missing.ref} names nothing")
     except WindowUnknown as unknown:
-        return Window(None, None, str(unknown))
-    if now is not None and now >= closes:
+        return Window(None, None, f"{entry.undo_window.written}: {unknown}")
+    # An undo begun before its window closed may have taken effect: the rollback reads it back first.
+    if now is not None and now >= closes and step.status is not StepStatus.COMPENSATING:
         return Action(step.index, step.tool, ActionKind.UNRECOVERABLE, Reason.window_closed(format_time(closes)))
     return Window(format_time(closes), time_left(closes, now) if now is not None else None)
 

@@ -38,6 +38,12 @@ class UndoWindow:
     length: timedelta | None = None
     start: Any = None
 
+    @property
+    def written(self) -> str:
+        """The template the window's moment comes from, as written (for messages)."""
+        template = self.until if self.length is None else self.start
+        return template if isinstance(template, str) else "the call's time" if template is None else "its form"
+
     def closes_at(self, ctx: ReferenceContext, journaled_at: str) -> datetime:
         """When the window of one call closes.
 
@@ -76,17 +82,20 @@ def moment(value: Any) -> datetime:
     """
     if isinstance(value, int | float) and not isinstance(value, bool):
         if not math.isfinite(value):
-            raise WindowUnknown(f"{value} is no moment")
+            raise WindowUnknown("not a finite number of seconds")
         try:
             return datetime.fromtimestamp(value, UTC)
         except (OverflowError, OSError, ValueError):
-            raise WindowUnknown(f"{value} seconds since 1970 is past the calendar") from None
+            raise WindowUnknown("a number of seconds since 1970 past the calendar's edge") from None
     if isinstance(value, str):
         try:
             found = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise WindowUnknown(f"{value[:80]!r} is no RFC 3339 time") from None
-        return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
+        except ValueError:  # the value is not quoted: it is the agent's, and may hold anything
+            raise WindowUnknown("not an RFC 3339 time") from None
+        try:
+            return found.astimezone(UTC) if found.tzinfo is not None else found.replace(tzinfo=UTC)
+        except OverflowError:
+            raise WindowUnknown("a time past the calendar's edge") from None
     raise WindowUnknown(f"expected a time (RFC 3339 text or seconds since 1970), got {type(value).__name__}")
 
 

@@ -33,6 +33,7 @@ from reversi.core.models import (
 )
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
+from reversi.core.probes import Probed
 from reversi.core.retention import cutoff
 from reversi.core.scopes import ScopePlan, ScopeReport, Selection
 from reversi.core.sensitive import Masker
@@ -55,7 +56,7 @@ from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, Role
 from reversi.engine.lineage import lineage_secret, run_lineages
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
-from reversi.engine.rollback import Compensate
+from reversi.engine.rollback import Compensate, ReadBack
 from reversi.engine.run import RollbackArguments, Run
 from reversi.engine.scope_jobs import ScopeJob
 from reversi.errors import BadInput, Forbidden, NotFound
@@ -297,13 +298,21 @@ class PrincipalLedger:
         run = self.get_run(run_id, Access.OPERATE)
         return run.resolve(step, status, note=note, actor=actor or self.principal.name, **result)
 
-    def follow_ups(self, run_id: str) -> list[FollowUpState]:
-        """A run's follow-ups; see `Run.follow_ups`.
+    def reconcile_by_probes(self, run_id: str, reader: ReadBack) -> list[Probed]:
+        """Settle a run's unresolved steps from their probes; see `Run.reconcile_by_probes`.
 
         Raises:
             Forbidden: not an operator of the run's tenant.
         """
-        return self.get_run(run_id, Access.OPERATE).follow_ups()
+        return self.get_run(run_id, Access.OPERATE).reconcile_by_probes(reader)
+
+    def follow_ups(self, run_id: str, *, masked: bool = False) -> list[FollowUpState]:
+        """A run's follow-ups (`masked`: as they may be shown); see `Run.follow_ups`.
+
+        Raises:
+            Forbidden: not an operator of the run's tenant.
+        """
+        return self.get_run(run_id, Access.OPERATE).follow_ups(self._base.masker() if masked else None)
 
     def close_follow_up(self, run_id: str, step: int, note: str, *, actor: str | None = None) -> FollowUpState:
         """Close a step's follow-up; see `Run.close_follow_up`.

@@ -159,8 +159,9 @@ class RollbackExecutor:
     async def _follow_ups(self, snapshot: RunSnapshot, walk: RollbackWalk, report: RollbackReport) -> None:
         """Open a follow-up for each step the rollback leaves in the world whose entry declares one (once
         per step, whatever the re-runs), hand each new one to the `follow_up` hook, and list them all."""
+        await self._close_follow_ups_of_undone(snapshot, report)
         stays = {u.step: u.reason for u in report.unrecoverable} | {f.step: f"its undo failed: {f.error}"
-                                                                   for f in report.failed}
+                                                                   for f in report.failed if f.attempts}
         stays |= {a.step: f"the approval of its undo ({a.approval_id}) was denied"
                   for a in report.awaiting_approval if a.status == "denied"}
         run_id = snapshot.run.run_id
@@ -193,6 +194,23 @@ class RollbackExecutor:
             except Exception as exc:  # the follow-up stands in the journal all the same
                 report.lines.append(f"step {index}  follow-up {data['follow_up_id']}: its hook failed: "
                                     f"{_error_text(exc)}")
+
+    async def _close_follow_ups_of_undone(self, snapshot: RunSnapshot, report: RollbackReport) -> None:
+        """A step with an open follow-up (an earlier rollback could not undo it) that this one undid needs
+        no one any more: its follow-up is closed, saying so."""
+        undone = [i for i in [*report.compensated, *report.already_undone] if snapshot.step(i).follow_up_open]
+        if not undone:
+            return
+
+        def close(q: Queries) -> None:
+            for index in undone:
+                for found in follow_ups_of(snapshot.run.run_id, q.step_events(snapshot.run.run_id, index)):
+                    if found.status == "open":
+                        q.append(snapshot.run.run_id, [self._event(EventType.FOLLOW_UP_CLOSED, index, {
+                            "follow_up_id": found.follow_up_id, "note": "undone by a later rollback"})])
+
+        await self._write(snapshot.run.run_id, close)
+        report.lines += [f"step {i}  follow-up closed  undone by this rollback" for i in undone]
 
     def _snapshot(self, run_id: str) -> tuple[RunSnapshot, RunLineage] | None:
         secret = lineage_secret(self.store)

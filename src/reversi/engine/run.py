@@ -80,6 +80,15 @@ class RollbackArguments(TypedDict, total=False):
 _NO_RESULT: Any = object()
 
 
+def _failing(error: Exception) -> Callable[[dict[str, Any]], Any]:
+    """A hook that cannot be run: each hand-off fails with `error` (said in the report), not the rollback."""
+
+    def hook(data: dict[str, Any]) -> Any:
+        raise error
+
+    return hook
+
+
 def _system_clock() -> datetime:
     return datetime.now(UTC)
 
@@ -442,8 +451,23 @@ class Run:
             return snap, run_lineage(q, snap, manifests or self._ledger.manifests, secret)
 
     def _follow_up_command(self) -> Callable[[dict[str, Any]], Any] | None:
+        """The configured follow-up hook, told each follow-up with the run's sensitive values masked
+        (it goes to an issue tracker); a command that cannot be run fails each hand-off, not the rollback."""
         cmd = self._ledger.settings.follow_up_cmd
-        return command_compensator(cmd, what="follow_up_cmd") if cmd else None
+        if not cmd:
+            return None
+        try:
+            run_hook: Callable[[dict[str, Any]], Any] = command_compensator(
+                cmd, what="follow_up_cmd (REVERSI_FOLLOW_UP_CMD)")
+        except BadInput as exc:
+            run_hook = _failing(exc)
+
+        async def told(data: dict[str, Any]) -> Any:
+            steps = await asyncio.to_thread(lambda: self.snapshot().steps)
+            told = run_hook(redaction.learn(self._ledger.masker(), steps).value(data))
+            return await told if inspect.isawaitable(told) else told
+
+        return told
 
     async def arollback(
         self, compensate: Compensate | None = None, **options: Unpack[RollbackArguments]
@@ -537,6 +561,8 @@ class Run:
             if not events:
                 raise NotFound(f"no step {step} in {self.id}")
             current = derive_status(events)
+            if not current.unresolved and _read is not None:  # a probe settles what nobody has settled since
+                raise Conflict(f"step {step} of {self.id} was settled meanwhile: it is {current.value}")
             if not current.unresolved and not settled_by_hand(events):
                 raise Conflict(
                     f"step {step} of {self.id} is {current.value}: only intended or uncertain steps can be resolved"
@@ -562,9 +588,14 @@ class Run:
             settled.append(state.index)
         return settled
 
-    def follow_ups(self) -> list[FollowUpState]:
-        """The follow-ups rollbacks opened for steps they left in the world (`reversi.core.follow_ups`)."""
-        return follow_ups_of(self.id, self.events())
+    def follow_ups(self, masker: Masker | None = None) -> list[FollowUpState]:
+        """The follow-ups rollbacks opened for steps they left in the world (`reversi.core.follow_ups`);
+        with `masker`, as they may be shown (it learns the run's sensitive values first)."""
+        found = follow_ups_of(self.id, self.events())
+        if masker is None:
+            return found
+        redaction.learn(masker, self.steps())
+        return [redaction.follow_up(masker, f) for f in found]
 
     def close_follow_up(self, step: int, note: str, actor: str | None = None) -> FollowUpState:
         """Close the follow-up of `step`, saying what was done (`note`), as `actor`.
@@ -630,10 +661,13 @@ class Run:
         status, result = said
         read = {"probe": probe.tool, "arguments": arguments, "answer": answer} | ({"error": error} if error else {})
         note = f"settled by its probe {probe.tool}"
-        if status == "succeeded":
-            self.resolve(state.index, status, result, note, actor, _read=read)
-        else:
-            self.resolve(state.index, status, note=note, actor=actor, _read=read)
+        try:
+            if status == "succeeded":
+                self.resolve(state.index, status, result, note, actor, _read=read)
+            else:
+                self.resolve(state.index, status, note=note, actor=actor, _read=read)
+        except Conflict as settled:  # someone settled it while the probe read: theirs stands
+            return Probed(state.index, state.tool, "settled meanwhile", f"{settled.message}; left as it is")
         shown = "took effect" if status == "succeeded" else "did not take effect"
         return Probed(state.index, state.tool, status, f"{probe.tool} answered that it {shown}")
 

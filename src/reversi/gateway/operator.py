@@ -113,6 +113,12 @@ TOOLS = [
         ),
     ),
     types.Tool(
+        name="reversi.reconcile",
+        description="Settle the run's intended and uncertain steps from what their manifests' probes read on the "
+                    "upstreams; a step no probe can tell about stays unresolved.",
+        input_schema=_schema({"run_id": _RUN_ID}, ["run_id"]),
+    ),
+    types.Tool(
         name="reversi.list_runs",
         description="Runs newest first, with counts of their steps; `status` keeps runs with a step in that status.",
         input_schema=_schema(
@@ -192,6 +198,7 @@ class Operator:
             "reversi.plan_scope": self._plan_scope,
             "reversi.rollback_scope": self._rollback_scope,
             "reversi.resolve_step": self._resolve,
+            "reversi.reconcile": self._reconcile,
             "reversi.list_runs": self._list_runs,
             "reversi.halt": self._halt,
             "reversi.resume": self._resume,
@@ -278,6 +285,20 @@ class Operator:
         state = await anyio.to_thread.run_sync(
             lambda: ledger.resolve(run_id, step, status, note=note, actor=actor, **found))
         return structured(state.to_dict(), f"step {step} of {run_id} is now {state.status.value}")
+
+    async def _reconcile(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        run_id = _arg(args, "run_id", str)
+        door = self.ledger.for_principal(principal)
+
+        def read(tool: str, arguments: Any) -> Any:  # in the worker thread: the upstreams live on the loop
+            return anyio.from_thread.run(self.undo_calls.read_back, tool, arguments)
+
+        found = await anyio.to_thread.run_sync(lambda: door.reconcile_by_probes(run_id, read))
+        steps = await anyio.to_thread.run_sync(lambda: door.get_run(run_id).steps())
+        masker = redaction.learn(self.ledger.masker(), steps)
+        shown = [redaction.probed(masker, p) for p in found]
+        return structured({"run_id": run_id, "steps": [p.to_dict() for p in shown]},
+                          "\n".join(p.describe() for p in shown) or "no step is unresolved")
 
     async def _list_runs(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         limit = _arg(args, "limit", int, 50)

@@ -165,15 +165,14 @@ def resolve_step(call: Call) -> Response:
 
 
 def list_follow_ups(call: Call) -> Response:
-    masker = call.ledger.masker()
-    return page([masker.value(f.to_dict()) for f in call.ledger.follow_ups(call.run_id)], None)
+    return page([f.to_dict() for f in call.ledger.follow_ups(call.run_id, masked=True)], None)
 
 
 def close_follow_up(call: Call) -> Response:
     run_id = call.ledger.run_record(call.run_id, Access.OPERATE).run_id
     body = call.body(bodies.CloseFollowUp)
-    closed = call.ledger.close_follow_up(run_id, call.step, body.note, actor=body.actor)
-    return reply(call.ledger.masker().value(closed.to_dict()))
+    call.ledger.close_follow_up(run_id, call.step, body.note, actor=body.actor)
+    return reply(next(f for f in call.ledger.follow_ups(run_id, masked=True) if f.step == call.step).to_dict())
 
 
 # -- approvals ------------------------------------------------------------------------------------
