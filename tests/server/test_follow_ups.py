@@ -44,3 +44,17 @@ def test_an_operator_of_the_tenant_lists_and_closes_follow_ups(
     assert none.status_code == 404
     empty = site.client("acme-operator").post(f"/v1/runs/{run.id}/steps/0/follow-up/close", json={"note": ""})
     assert empty.status_code == 400
+
+
+def test_a_steps_call_id_is_journaled_and_a_hostile_one_refused(site: Site) -> None:
+    agent = site.client("agent")
+    run_id = agent.post("/v1/runs", json={}).json()["run_id"]
+    made = agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "crm.lookup", "call_id": "toolu_01"})
+    assert made.status_code == 201, made.text
+    [intended] = [e for e in agent.get(f"/v1/runs/{run_id}/events").json()["items"] if e["type"] == "intended"]
+    assert intended["data"]["call_id"] == "toolu_01"
+    for bad in ("\x1b[31mred", "x" * 201, ""):
+        refused = agent.post(f"/v1/runs/{run_id}/steps", json={"tool": "crm.lookup", "call_id": bad})
+        assert refused.status_code == 400 and refused.json()["error"]["message"] == (
+            "call_id must be 1-200 printable characters"), refused.text
+    assert len(site.ledger.get_run(run_id).steps()) == 1  # nothing journaled for a refused one

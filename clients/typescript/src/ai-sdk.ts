@@ -2,7 +2,8 @@
  * Journaled tools for the Vercel AI SDK (`ai` 7): `journaled(client, runId, tools)` wraps each tool's
  * `execute` so every call the model makes is journaled in a Reversi run: `intended` before it runs (a
  * refusal, such as a halt, throws and the tool does not run), then `succeeded` with its result or
- * `failed` with its error. A tool without `execute` (one the client answers) is left as it is.
+ * `failed` with its error, each with the model's tool-call id. A tool without `execute` (one the client
+ * answers) is left as it is.
  */
 
 import type { Tool, ToolExecutionOptions } from "ai";
@@ -33,7 +34,7 @@ function journaledExecute(client: ReversiClient, runId: string, name: string, ex
   return async (input: unknown, options: ToolExecutionOptions<never>) => {
     const args = input !== null && typeof input === "object" && !Array.isArray(input)
       ? input as Record<string, unknown> : { input };
-    const recorded = await client.recordStep(runId, { tool: name, args });
+    const recorded = await client.recordStep(runId, { tool: name, args, call_id: options.toolCallId });
     if ("pending" in recorded) {
       throw new ReversiError(202, "approval_required",
         `approval required: ${recorded.approval.approval_id} (a person must approve ${name} first)`);

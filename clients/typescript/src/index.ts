@@ -17,6 +17,7 @@ export type NewRun = Schemas["OpenRun"];
 export type StepToRecord = Schemas["RecordStep"];
 export type Outcome = Schemas["ReportOutcome"];
 export type RollbackOptions = Schemas["Rollback"];
+export type JournalEvent = Schemas["Event"];
 
 /** What the server refused or could not do: its HTTP status, its code (`halted`, `not_found`...) and message. */
 export class ReversiError extends Error {
@@ -79,6 +80,12 @@ export class ReversiClient {
   /** Journal what the call did: succeeded with its result, failed or uncertain with an error. */
   recordOutcome(runId: string, step: number, outcome: Outcome): Promise<Step> {
     return this.request("POST", `${this.runPath(runId)}/steps/${step}/outcome`, outcome);
+  }
+
+  /** The run's journal, in seq order (the first page: `limit` events at most). */
+  async events(runId: string, limit = 1000): Promise<JournalEvent[]> {
+    const page = await this.request<{ items: JournalEvent[] }>("GET", `${this.runPath(runId)}/events?limit=${limit}`);
+    return page.items;
   }
 
   plan(runId: string): Promise<Plan> {

@@ -875,6 +875,11 @@ export interface components {
              * @default null
              */
             before?: unknown;
+            /**
+             * Call Id
+             * @default null
+             */
+            call_id?: string | null;
         };
         /** ReportOutcome */
         ReportOutcome: {

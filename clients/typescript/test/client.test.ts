@@ -50,6 +50,8 @@ test("a model's tool call is journaled, planned and rolled back", async () => {
   const recorded = await agent.getRun(run.run_id);
   assert.deepEqual(recorded.steps.map((s) => [s.tool, s.status, s.result]),
                    [["stripe.create_charge", "succeeded", { id: "ch_700", amount: 700 }]]);
+  const intended = (await agent.events(run.run_id)).find((e) => e.type === "intended");
+  assert.equal((intended?.data as { call_id?: string }).call_id, "call-1");  // the model's id of the call
   const plan = await agent.plan(run.run_id);
   assert.equal(plan.actions[0].kind, "compensate");
   assert.equal(plan.actions[0].compensation_tool, "stripe.refund");

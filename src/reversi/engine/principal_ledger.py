@@ -326,7 +326,8 @@ class PrincipalLedger:
     # -- recording: the journal's hot path -------------------------------------------------------
 
     async def abegin(self, run_id: str, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     only_request: Callable[[], bool] | None = None, before: Captured | None = None) -> int:
+                     only_request: Callable[[], bool] | None = None, before: Captured | None = None,
+                     call_id: str | None = None) -> int:
         """Journal `intended` in the principal's own run (see `Recorder.begin`), as one slot of the
         store's group commit, once the key is seen still valid in that write.
 
@@ -336,7 +337,7 @@ class PrincipalLedger:
             Refused, BadInput: as `Recorder.begin`.
         """
         record = await self.arun_record(run_id, Access.RECORD)
-        write = self._base.recorder.begin_write(record, tool, args, depends_on, before=before)
+        write = self._base.recorder.begin_write(record, tool, args, depends_on, before=before, call_id=call_id)
         return await self._awrite(write, only_request, run_id, reads_halts=True)
 
     async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: Any = None,

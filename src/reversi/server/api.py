@@ -56,7 +56,8 @@ async def record_step(call: Call) -> Response:
     with tracing.remote_parent(call.headers.get("traceparent")):  # the client's trace id, journaled
         before = Captured.supplied(body.before) if "before" in body.model_fields_set else None
         step = await call.recording(call.ledger.abegin(call.run_id, body.tool, args, body.depends_on,
-                                                       only_request=call.server.only_request, before=before))
+                                                       only_request=call.server.only_request, before=before,
+                                                       call_id=body.call_id))
     call.server.metrics.calls.inc()
     return reply({"step": step, "status": "intended"}, 201)
 

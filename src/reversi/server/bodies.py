@@ -37,6 +37,7 @@ class RecordStep(Body):
     args: dict[str, Any] | None = Field(default_factory=dict)  # a call's arguments are named, as in MCP
     depends_on: list[StepNumber] = Field(default_factory=list)
     before: Any = None  # what the caller's capture read before the call (`$before`); only when sent
+    call_id: str | None = None  # the framework's id of the call (a model's tool call id), journaled with it
 
 
 class ReportOutcome(Body):
