@@ -13,7 +13,8 @@
     │   ├── RollbackInProgress   another process holds the run's rollback lock
     │   ├── Fenced               this rollback's hold on its run was taken over: it stops, journaling nothing more
     │   ├── NotCompensable       a step cannot be claimed for a remote compensation
-    │   └── NoCompensator        a rollback job was asked for and no compensator is configured
+    │   ├── NoCompensator        a rollback job was asked for and no compensator is configured
+    │   └── NoReader             probes were asked for and no reader is configured
     ├── StoreUnavailable         the store cannot be reached or stays locked
     │   └── WriteConflict        the database undid a write to break a deadlock (it is retried)
     ├── Interrupted              Ctrl-C stopped a command part way; the message says what it left
@@ -153,6 +154,16 @@ class NotCompensable(Conflict):
     """The step cannot be claimed for a remote compensation."""
 
     code = "not_compensable"
+
+
+class NoReader(Conflict):
+    """Probes were asked for, and nothing is configured to read with."""
+
+    code = "no_reader"
+
+    def __init__(self) -> None:
+        super().__init__("no reader configured: start the server with REVERSI_READER_CMD (or reader_cmd: in "
+                         "reversi.yaml) to read the probes")
 
 
 class NoCompensator(Conflict):

@@ -3,6 +3,7 @@ a note (journaled as that principal); an operator of another tenant and an agent
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,3 +59,24 @@ def test_a_steps_call_id_is_journaled_and_a_hostile_one_refused(site: Site) -> N
         assert refused.status_code == 400 and refused.json()["error"]["message"] == (
             "call_id must be 1-200 printable characters"), refused.text
     assert len(site.ledger.get_run(run_id).steps()) == 1  # nothing journaled for a refused one
+
+
+def test_an_operator_reconciles_a_run_over_http_with_the_servers_reader(
+    manifest: Path, make_site: Callable[..., Site]
+) -> None:
+    from tests.connectors.test_probes import MANIFEST as PROBED
+
+    manifest.write_text(PROBED)
+    nothing = f"{sys.executable} -c \"import json, sys; json.load(sys.stdin); print(json.dumps({{'data': []}}))\""
+    site, bare = make_site(reader_cmd=nothing), make_site(reader_cmd=None)
+    for s in (site, bare):
+        s.add_key("acme-operator", "operator", "acme")
+    run = site.ledger.start_run(tenant="acme")
+    run.begin("stripe.create_charge", {"amount": 1, "metadata": {"order": "o-1"}}).uncertain("timed out")
+    run.begin("stripe.create_charge", {"amount": 2}).uncertain("timed out")
+    said = site.client("acme-operator").post(f"/v1/runs/{run.id}/reconcile")
+    assert said.status_code == 200, said.text
+    assert [(s["step"], s["outcome"]) for s in said.json()["steps"]] == [(1, "unresolved"), (0, "failed")]
+    assert said.json()["settled"] is False
+    refused = bare.client("acme-operator").post(f"/v1/runs/{run.id}/reconcile")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "no_reader"

@@ -43,6 +43,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/v1/runs/{run_id}/rollback"): SCOPED, ("POST", "/v1/runs/{run_id}/steps/{step}/resolve"): SCOPED,
     ("GET", "/v1/runs/{run_id}/events"): SCOPED, ("GET", "/v1/approvals"): LISTING,
     ("GET", "/v1/runs/{run_id}/follow-ups"): SCOPED, ("POST", "/v1/runs/{run_id}/steps/{step}/follow-up/close"): SCOPED,
+    ("POST", "/v1/runs/{run_id}/reconcile"): SCOPED,
     ("POST", "/v1/runs/{run_id}/checkpoints"): SCOPED, ("GET", "/v1/runs/{run_id}/checkpoints"): SCOPED,
     ("POST", "/v1/approvals/{approval_id}/approve"): SCOPED, ("POST", "/v1/approvals/{approval_id}/deny"): SCOPED,
     ("POST", "/v1/halt"): OWN, ("POST", "/v1/resume"): SCOPED, ("GET", "/v1/halts"): LISTING,

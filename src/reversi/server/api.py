@@ -16,8 +16,9 @@ from reversi.engine import tracing
 from reversi.engine.access import Access
 from reversi.engine.approvals import approval_page_key
 from reversi.engine.capture import Captured
+from reversi.engine.commands import command_reader
 from reversi.engine.keys import Role
-from reversi.errors import BadInput, NoCompensator
+from reversi.errors import BadInput, NoCompensator, NoReader
 from reversi.server import bodies
 from reversi.server.endpoint import Call, Endpoint, Param, is_whole_number, offset_page, page, reply
 
@@ -165,6 +166,16 @@ def resolve_step(call: Call) -> Response:
     return reply(call.ledger.resolve(run_id, step, body.status, note=body.note, actor=body.actor, **found).to_dict())
 
 
+def reconcile(call: Call) -> Response:
+    run_id = call.ledger.run_record(call.run_id, Access.OPERATE).run_id
+    if not call.server.reader_cmd:
+        raise NoReader()
+    found = call.ledger.reconcile_by_probes(run_id, command_reader(call.server.reader_cmd))
+    masker = redaction.learn(call.ledger.masker(), call.ledger.get_run(run_id).steps())
+    shown = [redaction.probed(masker, probed).to_dict() for probed in found]
+    return reply({"run_id": run_id, "steps": shown, "settled": all(s["outcome"] != "unresolved" for s in shown)})
+
+
 def list_follow_ups(call: Call) -> Response:
     return page([f.to_dict() for f in call.ledger.follow_ups(call.run_id, masked=True)], None)
 
@@ -294,6 +305,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "A rollback job of many runs: state, what was contained, the report when done.", {200: "ScopeJob"}),
     Endpoint("POST", f"{_RUNS}/steps/{{step}}/resolve", resolve_step, Role.OPERATOR,
              "Settle an unresolved step (status, note; result to let it be undone).", {200: "Step"}, bodies.Resolve),
+    Endpoint("POST", f"{_RUNS}/reconcile", reconcile, Role.OPERATOR,
+             "Settle the run's intended and uncertain steps from what their manifests' probes read (with the "
+             "server's reader); a step no probe can tell about stays unresolved.", {200: "Reconciled"}),
     Endpoint("GET", f"{_RUNS}/follow-ups", list_follow_ups, Role.OPERATOR,
              "The follow-ups rollbacks opened for the steps they left in the world, in the order opened.",
              {200: "FollowUpList"}),

@@ -112,6 +112,8 @@ SCHEMAS: dict[str, Any] = {
                         {"action": _object({"tool": _STR, "args": _ANY}), "closed_at": _STR, "closed_by": _STR,
                          "note": _STR}),
     "FollowUpList": _list_of("FollowUp"),
+    "Reconciled": _object({"run_id": _STR, "settled": _BOOL, "steps": {"type": "array", "items": _object(
+        {"step": _INT, "tool": _STR, "outcome": _STR, "why": _STR})}}),
     "Job": _object({"job_id": _STR, "run_id": _STR, "state": _enum(JobState),
                     "current_step": _nullable(_INT), "report": _nullable(_ref("Report")),
                     "error": _nullable(_ERROR_DETAIL), "actor": _STR, "principal": _nullable(_STR),
