@@ -45,6 +45,7 @@ tools:
       args: {id: "$result.id"}
   mail.send:
     irreversible: true
+    follow_up: {title: "Write to ${args.to} again", text: "It went out; it stays sent.", owner: support}
   notes.write:
     compensation:
       - name: created

@@ -98,3 +98,17 @@ def test_the_plan_names_the_alternative_chosen_and_every_call_of_an_undo(console
     table = page.locator("body").inner_text()
     assert "notes.write, then notes.touch" in table and "overwritten" in table
     assert "notes.delete" in table and "created" in table
+
+
+def test_the_run_page_shows_the_follow_ups_open_and_closed_with_secrets_masked(console: Console, page: Any) -> None:
+    run = console.ledger.acting_as("billing-agent").start_run(tenant="acme")
+    run.begin("mail.send", {"to": "ada@example.com", "password": "hunter2-Sup3rS3cret"}).succeeded({"id": "m1"})
+    run.begin("mail.send", {"to": "bob@example.com"}).succeeded({"id": "m2"})
+    run.rollback()
+    run.close_follow_up(1, "called Bob instead", actor="dana")
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    open_one = page.locator("#follow-up-0").inner_text()
+    assert "Write to ada@example.com again" in open_one and "open" in open_one and "for support" in open_one
+    closed = page.locator("#follow-up-1").inner_text()
+    assert "closed by dana: called Bob instead" in closed
+    assert "hunter2" not in page.content()

@@ -8,6 +8,7 @@ from typing import Any
 
 from reversi.core import redaction
 from reversi.core.dependencies import dependencies_of
+from reversi.core.follow_ups import FollowUpState, follow_ups_of
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState, who_acted
 from reversi.core.plan import Plan
@@ -145,6 +146,7 @@ class RunView:
     to: str | None = None  # the checkpoint `summary` is after (the rollback confirmed from it), if any
     standing: RunStanding | None = None  # where the run stands across every rollback that touched it
     window: StepWindow = StepWindow(0, -1, -1)  # the steps shown: the plan table, picture, timeline, journal
+    follow_ups: list[FollowUpState] = field(default_factory=list)  # masked, in the order opened
 
     @property
     def shown_plan(self) -> Plan:
@@ -238,8 +240,11 @@ def run_page(ledger: PrincipalLedger, run_id: str, manifests: ManifestSet, to: s
     summary = summarize(redaction.plan(masker, run.plan(to=to)) if to is not None else plan, approvals)
     standing = run_standing(snap, events, plan)  # all three masked already
     shown = [e for e in events if e.step in window or (e.step is None and low <= e.seq <= high)]
+    # What people still have to do about the steps rollbacks left, from the events read already.
+    masker = redaction.learn(masker, snap.steps)
+    follow_ups = [redaction.follow_up(masker, f) for f in follow_ups_of(run.id, events)]
     return RunView(snap.run, list(reversed(steps)), plan, shown, approvals, job, summary, residue,
-                   timeline, deps, marks, to, standing, window)
+                   timeline, deps, marks, to, standing, window, follow_ups)
 
 
 def _bounds(window: StepWindow, events: list[Event]) -> tuple[int, int]:
