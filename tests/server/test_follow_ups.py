@@ -3,10 +3,12 @@ a note (journaled as that principal); an operator of another tenant and an agent
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from tests.cli.test_follow_ups import MANIFEST
 from tests.server.conftest import Site
 
@@ -80,3 +82,24 @@ def test_an_operator_reconciles_a_run_over_http_with_the_servers_reader(
     assert said.json()["settled"] is False
     refused = bare.client("acme-operator").post(f"/v1/runs/{run.id}/reconcile")
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "no_reader"
+
+
+def test_a_rollback_job_the_server_runs_hands_its_follow_ups_to_the_command(
+    manifest: Path, make_site: Callable[..., Site], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.cli.test_follow_ups import HOOK
+    from tests.server.conftest import wait_for
+
+    told = tmp_path / "told.jsonl"
+    monkeypatch.setenv("REVERSI_FOLLOW_UP_CMD", f"{HOOK} {told}")
+    manifest.write_text(MANIFEST)
+    site = make_site(compensator_cmd=f"{sys.executable} -c \"import sys; sys.stdin.read(); print('{{}}')\"")
+    site.add_key("acme-operator", "operator", "acme")
+    run = site.ledger.start_run(tenant="acme")
+    run.begin("email.send", {"to": "ada@example.com", "subject": "Hi", "token": "s3cret-token"}).succeeded({})
+    started = site.client("acme-operator").post(f"/v1/runs/{run.id}/rollback", json={"confirm": True})
+    assert started.status_code == 202, started.text
+    wait_for(lambda: told.exists() and told.read_text().strip(), "the follow-up command to be told")
+    [handed] = [json.loads(line) for line in told.read_text().splitlines()]
+    assert (handed["run_id"], handed["step"], handed["owner"]) == (run.id, 0, "support")
+    assert "s3cret-token" not in told.read_text()

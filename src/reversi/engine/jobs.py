@@ -131,6 +131,7 @@ class JobRunner:
     verifier: ReadBack | None = None
     on_done: Callable[[Job], None] | None = None
     lease_s: float = DEFAULT_LEASE_S
+    follow_up: Callable[[dict[str, Any]], Any] | None = None  # told of each follow-up a job's rollback opens
 
     def claim(self, job_id: str) -> tuple[Job, Lease] | None:
         """Take the run's lease for a job that is not done; None when someone alive holds it within
@@ -172,6 +173,7 @@ class JobRunner:
                 actor=row.actor,
                 principal=row.principal,
                 job=row.job_id,
+                follow_up=self.follow_up,
                 progress=lambda done, total: asyncio.to_thread(self._progress, row, lease, executor, done, total),
             ),
             lease=lease,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, Unpack
@@ -11,6 +12,7 @@ from typing import Any, NoReturn, Unpack
 import anyio
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
+from reversi.core import redaction
 from reversi.core.bounded_cache import BoundedCache
 from reversi.core.checkpoints import Checkpoint
 from reversi.core.drill import Drill
@@ -37,6 +39,7 @@ from reversi.core.times import parse_time
 from reversi.core.windows import Closing
 from reversi.engine import access, approvals, drills, encryption, erasure, halts, incidents, jobs, keys, retention
 from reversi.engine.capture import Captured
+from reversi.engine.commands import command_compensator
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
 from reversi.engine.encryption import Rotation, keyring_from_env
 from reversi.engine.erasure import Erasure
@@ -68,6 +71,15 @@ def _text(value: object, name: str) -> str:
     if not isinstance(value, str):
         raise BadInput(f"{name} must be a string")
     return value
+
+
+def _failing(error: Exception) -> Callable[[dict[str, Any]], Any]:
+    """A hook that cannot be run: each hand-off fails with `error`."""
+
+    def hook(data: dict[str, Any]) -> Any:
+        raise error
+
+    return hook
 
 
 class Ledger:
@@ -482,7 +494,28 @@ class Ledger:
     def job_runner(self, compensate: Compensate, verifier: ReadBack | None = None,
                    on_done: Callable[[jobs.Job], None] | None = None) -> jobs.JobRunner:
         """A runner of this store's rollback jobs, with the manifests in force."""
-        return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done, self.settings.rollback_lease_s)
+        return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done, self.settings.rollback_lease_s,
+                              self.follow_up_hook())
+
+    def follow_up_hook(self) -> Callable[[dict[str, Any]], Awaitable[Any]] | None:
+        """The configured `follow_up_cmd`, told each follow-up a rollback opens with its run's sensitive
+        values masked (it goes to an issue tracker); None when none is configured. A command that cannot
+        be run fails each hand-off (said in the report), not the rollback."""
+        cmd = self.settings.follow_up_cmd
+        if not cmd:
+            return None
+        try:
+            run_hook: Callable[[dict[str, Any]], Any] = command_compensator(
+                cmd, what="follow_up_cmd (REVERSI_FOLLOW_UP_CMD)")
+        except BadInput as exc:
+            run_hook = _failing(exc)
+
+        async def told(data: dict[str, Any]) -> Any:
+            steps = await asyncio.to_thread(lambda: self.get_run(str(data["run_id"])).steps())
+            answer = run_hook(redaction.learn(self.masker(), steps).value(data))
+            return await answer if inspect.isawaitable(answer) else answer
+
+        return told
 
     def unfinished_jobs(self) -> list[jobs.Job]:
         """The rollback jobs not done yet, whoever queued them."""

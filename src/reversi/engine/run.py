@@ -45,7 +45,7 @@ from reversi.core.standing import RunStanding, run_standing
 from reversi.core.walk import entry_of, reference_context
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, Read, needs_capture, take_capture
-from reversi.engine.commands import command_compensator, command_reader
+from reversi.engine.commands import command_reader
 from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
@@ -78,15 +78,6 @@ class RollbackArguments(TypedDict, total=False):
     follow_up: Callable[[dict[str, Any]], Any] | None  # told of each follow-up opened (default: follow_up_cmd)
 
 _NO_RESULT: Any = object()
-
-
-def _failing(error: Exception) -> Callable[[dict[str, Any]], Any]:
-    """A hook that cannot be run: each hand-off fails with `error` (said in the report), not the rollback."""
-
-    def hook(data: dict[str, Any]) -> Any:
-        raise error
-
-    return hook
 
 
 def _system_clock() -> datetime:
@@ -450,25 +441,6 @@ class Run:
                 raise NotFound(f"no run {self.id}")
             return snap, run_lineage(q, snap, manifests or self._ledger.manifests, secret)
 
-    def _follow_up_command(self) -> Callable[[dict[str, Any]], Any] | None:
-        """The configured follow-up hook, told each follow-up with the run's sensitive values masked
-        (it goes to an issue tracker); a command that cannot be run fails each hand-off, not the rollback."""
-        cmd = self._ledger.settings.follow_up_cmd
-        if not cmd:
-            return None
-        try:
-            run_hook: Callable[[dict[str, Any]], Any] = command_compensator(
-                cmd, what="follow_up_cmd (REVERSI_FOLLOW_UP_CMD)")
-        except BadInput as exc:
-            run_hook = _failing(exc)
-
-        async def told(data: dict[str, Any]) -> Any:
-            steps = await asyncio.to_thread(lambda: self.snapshot().steps)
-            told = run_hook(redaction.learn(self._ledger.masker(), steps).value(data))
-            return await told if inspect.isawaitable(told) else told
-
-        return told
-
     async def arollback(
         self, compensate: Compensate | None = None, **options: Unpack[RollbackArguments]
     ) -> RollbackReport:
@@ -491,7 +463,7 @@ class Run:
                 job=options.get("job"),
                 deadline_first=options.get("deadline_first", False),
                 clock=options.get("clock") or _system_clock,
-                follow_up=options.get("follow_up") or self._follow_up_command(),
+                follow_up=options.get("follow_up") or self._ledger.follow_up_hook(),
             ),
         )
         lock = await _take_lock(
