@@ -101,6 +101,11 @@ export class ReversiClient {
     return this.request("GET", `${this.runPath(runId)}/rollback`);
   }
 
+  /** Settle the run's unknown steps from their manifests' probes, read with the server's reader. */
+  reconcile(runId: string): Promise<Schemas["Reconciled"]> {
+    return this.request("POST", `${this.runPath(runId)}/reconcile`);
+  }
+
   /** The follow-ups rollbacks opened for the steps they left in the world. */
   async followUps(runId: string): Promise<FollowUp[]> {
     const page = await this.request<{ items: FollowUp[] }>("GET", `${this.runPath(runId)}/follow-ups`);
