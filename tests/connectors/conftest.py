@@ -83,3 +83,13 @@ def files_under(root: Path) -> dict[str, tuple[str, bytes | None, int]]:
         data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
         found[str(relative)] = ("file" if data is not None else "dir", data, stat.S_IMODE(info.st_mode))
     return found
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fs connector's root (REVERSI_FS_ROOT), holding `notes.txt`."""
+    root = tmp_path / "world"
+    root.mkdir()
+    (root / "notes.txt").write_text("mine\n")
+    monkeypatch.setenv("REVERSI_FS_ROOT", str(root))
+    return root

@@ -121,15 +121,10 @@ tools:
 
 
 @pytest.mark.anyio
-async def test_the_gateways_operator_reconciles_by_reading_on_its_upstream(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_gateways_operator_reconciles_by_reading_on_its_upstream(tmp_path: Path, world: Path) -> None:
     from tests.connectors.test_gateway import _gateway, _ok
 
-    root = tmp_path / "world"
-    root.mkdir()
-    (root / "made.txt").write_text("the agent's\n")
-    monkeypatch.setenv("REVERSI_FS_ROOT", str(root))
+    (world / "made.txt").write_text("the agent's\n")
     manifest = tmp_path / "fs.yaml"
     manifest.write_text(FS_MANIFEST)
     db = f"sqlite:///{tmp_path}/r.db"

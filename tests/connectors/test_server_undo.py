@@ -27,15 +27,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "world"
-    root.mkdir()
-    (root / "notes.txt").write_text("mine\n")
-    monkeypatch.setenv("REVERSI_FS_ROOT", str(root))
-    return root
-
-
 def _upstream(tmp_path: Path) -> list[str]:
     return ["--upstream", f"c={shlex.join([CONNECTORS, 'serve', 'fs'])}", "--db", f"sqlite:///{tmp_path}/r.db"]
 

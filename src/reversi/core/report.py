@@ -72,15 +72,22 @@ class RollbackReport:
     follow_ups: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def staying(self) -> dict[int, str]:
+        """The steps it leaves in the world for people to take care of, and why: those that cannot be
+        undone, whose undo failed (a remote worker's claim, 0 attempts, is no failure yet) or was denied."""
+        stays = {u.step: u.reason for u in self.unrecoverable}
+        stays |= {f.step: f"its undo failed: {f.error}" for f in self.failed if f.attempts}
+        return stays | {a.step: f"the approval of its undo ({a.approval_id}) was denied"
+                        for a in self.awaiting_approval if a.status == "denied"}
+
+    @property
     def settled(self) -> bool:
         """Not complete, but every step it leaves in the world has a closed follow-up, and nothing is
         unknown, held back or waiting: what stays was taken care of by people."""
-        stays = {u.step for u in self.unrecoverable} | {f.step for f in self.failed} | {
-            a.step for a in self.awaiting_approval if a.status == "denied"}
-        waiting = any(a.status != "denied" for a in self.awaiting_approval)
+        waiting = any(a.status != "denied" for a in self.awaiting_approval) or any(not f.attempts for f in self.failed)
         closed = {f["step"] for f in self.follow_ups if f.get("status") == "closed"}
         return (not self.complete and not (self.unresolved or self.unmanifested or self.deferred or waiting
-                                           or self.unverified) and stays <= closed)
+                                           or self.unverified) and set(self.staying) <= closed)
 
     @property
     def complete(self) -> bool:

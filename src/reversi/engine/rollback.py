@@ -160,10 +160,7 @@ class RollbackExecutor:
         """Open a follow-up for each step the rollback leaves in the world whose entry declares one (once
         per step, whatever the re-runs), hand each new one to the `follow_up` hook, and list them all."""
         await self._close_follow_ups_of_undone(snapshot, report)
-        stays = {u.step: u.reason for u in report.unrecoverable} | {f.step: f"its undo failed: {f.error}"
-                                                                   for f in report.failed if f.attempts}
-        stays |= {a.step: f"the approval of its undo ({a.approval_id}) was denied"
-                  for a in report.awaiting_approval if a.status == "denied"}
+        stays = report.staying
         run_id = snapshot.run.run_id
         wanted: dict[int, dict[str, Any]] = {}
         for index, why in sorted(stays.items()):
@@ -368,16 +365,12 @@ class RollbackExecutor:
         try:
             ctx = reference_context(snapshot, step)
             arguments, expect = resolve(dict(check.args), ctx), resolve(dict(check.expect), ctx)
-            answer, error = to_json(await _call(verifier, check.tool, arguments)), None
-        except ToolAnsweredError as exc:
-            answer, error = None, exc.message
+            answer, error = await read_once(verifier, check.tool, arguments)
         except Exception:  # no arguments, or no answer: nothing is known, so the undo goes again
             return False
         if first_mismatch(expect, answer, error) is not None:
             return False
-        verified = self._event(EventType.VERIFIED, call.step, {
-            "tool": check.tool, "arguments": arguments, "answer": answer, "found_undone": True,
-        } | ({"error": error} if error is not None else {}))
+        verified = self._verified(call, arguments, answer, error, found_undone=True)
         done = self._event(EventType.COMPENSATED, call.step, {"result": None, "attempts": step.attempts,
                                                               "found_undone": True})
 
@@ -438,23 +431,14 @@ class RollbackExecutor:
         for i in range(check.retries + 1):
             if i:
                 await self.sleep(check.backoff_ms * 2 ** (i - 1) / 1000)
-            error = None
             try:
-                answer = to_json(await _call(self.options.verifier, check.tool, arguments))
-            except ToolAnsweredError as exc:  # the read tool's own error answer: what `{$error: ...}` expects
-                answer, error = None, exc.message
+                answer, error = await read_once(self.options.verifier, check.tool, arguments)
             except Exception as exc:
                 mismatch, answer = f"read failed: {_error_text(exc)}", None
                 continue
             found = first_mismatch(expect, answer, error)
             if found is None:
-                verified = self._event(
-                    EventType.VERIFIED,
-                    call.step,
-                    {"tool": check.tool, "arguments": arguments, "answer": answer}
-                    | ({"error": error} if error is not None else {}),
-                )
-                await self._journal(call, [verified, done])
+                await self._journal(call, [self._verified(call, arguments, answer, error), done])
                 return None
             mismatch = found
         error = f"{VERIFICATION_FAILED}: {mismatch}"
@@ -470,6 +454,13 @@ class RollbackExecutor:
             error,
         )
         return error
+
+    def _verified(self, call: CompensationCall, arguments: Any, answer: Any, error: str | None,
+                  **extra: Any) -> NewEvent:
+        """The `verified` event of a read-back whose answer (or the read tool's own error) matched."""
+        assert call.verification is not None
+        data = {"tool": call.verification.tool, "arguments": arguments, "answer": answer} | extra
+        return self._event(EventType.VERIFIED, call.step, data | ({"error": error} if error is not None else {}))
 
     async def _fail_verification(self, call: CompensationCall, data: dict[str, Any], error: str) -> None:
         await self._journal(
@@ -509,6 +500,15 @@ class RollbackExecutor:
             return fn(q)
 
         return await self.store.arun_write(locked, order=run_id)
+
+
+async def read_once(read: ReadBack, tool: str, arguments: Any) -> tuple[Any, str | None]:
+    """One read: its answer as JSON, or (None, the read tool's own error answer), which `{$error: ...}`
+    expects. Any other failure of the read raises."""
+    try:
+        return to_json(await _call(read, tool, arguments)), None
+    except ToolAnsweredError as exc:
+        return None, exc.message
 
 
 def _attempts(n: int) -> str:

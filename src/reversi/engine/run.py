@@ -19,7 +19,6 @@ from reversi.core.backoff import Retry
 from reversi.core.calls import making
 from reversi.core.checkpoints import Checkpoint, RollbackScope, checkpoints_of, rollback_scope
 from reversi.core.follow_ups import FollowUpState, follow_ups_of
-from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet, Probe, ToolEntry
 from reversi.core.models import (
     Event,
@@ -48,9 +47,17 @@ from reversi.engine.capture import Captured, Read, needs_capture, take_capture
 from reversi.engine.commands import command_reader
 from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
-from reversi.engine.rollback import Compensate, Progress, ReadBack, RollbackExecutor, RollbackOptions, UndoCheck
+from reversi.engine.rollback import (
+    Compensate,
+    Progress,
+    ReadBack,
+    RollbackExecutor,
+    RollbackOptions,
+    UndoCheck,
+    read_once,
+)
 from reversi.engine.step_handle import StepHandle, reporting
-from reversi.errors import BadInput, CaptureFailed, Conflict, NotFound, ToolAnsweredError
+from reversi.errors import BadInput, CaptureFailed, Conflict, NotFound
 from reversi.store.leases import Lease
 
 if TYPE_CHECKING:
@@ -618,9 +625,7 @@ class Run:
         except MissingReference as missing:
             return Probed(state.index, state.tool, "unresolved", f"its probe's {missing.ref} names nothing")
         try:
-            answer = to_json(awaited(reader(probe.tool, arguments)))
-        except ToolAnsweredError as exc:
-            error = exc.message
+            answer, error = awaited(read_once(reader, probe.tool, arguments))
         except Exception as exc:
             return Probed(state.index, state.tool, "unresolved", f"its probe {probe.tool} could not read: "
                                                                   f"{type(exc).__name__}: {exc}"[:300])
