@@ -40,8 +40,8 @@ def test_list_names_every_connector_its_tools_and_settings() -> None:
     assert [c["name"] for c in listing] == [c.name for c in connectors()]
     fs = listing[0]
     assert fs["forward"] == ["fs.write_file", "fs.delete", "fs.move", "fs.make_dir"]
-    assert fs["compensation"] == ["fs.restore", "fs.move_back", "fs.remove_dir"]
-    assert fs["read"] == ["fs.stat"]
+    assert fs["compensation"] == ["fs.restore", "fs.move_back", "fs.remove_dir", "fs.restore_changes"]
+    assert fs["read"] == ["fs.changes_undone", "fs.stat"]
     assert [s["name"] for s in fs["settings"]] == ["REVERSI_FS_ROOT", "REVERSI_CONNECTOR_DIR", "REVERSI_CONNECTOR_KEY"]
     text = connectors_cli("list").out
     assert "sql: rows by primary key in SQLite or PostgreSQL" in text and "  read:         sql.select" in text

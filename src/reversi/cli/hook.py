@@ -14,8 +14,11 @@ _MAX_EVENT = 16 * 1024 * 1024  # a tool's input and response ride in the event: 
 
 @click.command()
 @manifest_option
+@click.option("--files", is_flag=True,
+              help="Keep what Write, Edit and Bash calls change under the fs root (REVERSI_FS_ROOT, else the"
+                   " working directory), so that a rollback undoes it with fs.restore_changes.")
 @click.pass_context
-def hook(ctx: click.Context, manifests: tuple[str, ...]) -> None:
+def hook(ctx: click.Context, manifests: tuple[str, ...], files: bool) -> None:
     """Journal the Claude Code hook event on stdin (PreToolUse, PostToolUse, PostToolUseFailure) in the
     session's run; a refused call is denied with the reason. Set it as the command of those hooks."""
     from reversi.core.json_values import parse_json
@@ -33,7 +36,7 @@ def hook(ctx: click.Context, manifests: tuple[str, ...]) -> None:
         raise BadInput("the hook event on stdin must be a JSON object")
     try:
         with state(ctx).ledger(manifests) as ledger:
-            answer = answer_hook(ledger, event)
+            answer = answer_hook(ledger, event, files=files)
     except ReversiError as exc:  # the store cannot be reached (a bad manifest is said the same way)
         answer = unjournaled(event, exc)
     if answer.output is not None:

@@ -14,35 +14,16 @@ import base64
 import binascii
 from typing import Any
 
-from reversi.connectors import _fs_root, _seal, _snapshots
+from reversi.connectors import _fs_root, _seal, _snapshots, fs_changes
 from reversi.connectors._base import STEP, Connector, Param, Tool, ToolKind
 from reversi.connectors._fs_root import ABSENT, ROOT, Entry, State, entry, opened_root, os_errors
+from reversi.connectors._fs_states import describe, difference, same
 from reversi.errors import BadArgument, ChangedSince
 
 __all__ = ["CONNECTOR", "delete", "make_dir", "move", "move_back", "remove_dir", "restore", "stat", "write_file"]
 
 
-# --- states ------------------------------------------------------------------------------------
-
-
-def _same(a: State, b: State) -> bool:
-    return all(a.get(key) == b.get(key) for key in ("exists", "type", "sha256", "mode"))
-
-
-def _difference(relative: str, now: State, left: State) -> str:
-    if not now["exists"]:
-        return f"{relative} no longer exists"
-    if not left["exists"]:
-        return f"{relative} exists again ({_describe(now)})"
-    if now["type"] != left["type"]:
-        return f"{relative} is now a {now['type']}"
-    if now["sha256"] != left["sha256"]:
-        return f"{relative} now has sha256 {now['sha256']}, the step left {left['sha256']}"
-    return f"{relative} now has mode {now['mode']}, the step left {left['mode']}"
-
-
-def _describe(state: State) -> str:
-    return f"sha256 {state['sha256']}" if state["type"] == "file" else f"a {state['type']}"
+# --- states ---------------------------------------------------------------------------------------
 
 
 def _a_file(state: State, relative: str, argument: str) -> None:
@@ -185,9 +166,9 @@ def restore(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
     path, before, after = made["path"], made["before"], made["after"]
     with opened_root() as root, entry(root, path, "path", reach=False) as found, os_errors(path):
         now = _now(found, step)[0]
-        if not _same(now, before):
-            if not _same(now, after):
-                raise ChangedSince(step, _difference(path, now, after))
+        if not same(now, before):
+            if not same(now, after):
+                raise ChangedSince(step, difference(path, now, after))
             if before["exists"]:
                 data = _snapshots.load(before["sha256"], before["size"])
                 _fs_root.replace(_reachable(found, step), data, int(before["mode"], 8))
@@ -216,10 +197,10 @@ def move_back(result: dict[str, Any], step: int | None = None) -> dict[str, Any]
         if at_src["sha256"] == sha256 and not at_dst["exists"]:
             return answer
         moved = {"exists": True, "type": "file", "sha256": sha256, "mode": at_dst["mode"]}
-        if not _same(at_dst, moved):
-            raise ChangedSince(step, _difference(destination, at_dst, moved))
+        if not same(at_dst, moved):
+            raise ChangedSince(step, difference(destination, at_dst, moved))
         if at_src["exists"]:
-            raise ChangedSince(step, f"{source} exists again ({_describe(at_src)})")
+            raise ChangedSince(step, f"{source} exists again ({describe(at_src)})")
         if not _fs_root.move_entry(dst, _reachable(src, step), data or b"", int(at_dst["mode"], 8)):
             raise ChangedSince(step, f"{source} exists again")
     return answer
@@ -289,6 +270,11 @@ CONNECTOR = Connector(
              (_RESULT, STEP), idempotent=True),
         Tool("fs.remove_dir", ToolKind.COMPENSATION, remove_dir, "Remove a folder while it is empty.",
              (_RESULT, STEP), destructive=True, idempotent=True),
+        Tool("fs.restore_changes", ToolKind.COMPENSATION, fs_changes.restore_changes,
+             "Put back every path a shell command or an agent's file tool changed.", (_RESULT, STEP),
+             destructive=True, idempotent=True),
+        Tool("fs.changes_undone", ToolKind.READ, fs_changes.changes_undone,
+             "Whether every path a step changed is as it was before.", (_RESULT,)),
         Tool("fs.stat", ToolKind.READ, stat, "What is at a path: exists, type, sha256, size, mode.", (_PATH,)),
     ),
 )

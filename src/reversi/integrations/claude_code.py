@@ -8,25 +8,39 @@ reads); `PostToolUse` journals its result, `PostToolUseFailure` its error. A ses
 a call stays its own business: this never allows a call Claude Code would have asked about.
 
 If the call cannot be journaled before it runs (the store is down), the hook blocks it: exit 2, with
-the reason on stderr, which Claude Code shows to Claude. Pure but for the ledger it is given.
+the reason on stderr, which Claude Code shows to Claude.
+
+With `files=True` (`reversi hook --files`), the files a call changes under the fs connector's root
+are kept for the undo: before a `Write`, `Edit`, `MultiEdit` or `NotebookEdit`, the file it names;
+before a `Bash` command, everything under the root (`reversi.connectors.fs_changes`). The state is
+journaled as the step's `before`; after the call, what changed is sealed into its result (`files`),
+which the fs connector's `fs.restore_changes` puts back in a rollback. A call whose files cannot be
+kept (outside the root, too many) still runs, and its result says why (`files_unavailable`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reversi.core.models import RUN_ID_RE
+from reversi.connectors import fs_changes
+from reversi.connectors._fs_root import root_path
+from reversi.core.calls import making
+from reversi.core.models import RUN_ID_RE, StepState, StepStatus
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
-from reversi.errors import NotFound, Refused, ReversiError
+from reversi.errors import BadArgument, NotFound, Refused, ReversiError
 from reversi.integrations._journal import plain_arguments, refusal_text, usable_call_id
 
-__all__ = ["HookAnswer", "answer_hook", "run_id_of", "unjournaled"]
+__all__ = ["HookAnswer", "answer_hook", "denial", "run_id_of", "unjournaled"]
 
 ACTOR = "claude-code"
+FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+SHELL_TOOLS = frozenset({"Bash"})
+_UNAVAILABLE = "files_unavailable"
 
 
 @dataclass(frozen=True)
@@ -55,8 +69,14 @@ def unjournaled(event: Mapping[str, Any], exc: ReversiError) -> HookAnswer:
     return HookAnswer(exit_code=1, error=f"reversi: could not journal the outcome: {exc.message}")
 
 
-def answer_hook(ledger: Ledger, event: Mapping[str, Any]) -> HookAnswer:
-    """Journal one hook event; what to answer Claude Code."""
+def denial(reason: str) -> dict[str, Any]:
+    """The PreToolUse answer that denies the call, with the reason Claude reads."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": reason}}
+
+
+def answer_hook(ledger: Ledger, event: Mapping[str, Any], *, files: bool = False) -> HookAnswer:
+    """Journal one hook event; what to answer Claude Code. `files`: keep the files the call changes."""
     kind = event.get("hook_event_name")
     tool, call_id = event.get("tool_name"), usable_call_id(event.get("tool_use_id"))
     if kind not in ("PreToolUse", "PostToolUse", "PostToolUseFailure") or not isinstance(tool, str) or not tool:
@@ -64,18 +84,74 @@ def answer_hook(ledger: Ledger, event: Mapping[str, Any]) -> HookAnswer:
     args = event.get("tool_input")
     args = plain_arguments(args) if isinstance(args, Mapping) else {}
     if kind == "PreToolUse":
-        return _before(ledger, event, tool, args, call_id)
+        return _before(ledger, event, tool, args, call_id, files)
     try:
         run = ledger.get_run(run_id_of(event.get("session_id")))
         if call_id is None:
             raise NotFound("the event has no tool_use_id to find its step by")
-        if kind == "PostToolUse":
-            run.settle(call_id, result=event.get("tool_response"))
-        else:
-            run.settle(call_id, error=str(event.get("error") or "the tool call failed"))
+        _settle(run, call_id, event, kind == "PostToolUse")
     except ReversiError as exc:  # the call has run: say so, block nothing
         return unjournaled(event, exc)
     return HookAnswer()
+
+
+def _settle(run: Run, call_id: str, event: Mapping[str, Any], succeeded: bool) -> None:
+    """Journal the outcome; with the files the call changed, when they were kept before it. A failed
+    call that changed files took effect all the same: it is journaled succeeded, its error kept."""
+    step = next((s for s in run.snapshot().steps if s.call_id == call_id and s.status is StepStatus.INTENDED), None)
+    files = _files_after(run, step) if step is not None else None
+    error = None if succeeded else str(event.get("error") or "the tool call failed")
+    if files is None:
+        run.settle(call_id, result=event.get("tool_response"), error=error)
+    elif error is not None and not files.get("files", {}).get("changes"):
+        run.settle(call_id, error=error)
+    else:
+        answer = {"response": event.get("tool_response")} if error is None else {"error": error}
+        run.settle(call_id, result={**answer, **files})
+
+
+def _files_after(run: Run, step: StepState) -> dict[str, Any] | None:
+    """What the step's call changed (`files`), or why it is not known (`files_unavailable`); None when
+    nothing was kept before it."""
+    before = step.before if step.has_before and isinstance(step.before, Mapping) else {}
+    if _UNAVAILABLE in before:
+        return {_UNAVAILABLE: before[_UNAVAILABLE]}
+    if "files" not in before:
+        return None
+    try:
+        with making(run.id, step.index):  # the seal binds the changes to this step
+            return {"files": fs_changes.changes_since(before["files"])}
+    except ReversiError as exc:
+        return {_UNAVAILABLE: f"the files changed could not be read: {exc.message}"}
+
+
+def _files_before(tool: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The state of what the call may change, kept (`files`), or why it cannot be (`files_unavailable`);
+    None for a tool that changes no files."""
+    try:
+        if tool in SHELL_TOOLS:
+            return {"files": fs_changes.files_before()}
+        if tool in FILE_TOOLS:
+            return {"files": fs_changes.files_before([_relative(args.get(FILE_TOOLS[tool]))])}
+    except ReversiError as exc:
+        return {_UNAVAILABLE: exc.message}
+    return None
+
+
+def _relative(path: object) -> str:
+    """A file path Claude Code gave (absolute), relative to the fs root.
+
+    Raises:
+        BadArgument: not a path under the root.
+    """
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise BadArgument("file_path", "the call names no file path")
+    root = root_path()
+    absolute = os.path.join(os.path.realpath(os.path.dirname(os.path.join(root, path))), os.path.basename(path))
+    relative = os.path.relpath(absolute, root)
+    if relative == "." or relative.startswith(".." + os.sep) or relative == "..":
+        raise BadArgument("file_path", f"{path[:200]!r} is outside the folder whose files are kept ({root})")
+    return relative
 
 
 def _session_run(ledger: Ledger, event: Mapping[str, Any]) -> Run:
@@ -89,13 +165,16 @@ def _session_run(ledger: Ledger, event: Mapping[str, Any]) -> Run:
 
 
 def _before(ledger: Ledger, event: Mapping[str, Any], tool: str, args: dict[str, Any],
-            call_id: str | None) -> HookAnswer:
+            call_id: str | None, files: bool) -> HookAnswer:
+    kept = _files_before(tool, args) if files else None
     try:
         run = _session_run(ledger, event)
-        run.begin(tool, args, call_id=call_id)
+        if kept is None:
+            run.begin(tool, args, call_id=call_id)
+        else:
+            run.begin(tool, args, call_id=call_id, before=kept)
     except Refused as refused:
-        return HookAnswer({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                                  "permissionDecisionReason": refusal_text(refused.message)}})
+        return HookAnswer(denial(refusal_text(refused.message)))
     except ReversiError as exc:
         return unjournaled(event, exc)
     return HookAnswer()
