@@ -7,6 +7,9 @@
     agent = create_agent(model, tools=[create_charge, send_email],
                          middleware=[JournalMiddleware(run, names={"create_charge": "stripe.create_charge"})])
 
+    # or: each LangGraph thread its own run, `run_<thread id>`, opened (or continued) by its first call
+    middleware = JournalMiddleware.per_thread(ledger, actor="billing-agent")
+
 No tool is wrapped one by one: the middleware sees each call as the agent makes it (`wrap_tool_call`),
 with the model's tool call id. A refusal calls nothing and comes back as an error `ToolMessage` the
 model reads. The step's `$result` is what the agent's tool node made of the call: the `ToolMessage`
@@ -17,21 +20,26 @@ open), and the resumed call continues the same step, as with the LangChain wrapp
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphInterrupt
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
+from reversi.core.models import RUN_ID_RE
 from reversi.engine.capture import Read
+from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
-from reversi.errors import Refused
+from reversi.errors import ApprovalRequired, BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
 
-__all__ = ["JournalMiddleware"]
+__all__ = ["JournalMiddleware", "thread_run_id"]
 
 Answer = ToolMessage | Command[Any]
 _PAUSES = (GraphInterrupt,)  # an interrupt() in a tool: the call waits, it did not fail
@@ -45,46 +53,111 @@ class _ToolError(Exception):
         self.message = message
 
 
+Approvals = Literal["interrupt", "refuse"]
+
+
 class JournalMiddleware(AgentMiddleware):
     """Journals each tool call of the agent in `run` (`names`: tool name -> the name to journal and look
-    up in the manifests; `capture`: the reader of the reads manifest entries declare)."""
+    up in the manifests; `capture`: the reader of the reads manifest entries declare; `approvals`: a call
+    waiting for an approval pauses the graph with `interrupt()`, or is refused to the model)."""
 
-    def __init__(self, run: Run, *, names: Mapping[str, str] | None = None, capture: Read | None = None) -> None:
+    def __init__(self, run: Run | None, *, names: Mapping[str, str] | None = None, capture: Read | None = None,
+                 approvals: Approvals = "interrupt") -> None:
         super().__init__()
+        if approvals not in ("interrupt", "refuse"):
+            raise BadInput(f"JournalMiddleware: approvals must be 'interrupt' or 'refuse', not {approvals!r}")
         self.run = run
         self.names = dict(names or {})
         self.capture = capture
+        self.approvals = approvals
+        self._ledger: Ledger | None = None
+        self._actor = ""
+        self._runs: dict[str, Run] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def per_thread(cls, ledger: Ledger, *, actor: str = "", names: Mapping[str, str] | None = None,
+                   capture: Read | None = None, approvals: Approvals = "interrupt") -> JournalMiddleware:
+        """Journal each LangGraph thread's calls in a run of its own, `run_<thread id>` (a digest of a thread
+        id that cannot be part of a run id), opened by the thread's first call and continued after."""
+        made = cls(None, names=names, capture=capture, approvals=approvals)
+        made._ledger, made._actor = ledger, actor
+        return made
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Answer]) -> Answer:
         tool, args, call_id = self._call(request)
+        run = self._run_of(request)
 
         def call(**_: Any) -> Answer:
             return _checked(handler(request))
 
-        try:
-            answer: Answer = self.run.call(tool, args, call, capture=self.capture, call_id=call_id, pauses=_PAUSES)
-        except (Refused, _ToolError) as exc:
-            return _instead(request, exc)
-        return answer
+        while True:
+            try:
+                answer: Answer = run.call(tool, args, call, capture=self.capture, call_id=call_id, pauses=_PAUSES)
+            except ApprovalRequired as exc:
+                if self.approvals == "refuse":
+                    return _instead(request, exc)
+                interrupt(_waiting(tool, exc))  # pauses the graph; resumed, the call is tried again
+                continue
+            except (Refused, _ToolError) as exc:
+                return _instead(request, exc)
+            return answer
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Answer]]
     ) -> Answer:
         tool, args, call_id = self._call(request)
+        run = await asyncio.to_thread(self._run_of, request)
 
         async def call(**_: Any) -> Answer:
             return _checked(await handler(request))
 
-        try:
-            answer: Answer = await self.run.acall(tool, args, call, capture=self.capture, call_id=call_id,
-                                                  pauses=_PAUSES)
-        except (Refused, _ToolError) as exc:
-            return _instead(request, exc)
-        return answer
+        while True:
+            try:
+                answer: Answer = await run.acall(tool, args, call, capture=self.capture, call_id=call_id,
+                                                 pauses=_PAUSES)
+            except ApprovalRequired as exc:
+                if self.approvals == "refuse":
+                    return _instead(request, exc)
+                interrupt(_waiting(tool, exc))
+                continue
+            except (Refused, _ToolError) as exc:
+                return _instead(request, exc)
+            return answer
+
+    def _run_of(self, request: ToolCallRequest) -> Run:
+        """The run this call is journaled in: the one given, else its thread's."""
+        if self.run is not None:
+            return self.run
+        assert self._ledger is not None
+        config = getattr(request.runtime, "config", None) or {}
+        thread = (config.get("configurable") or {}).get("thread_id")
+        if thread is None:
+            raise BadInput("JournalMiddleware.per_thread: the graph was invoked without a thread id"
+                           " (config={'configurable': {'thread_id': ...}})")
+        run_id = thread_run_id(thread)
+        with self._lock:
+            if run_id not in self._runs:
+                self._runs[run_id] = self._ledger.start_run(run_id=run_id, actor=self._actor)
+            return self._runs[run_id]
 
     def _call(self, request: ToolCallRequest) -> tuple[str, dict[str, Any], str | None]:
         call = request.tool_call
         return journaled_name(self.names, call["name"]), plain_arguments(call["args"]), usable_call_id(call.get("id"))
+
+
+def thread_run_id(thread: object) -> str:
+    """The run of a LangGraph thread: `run_<thread id>`, or `run_thread-<digest>` for an id that cannot be
+    part of a run id."""
+    found = f"run_{thread}" if isinstance(thread, (str, int)) and not isinstance(thread, bool) else ""
+    if RUN_ID_RE.fullmatch(found):
+        return found
+    return "run_thread-" + hashlib.sha256(str(thread).encode()).hexdigest()[:32]
+
+
+def _waiting(tool: str, exc: ApprovalRequired) -> dict[str, Any]:
+    """The interrupt's value for a call waiting for an approval: what the application shows a person."""
+    return {"reversi": "approval_required", "approval_id": exc.approval_id, "tool": tool, "reason": exc.message}
 
 
 def _checked(answer: Answer) -> Answer:
