@@ -8,7 +8,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage, function_tool
+from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage, function_tool, set_trace_processors
+from agents.tracing import Span, Trace, TracingProcessor
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 from tests.integrations import billing
 
@@ -82,3 +83,67 @@ def test_a_halt_refuses_the_tool_and_the_model_reads_why(sqlite_ledger: reversi.
     output = run_agent(run, model)
     assert charged == [] and run.steps() == ()
     assert "card processor incident" in model.seen[0] and "nothing was done" in output
+
+
+class Recorded(TracingProcessor):
+    """The SDK's own traces and function spans, kept here instead of exported (nothing leaves the machine)."""
+
+    def __init__(self) -> None:
+        self.traces: list[str] = []
+        self.spans: list[tuple[str, str]] = []
+
+    def on_trace_start(self, trace: Trace) -> None:
+        self.traces.append(trace.trace_id)
+
+    def on_trace_end(self, trace: Trace) -> None:
+        pass
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        if span.span_data.type == "function":
+            self.spans.append((span.trace_id, span.span_id))
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
+
+
+def test_the_sdks_own_trace_and_the_models_call_id_are_journaled(sqlite_ledger: reversi.Ledger) -> None:
+    charged.clear()
+    recorded = Recorded()
+    set_trace_processors([recorded])
+    try:
+        run = sqlite_ledger.start_run(actor="billing-agent")
+        agent = Agent(name="billing", model=ScriptedModel([("create_charge", {"amount": 5, "order_id": "o-9"})]),
+                      tools=journaled([create_charge], run, names=NAMES))
+        asyncio.run(Runner.run(agent, "charge o-9"))
+    finally:
+        set_trace_processors([])
+    (trace_id,) = recorded.traces
+    (span,) = recorded.spans
+    (step,) = run.steps()
+    intended = next(e for e in run.events() if e.type == "intended")
+    assert step.call_id == "c0" and trace_id.startswith("trace_")
+    assert (intended.data["trace_id"], intended.data["span_id"]) == span and span[0] == trace_id
+    assert tracing_off_journals_nothing(sqlite_ledger)
+
+
+def tracing_off_journals_nothing(ledger: reversi.Ledger) -> bool:
+    run = ledger.start_run()
+    run_agent(run, ScriptedModel([("create_charge", {"amount": 5, "order_id": "o-10"})]))  # tracing_disabled
+    intended = next(e for e in run.events() if e.type == "intended")
+    return "trace_id" not in intended.data
+
+
+def test_only_ids_shaped_as_ids_are_journaled() -> None:
+    from reversi.engine import tracing
+
+    for trace_id, span_id, expected in [("trace_0123456789abcdef", "span_0123456789ab", 2), ("no-op", "span_x1234567", 0),
+                                        ("trace_" + "a" * 65, None, 0), ("trace_abc\n12345", None, 0),
+                                        ("trace_0123456789abcdef", "<script>", 1), (7, None, 0)]:
+        with tracing.framework_trace(trace_id, span_id):
+            assert len(tracing.journal_fields()) == expected, (trace_id, span_id)

@@ -38,6 +38,7 @@ class _Call:
 _CALL: ContextVar[_Call | None] = ContextVar("reversi_call_span", default=None)
 _REMOTE: ContextVar[dict[str, str] | None] = ContextVar("reversi_remote_parent", default=None)
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+_FRAMEWORK_ID = re.compile(r"[A-Za-z][A-Za-z0-9]{0,15}_[A-Za-z0-9]{8,64}")  # `trace_<hex>`, `span_<hex>`
 
 
 def _api() -> Any | None:
@@ -104,6 +105,21 @@ def remote_parent(traceparent: object) -> Iterator[None]:
     of a remote caller's W3C `traceparent` (an HTTP header, an MCP request's `_meta.traceparent`).
     Needs no OpenTelemetry: the ids are read from the text."""
     token = _REMOTE.set(traceparent_fields(traceparent) or None)
+    try:
+        yield
+    finally:
+        _REMOTE.reset(token)
+
+
+@contextmanager
+def framework_trace(trace_id: object, span_id: object = None) -> Iterator[None]:
+    """While the block runs, a call journaled with no OpenTelemetry span current journals a framework's
+    own trace ids (the OpenAI Agents SDK's `trace_...` and `span_...`), kept as the framework writes
+    them; ids of another shape are not journaled."""
+    fields = {"trace_id": trace_id} if isinstance(trace_id, str) and _FRAMEWORK_ID.fullmatch(trace_id) else {}
+    if fields and isinstance(span_id, str) and _FRAMEWORK_ID.fullmatch(span_id):
+        fields["span_id"] = span_id
+    token = _REMOTE.set(fields or _REMOTE.get())
     try:
         yield
     finally:

@@ -7,7 +7,10 @@
     agent = Agent(name="billing", tools=tools)
 
 Each wrapped tool is a copy of the `FunctionTool` (same name, schema, approval and timeout settings).
-A refusal (a halt, a duplicate, an approval to wait for) is returned to the model as the tool's output
+The model's tool call id is journaled with each call, and the SDK's own trace and span ids
+(`trace_...`, `span_...`) when no OpenTelemetry span is current (an OpenTelemetry span wins: its ids
+are the ones the rest of your traces use). A refusal (a halt, a duplicate, an approval to wait for)
+is returned to the model as the tool's output
 text, the SDK's way to send an error back to the model: it reads the reason and nothing is called (the
 SDK's default `failure_error_function` would hide the reason behind "please try again"). The tool's own
 errors are journaled `failed`, then handled by the tool's `failure_error_function` as before.
@@ -15,6 +18,7 @@ errors are journaled `failed`, then handled by the tool's `failure_error_functio
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import warnings
@@ -25,12 +29,14 @@ from agents import FunctionTool, Tool, function_tool
 from agents.mcp import MCPServer
 from agents.tool import set_function_tool_failure_error_function, with_function_tool_failure_error_handler
 from agents.tool_context import ToolContext
+from agents.tracing import get_current_span, get_current_trace
 from mcp.types import CallToolResult, TextContent
 
+from reversi.engine import tracing
 from reversi.engine.capture import Read
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
-from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
+from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
 
 __all__ = ["JournaledMCPServer", "journal_tool", "journaled", "journaled_mcp"]
 
@@ -58,7 +64,9 @@ def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None, captu
             return await inner.on_invoke_tool(ctx, text)
 
         try:
-            return await run.acall(journaled_as, args, call, capture=capture)
+            with _sdk_trace():
+                return await run.acall(journaled_as, args, call, capture=capture,
+                                       call_id=usable_call_id(getattr(ctx, "tool_call_id", None)))
         except Refused as exc:
             return refusal_text(exc.message)
 
@@ -66,6 +74,13 @@ def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None, captu
     outer.on_invoke_tool = with_function_tool_failure_error_handler(invoke, _handled)
     FunctionTool.__post_init__(outer)  # type: ignore[no-untyped-call]  # binds the failure handling to this copy, as the SDK's own copies do
     return outer
+
+
+def _sdk_trace() -> contextlib.AbstractContextManager[None]:
+    """The SDK's current trace and span ids, for the journal (none when its tracing is off: a no-op trace)."""
+    trace, span = get_current_trace(), get_current_span()
+    return tracing.framework_trace(trace.trace_id if trace is not None else None,
+                                   span.span_id if span is not None else None)
 
 
 _OTHER_TOOLS = tuple(get_origin(t) or t for t in get_args(Tool) if (get_origin(t) or t) is not FunctionTool)
@@ -121,8 +136,10 @@ class JournaledMCPServer(MCPServer):
             return answer
 
         try:
-            result: CallToolResult = await self._run.acall(
-                journaled_name(self._names, tool_name), plain_arguments(arguments or {}), call, capture=self._capture)
+            with _sdk_trace():
+                result: CallToolResult = await self._run.acall(
+                    journaled_name(self._names, tool_name), plain_arguments(arguments or {}), call,
+                    capture=self._capture)
         except Refused as exc:
             return CallToolResult(content=[TextContent(type="text", text=refusal_text(exc.message))], is_error=True)
         except _ToolAnsweredError as exc:  # journaled `failed`: the agent reads the server's own answer
@@ -151,13 +168,14 @@ def journaled(tools: Iterable[Tool | Callable[..., Any]], run: Run, *, names: Ma
             `@function_tool` makes them; hosted tools (`WebSearchTool`, ...), which run on OpenAI's side
             where nothing can journal them, passed through unwrapped with a warning.
 
-    Raises:
-        BadInput: something that is none of those.
         run: the run of this agent session (`ledger.start_run(run_id=...)` continues it by id).
         names: tool name -> the name to journal and look up in the manifests.
         capture: `capture(tool, arguments)` reads what a manifest entry's `capture` names before the
             call (the journaled tool name, the capture's own arguments); None: the ledger's reader
             command, if configured, else nothing is read and the plan says so.
+
+    Raises:
+        BadInput: something that is none of those.
     """
     wrapped: list[Tool] = []
     for given in tools:
