@@ -142,8 +142,9 @@ def tracing_off_journals_nothing(ledger: reversi.Ledger) -> bool:
 def test_only_ids_shaped_as_ids_are_journaled() -> None:
     from reversi.engine import tracing
 
-    for trace_id, span_id, expected in [("trace_0123456789abcdef", "span_0123456789ab", 2), ("no-op", "span_x1234567", 0),
-                                        ("trace_" + "a" * 65, None, 0), ("trace_abc\n12345", None, 0),
-                                        ("trace_0123456789abcdef", "<script>", 1), (7, None, 0)]:
+    for trace_id, span_id, expected in [("trace_0123456789abcdef", "span_0123456789ab", 2),
+                                        ("no-op", "span_x1234567", 0), ("trace_" + "a" * 65, None, 0),
+                                        ("trace_abc\n12345", None, 0), ("trace_0123456789abcdef", "<script>", 1),
+                                        (7, None, 0)]:
         with tracing.framework_trace(trace_id, span_id):
             assert len(tracing.journal_fields()) == expected, (trace_id, span_id)
