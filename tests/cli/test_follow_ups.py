@@ -155,16 +155,25 @@ def test_secrets_in_a_calls_values_are_masked_in_follow_ups_and_their_hook(db_ur
         assert "hunter2" not in shown and "sensitive:" in shown, shown
 
 
-def test_a_follow_up_command_that_cannot_run_is_said_and_the_rollback_goes_on(
+def test_a_follow_up_the_hook_did_not_take_is_handed_again_by_the_next_rollback_once(
     db_url: str, here: Path, run_id: str
 ) -> None:
+    told = here / "told.jsonl"
     said = []
-    for cmd in ('"unterminated', "   "):  # the second rollback opens nothing new: it just goes on
+    for cmd in ('"unterminated', f"{HOOK} {told}", f"{HOOK} {told}"):  # broken, then working twice
         code, report, err = _cli(db_url, here, "rollback", run_id, "-m", str(here / "tools.yaml"),
                                  "--compensator-cmd", FAILS, env={"REVERSI_FOLLOW_UP_CMD": cmd})
         assert code == 2, err
         said.append(report)
-    assert "its hook failed: follow_up_cmd (REVERSI_FOLLOW_UP_CMD): cannot parse" in said[0]
+        if cmd.startswith('"'):
+            assert not told.exists()
+    assert ("its hook failed (the next rollback hands it again): follow_up_cmd (REVERSI_FOLLOW_UP_CMD): cannot parse"
+            in said[0])
+    handed = [json.loads(line) for line in told.read_text().splitlines()]
+    assert sorted(h["step"] for h in handed) == [0, 1]  # by the second rollback, and not again by the third
+    with reversi.open(db_url) as ledger:
+        kinds = [e.type for e in ledger.get_run(run_id).events()]
+    assert kinds.count("follow_up_opened") == 2 and kinds.count("follow_up_handed") == 2
 
 
 def test_a_step_a_remote_worker_holds_gets_no_follow_up(db_url: str, here: Path, run_id: str) -> None:

@@ -289,3 +289,65 @@ def test_a_rollback_killed_while_its_compensator_runs_is_finished_by_the_next_wi
     step_1 = [e.type for e in run.events() if e.step == 1]
     assert step_1 == ["intended", "succeeded", "compensating", "compensating", "compensated"]
     assert_journal_is_whole(run)
+
+
+# -- follow-ups -----------------------------------------------------------------------------------
+
+FOLLOW_UPS = """
+version: 1
+tools:
+  email.send:
+    irreversible: "an email stays sent"
+    follow_up: {title: "Correct the mail to ${args.to}", owner: support}
+  stripe.create_charge:
+    compensation: {tool: stripe.refund, args: {charge: "$result.id"}}
+    follow_up: {title: "Refund ${result.id} by hand", owner: billing}
+"""
+TELL = (f"{PY} -c \"import sys, pathlib; "
+        "pathlib.Path(sys.argv[1]).open('a').write(sys.stdin.read().replace(chr(10), ' ') + chr(10))\"")
+
+
+def test_a_rollback_killed_at_any_journal_point_opens_each_follow_up_once_and_hands_it_on(
+    db_url: str, spawn: Spawn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a follow-up is one write that checks and appends; handing it to the hook is journaled
+    after the hook took it. Killed anywhere, the re-run leaves one follow-up per staying step, each
+    handed to the hook (twice at most: when the kill fell between the hook and its journal entry)."""
+    manifest = tmp_path / "follow-ups.yaml"
+    manifest.write_text(FOLLOW_UPS)
+    announced: list[str] = []
+    told_twice = 0  # kills between the hook taking them and the journal saying so
+    for stop_at in itertools.count():
+        told = tmp_path / f"told-{stop_at}.jsonl"
+        monkeypatch.setenv("REVERSI_FOLLOW_UP_CMD", f"{TELL} {shlex.quote(str(told))}")  # the child's and ours
+        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+            run = ledger.start_run()
+            run.begin("email.send", {"to": "ada@example.com"}).succeeded({"sent": True})  # stays: irreversible
+            run.begin("stripe.create_charge", {"amount": 5}).succeeded({"id": "ch_1"})  # stays: its refund fails
+            run.begin("stripe.create_charge", {"amount": 6}).succeeded({"id": "ch_2"})  # undone
+            downstream = Downstream(tmp_path / f"downstream-{stop_at}")
+            fails = ("--fail-first", "99", "--fail-step", "1")
+            child = spawn("rollback", manifest=str(manifest), run_id=run.id, stop_at=stop_at,
+                          compensator=downstream.command("crash", *fails))
+            points, stopped = run_until_stopped(child)
+            where = points[-1] if stopped else "the end"
+
+            report = run.rollback(compensate=command_compensator(downstream.command("rerun", *fails)))
+            events = run.events()
+        opened = sorted(e.step or 0 for e in events if e.type == "follow_up_opened")
+        handed = sorted(e.step or 0 for e in events if e.type == "follow_up_handed")
+        assert opened == [0, 1] and handed == [0, 1], (where, opened, handed)
+        assert sorted(f["step"] for f in report.to_dict()["follow_ups"]) == [0, 1], where
+        hook_told = Counter(json.loads(line)["step"] for line in told.read_text().splitlines())
+        assert set(hook_told) == {0, 1} and max(hook_told.values()) <= 2, (where, hook_told)
+        told_twice += max(hook_told.values()) == 2
+        announced += points
+        if not stopped:
+            assert hook_told == Counter({0: 1, 1: 1})  # not killed: each told once
+            break
+
+    assert told_twice > 0, "no kill fell between the hook taking a follow-up and `follow_up_handed`"
+    labels = {" ".join(p.split()[2:]) for p in announced}
+    for expected in ["pre follow_up_opened:0 follow_up_opened:1", "post follow_up_opened:0 follow_up_opened:1",
+                     "pre follow_up_handed:0 follow_up_handed:1"]:
+        assert expected in labels, f"the journal point {expected!r} was never reached: {sorted(labels)}"

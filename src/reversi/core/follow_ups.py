@@ -5,7 +5,8 @@ failed after every attempt, or its undo's approval was denied. When its manifest
 `follow_up`, the rollback opens one (`follow_up_opened`, once per step whatever the re-runs and
 crashes: its id is the run's and the step's), and a person closes it with a note
 (`follow_up_closed`). A run is *settled* when every step that stays has a closed follow-up (the
-rollback being incomplete all the same).
+rollback being incomplete all the same). Once the rollback's `follow_up` hook (an issue tracker) took
+one, it is journaled `follow_up_handed`; one it did not take is handed again by the next rollback.
 """
 
 from __future__ import annotations
@@ -67,10 +68,17 @@ class FollowUpState:
     closed_at: str | None = None
     closed_by: str | None = None
     note: str | None = None
+    handed: bool = False  # the follow-up hook took it
 
     @property
     def status(self) -> str:
         return "open" if self.closed_at is None else "closed"
+
+    def hook_payload(self) -> dict[str, Any]:
+        """What the `follow_up` hook is told of it: the run, the step and what `follow_up_opened` journaled."""
+        out = {"run_id": self.run_id, "step": self.step, "follow_up_id": self.follow_up_id, "title": self.title,
+               "text": self.text, "owner": self.owner, "why": self.why}
+        return out | ({"action": dict(self.action)} if self.action is not None else {})
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -103,4 +111,6 @@ def follow_ups_of(run_id: str, events: Iterable[Event]) -> list[FollowUpState]:
         elif ev.type == EventType.FOLLOW_UP_CLOSED and isinstance(key, str) and key in found:
             opened = found[key]
             found[key] = replace(opened, closed_at=ev.at, closed_by=ev.actor, note=str(data.get("note", "")))
+        elif ev.type == EventType.FOLLOW_UP_HANDED and isinstance(key, str) and key in found:
+            found[key] = replace(found[key], handed=True)
     return list(found.values())

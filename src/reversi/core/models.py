@@ -95,6 +95,7 @@ class EventType(StrEnum):
     VALUES_ERASED = "values_erased"
     FOLLOW_UP_OPENED = "follow_up_opened"
     FOLLOW_UP_CLOSED = "follow_up_closed"
+    FOLLOW_UP_HANDED = "follow_up_handed"
 
 
 class StepStatus(StrEnum):

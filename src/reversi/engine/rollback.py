@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from reversi.core.backoff import Retry
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.expect import first_mismatch
-from reversi.core.follow_ups import follow_ups_of, opened_data
+from reversi.core.follow_ups import FollowUpState, follow_ups_of, opened_data
 from reversi.core.json_values import to_json
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
@@ -180,17 +180,30 @@ class RollbackExecutor:
             return new, sorted((ev for index in wanted for ev in q.step_events(run_id, index)), key=lambda e: e.seq)
 
         opened, events = await self._write(run_id, open_new)
-        report.follow_ups = [f.to_dict() for f in follow_ups_of(run_id, events)]
-        for index in opened:
-            data = wanted[index]
-            report.lines.append(f"step {index}  follow-up opened  {data['follow_up_id']}  {data['title']}")
-            if self.options.follow_up is None:
-                continue
+        found = follow_ups_of(run_id, events)
+        report.follow_ups = [f.to_dict() for f in found]
+        report.lines += [f"step {i}  follow-up opened  {wanted[i]['follow_up_id']}  {wanted[i]['title']}"
+                         for i in opened]
+        if self.options.follow_up is not None:
+            await self._hand(run_id, [f for f in found if f.status == "open" and not f.handed], report)
+
+    async def _hand(self, run_id: str, waiting: list[FollowUpState], report: RollbackReport) -> None:
+        """Hand each open follow-up the hook has not taken yet (new, or one an earlier rollback could not
+        hand) to it, and journal those it took. A hook that fails leaves its follow-up for the next
+        rollback; one that dies after the hook took it, before the journal says so, hands it again."""
+        assert self.options.follow_up is not None
+        taken: list[FollowUpState] = []
+        for follow_up in waiting:
             try:
-                await _call(self.options.follow_up, {"run_id": run_id, "step": index} | data)
+                await _call(self.options.follow_up, follow_up.hook_payload())
             except Exception as exc:  # the follow-up stands in the journal all the same
-                report.lines.append(f"step {index}  follow-up {data['follow_up_id']}: its hook failed: "
-                                    f"{_error_text(exc)}")
+                report.lines.append(f"step {follow_up.step}  follow-up {follow_up.follow_up_id}: its hook failed"
+                                    f" (the next rollback hands it again): {_error_text(exc)}")
+                continue
+            taken.append(follow_up)
+        if taken:
+            await self._write(run_id, lambda q: q.append(run_id, [
+                self._event(EventType.FOLLOW_UP_HANDED, f.step, {"follow_up_id": f.follow_up_id}) for f in taken]))
 
     async def _close_follow_ups_of_undone(self, snapshot: RunSnapshot, report: RollbackReport) -> None:
         """A step with an open follow-up (an earlier rollback could not undo it) that this one undid needs
