@@ -43,6 +43,9 @@ tools:
     compensation:
       tool: flaky.undo
       args: {id: "$result.id"}
+  bank.hold:
+    undo_until: "$result.releasable_until"
+    compensation: {tool: bank.release, args: {id: "$result.id"}}
   mail.send:
     irreversible: true
     follow_up: {title: "Write to ${args.to} again", text: "It went out; it stays sent.", owner: support}

@@ -42,6 +42,8 @@ async def test_an_operator_plans_rolls_back_resolves_and_halts(tmp_path: Path, s
                 "reversi.rollback_scope",
                 "reversi.resolve_step",
                 "reversi.reconcile",
+                "reversi.follow_ups",
+                "reversi.close_follow_up",
                 "reversi.list_runs",
                 "reversi.halt",
                 "reversi.resume",

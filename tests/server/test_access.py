@@ -476,13 +476,14 @@ def test_another_principals_run_is_refused_on_the_gateways_endpoints(site: Site,
             answers = {}
             for tool in OPERATOR_TOOLS:
                 if "run_id" in tool.input_schema["properties"]:
-                    args = {"run_id": run_id} | ({"step": 0, "status": "failed", "note": "no"}
-                                                 if tool.name == "reversi.resolve_step" else {})
+                    more = {"reversi.resolve_step": {"step": 0, "status": "failed", "note": "no"},
+                            "reversi.close_follow_up": {"step": 0, "note": "no"}}
+                    args = {"run_id": run_id} | more.get(tool.name, {})
                     result = await mcp.call_tool(tool.name, args)
                     answers[tool.name] = result.content[0].text if result.is_error else "ok"  # type: ignore[union-attr]
             return answers
 
     refused = run_coroutine(operator_tools("other-operator"))
-    assert len(refused) == 4 and set(refused.values()) == {f"{run_id} belongs to another principal"}, refused
+    assert len(refused) == 6 and set(refused.values()) == {f"{run_id} belongs to another principal"}, refused
     assert run_coroutine(operator_tools("acme-operator"))["reversi.plan_rollback"] == "ok"
     assert site.client("other-operator").get(f"/v1/runs/{run_id}").status_code == 403

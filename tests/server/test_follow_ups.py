@@ -1,5 +1,6 @@
-"""Follow-ups over HTTP, on both stores: an operator of the run's tenant lists them and closes one with
-a note (journaled as that principal); an operator of another tenant and an agent may not."""
+"""Follow-ups over HTTP and the gateway's operator tools, on both stores: an operator of the run's tenant
+lists them and closes one with a note (journaled as that principal); an operator of another tenant, an
+agent and a viewer may not."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from tests.cli.test_follow_ups import MANIFEST
 from tests.server.conftest import Site
@@ -103,3 +105,88 @@ def test_a_rollback_job_the_server_runs_hands_its_follow_ups_to_the_command(
     [handed] = [json.loads(line) for line in told.read_text().splitlines()]
     assert (handed["run_id"], handed["step"], handed["owner"]) == (run.id, 0, "support")
     assert "s3cret-token" not in told.read_text()
+
+
+def test_the_operator_tools_list_and_close_follow_ups_with_the_apis_roles(
+    manifest: Path, make_site: Callable[..., Site]
+) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from tests.hostile.store_state import store_state
+    from tests.server.conftest import WAIT_S, ThreadServer
+    from tests.server.test_access import gateway
+
+    from reversi.engine.run import run_coroutine
+
+    manifest.write_text(MANIFEST)
+    site = make_site()
+    for label, role, tenant in (("agent", "agent", "acme"), ("acme-operator", "operator", "acme"),
+                                ("other-operator", "operator", "other"), ("viewer", "viewer", "acme")):
+        site.add_key(label, role, tenant)
+    run = site.ledger.start_run(tenant="acme")
+    run.begin("email.send", {"to": "ada@example.com", "subject": "Hi", "token": "s3cret-token"}).succeeded({})
+    run.begin("crm.lookup", {}).succeeded({})
+    run.rollback()
+    served = ThreadServer(gateway(site))
+
+    async def calls(who: str, *asked: tuple[str, dict[str, object]]) -> list[tuple[bool, object]]:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {site.keys[who]}"}, timeout=WAIT_S) as http,
+            Client(streamable_http_client(f"{served.url}/operator/mcp", http_client=http), cache=None) as mcp,
+        ):
+            answers: list[tuple[bool, object]] = []
+            for name, args in asked:
+                result = await mcp.call_tool(name, args)
+                text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+                answers.append((result.is_error, text if result.is_error else result.structured_content))
+            return answers
+
+    try:
+        before = store_state(site.ledger)
+        refused = run_coroutine(calls("other-operator", ("reversi.follow_ups", {"run_id": run.id}),
+                                      ("reversi.close_follow_up", {"run_id": run.id, "step": 0, "note": "mine"})))
+        assert refused == [(True, f"{run.id} belongs to another principal")] * 2
+        bad = run_coroutine(calls(
+            "acme-operator",
+            ("reversi.close_follow_up", {"run_id": run.id, "step": 0, "note": ""}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": 0, "note": "   "}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": 0}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": 1, "note": "x"}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": -1, "note": "x"}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": 10**30, "note": "x"}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": True, "note": "x"}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": "0", "note": "x"}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": 0, "note": "x", "closed": True}),
+            ("reversi.follow_ups", {"run_id": "run_nope"}),
+            ("reversi.follow_ups", {"run_id": "../etc"}),
+        ))
+        assert all(is_error for is_error, _ in bad), bad
+        said = [str(text) for _, text in bad]
+        assert said[0] == said[1] == "a note is required: say what was done", said
+        assert said[2] == "note is required" and said[3] == f"step 1 of {run.id} has no follow-up"
+        assert said[4] == said[5] == "step must be a step number: a whole number from 0 to 999999999"
+        assert said[6] == said[7] == "step has the wrong type"
+        assert "closed" in said[8] and said[9] == "no run run_nope", said
+        assert all("\n" not in s and len(s) < 400 for s in said), said
+        assert store_state(site.ledger) == before
+
+        listed, closed, again = run_coroutine(calls(
+            "acme-operator", ("reversi.follow_ups", {"run_id": run.id}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": 0, "note": "sent the correction"}),
+            ("reversi.close_follow_up", {"run_id": run.id, "step": 0, "note": "again"})))
+        assert listed[0] is False and isinstance(listed[1], dict)
+        [shown] = listed[1]["follow_ups"]
+        assert (shown["step"], shown["status"], shown["owner"]) == (0, "open", "support")
+        assert "s3cret-token" not in str(listed[1])
+        assert closed[0] is False and isinstance(closed[1], dict)
+        assert (closed[1]["status"], closed[1]["closed_by"], closed[1]["note"]) == (
+            "closed", "acme-operator", "sent the correction")
+        assert again[0] is True and "was closed by acme-operator" in str(again[1])
+        for who in ("agent", "viewer"):  # the operator endpoint needs an operator key, as over HTTP
+            answer = httpx.post(f"{served.url}/operator/mcp", headers={
+                "Authorization": f"Bearer {site.keys[who]}", "Accept": "application/json, text/event-stream"},
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+            assert answer.status_code == 403, (who, answer.text)
+    finally:
+        served.stop()

@@ -54,6 +54,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/"): LISTING, ("GET", "/runs/{run_id}"): SCOPED, ("POST", "/runs/{run_id}/rollback"): SCOPED,
     ("GET", "/runs/{run_id}/rollback"): SCOPED, ("GET", "/runs/{run_id}/job"): SCOPED,
     ("GET", "/runs/{run_id}/rollback.json"): SCOPED, ("POST", "/runs/{run_id}/steps/{step:int}/resolve"): SCOPED,
+    ("POST", "/runs/{run_id}/steps/{step}/follow-up/close"): SCOPED,
     ("GET", "/runs/{run_id}/journal.jsonl"): SCOPED, ("GET", "/approvals"): LISTING,
     ("POST", "/approvals/{approval_id}/approve"): SCOPED, ("POST", "/approvals/{approval_id}/deny"): SCOPED,
     ("GET", "/halts"): LISTING, ("POST", "/halts"): OWN,
@@ -64,7 +65,8 @@ GATEWAY_ROUTES = {"/healthz": PUBLIC, "/metrics": PUBLIC, "/mcp": GUARDED, "/ope
 # The operator tools over MCP: those naming a run are refused another tenant's (tests/server/test_access.py).
 OPERATOR = {"reversi.plan_rollback": SCOPED, "reversi.execute_rollback": SCOPED, "reversi.resolve_step": SCOPED,
             "reversi.plan_scope": LISTING, "reversi.rollback_scope": LISTING,
-            "reversi.list_runs": LISTING, "reversi.halt": OWN, "reversi.resume": OWN, "reversi.reconcile": SCOPED}
+            "reversi.list_runs": LISTING, "reversi.halt": OWN, "reversi.resume": OWN, "reversi.reconcile": SCOPED,
+            "reversi.follow_ups": SCOPED, "reversi.close_follow_up": SCOPED}
 # Principals with no claim on the victim's things: an agent of the same tenant, and each role of another.
 INTRUDERS = ["agent2", "outsider", "other-operator", "other-admin"]
 MARKER = "victim-marker-8d1c"

@@ -553,10 +553,19 @@ export interface components {
             standing: number;
             unresolved: number;
             steps: number;
+            closing?: components["schemas"]["Closing"][];
+        };
+        Closing: {
+            run_id: string;
+            step: number;
+            tool: string;
+            closes: string;
+            left: string;
         };
         RunList: {
             items: components["schemas"]["RunSummary"][];
             next: string | null;
+            partial?: boolean;
         };
         Action: {
             step: number;
@@ -776,7 +785,7 @@ export interface components {
             seq: number;
             step: number | null;
             /** @enum {string} */
-            type: "run_opened" | "run_continued" | "intended" | "succeeded" | "failed" | "uncertain" | "resolved" | "refused" | "approval_requested" | "approval_granted" | "approval_denied" | "compensating" | "compensated" | "compensation_failed" | "verified" | "verification_failed" | "unverified" | "halt_added" | "halt_lifted" | "checkpoint" | "values_erased" | "follow_up_opened" | "follow_up_closed";
+            type: "run_opened" | "run_continued" | "intended" | "succeeded" | "failed" | "uncertain" | "resolved" | "refused" | "approval_requested" | "approval_granted" | "approval_denied" | "compensating" | "compensated" | "compensation_failed" | "verified" | "verification_failed" | "unverified" | "halt_added" | "halt_lifted" | "checkpoint" | "values_erased" | "follow_up_opened" | "follow_up_closed" | "follow_up_handed";
             at: string;
             actor: string;
             data: Record<string, never>;
@@ -1224,6 +1233,8 @@ export interface operations {
                 tenant?: string;
                 /** @description Runs opened since (30m, 2h, 7d or a date). */
                 since?: string;
+                /** @description Instead: the runs with a standing step whose undo window closes within this (24h, 7d), the soonest first, each with those steps (`closing`); with tenant, limit and cursor only. */
+                expiring?: string;
                 /** @description At most this many items (1-1000, default 100). */
                 limit?: number;
                 /** @description The `next` of the previous page. */

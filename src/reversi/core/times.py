@@ -29,11 +29,11 @@ def parse_duration(text: str, *, what: str = "duration") -> timedelta:
     """
     match = _DURATION.fullmatch(text.strip())
     if match is None:
-        raise BadInput(f"{what} {text!r}: expected a duration like 90d, 12h or 30m")
+        raise BadInput(f"{what} {_shown(text)}: expected a duration like 90d, 12h or 30m")
     try:
         return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-    except OverflowError:
-        raise BadInput(f"{what} {text!r}: too long to be a duration") from None
+    except (OverflowError, ValueError):  # ValueError: more digits than `int` reads from text
+        raise BadInput(f"{what} {_shown(text)}: too long to be a duration") from None
 
 
 def parse_since(text: str, now: datetime | None = None, *, what: str = "since") -> str:
@@ -51,10 +51,15 @@ def parse_since(text: str, now: datetime | None = None, *, what: str = "since") 
             moment = parse_time(text.strip())
         except ValueError:
             raise BadInput(
-                f"{what} {text!r}: expected a duration like 30m, 2h, 7d or a date like 2026-12-01"
+                f"{what} {_shown(text)}: expected a duration like 30m, 2h, 7d or a date like 2026-12-01"
             ) from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         return format_time(moment)
     except (OverflowError, ValueError):  # a duration or an offset that leaves the calendar
-        raise BadInput(f"{what} {text!r}: too far from now to be a date") from None
+        raise BadInput(f"{what} {_shown(text)}: too far from now to be a date") from None
+
+
+def _shown(text: str) -> str:
+    """What was typed, as an error message quotes it: its first 40 characters, for a value of any size."""
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}..."

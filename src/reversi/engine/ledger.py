@@ -288,17 +288,23 @@ class Ledger:
         return summaries
 
     def closing(
-        self, within: timedelta, *, now: datetime | None = None, scan: int = 1000
+        self, within: timedelta, *, now: datetime | None = None, scan: int = 1000, tenant: str | None = None,
+        principal: str | None = None,
     ) -> tuple[list[Closing], bool]:
         """The standing steps whose undo windows close within `within` (of `now`), soonest first, in the
-        `scan` newest runs with standing steps; and whether more runs were left unscanned. Each run is
-        planned, so this costs a plan per run scanned."""
+        `scan` newest runs with standing steps (of `tenant`, of `principal`, when given); and whether
+        more runs were left unscanned. Each run is planned, so this costs a plan per run scanned. A
+        span past the calendar's end takes every window."""
         now = now or datetime.now(UTC)
-        until = now + within
+        try:
+            until = now + within
+        except OverflowError:  # a span past the year 9999: every window closes before then
+            until = datetime.max.replace(tzinfo=UTC)
         found: list[Closing] = []
         scanned = 0
         with self.store.read() as q:
-            records = [r for r in q.list_runs() if q.run_summary(r).standing]
+            records = [r for r in q.list_runs(tenant=tenant)
+                       if (principal is None or r.principal == principal) and q.run_summary(r).standing]
         for record in records[:scan]:
             scanned += 1
             for action in self.get_run(record.run_id).plan(now=now).actions:

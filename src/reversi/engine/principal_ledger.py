@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
@@ -27,6 +27,7 @@ from reversi.core.models import (
     HaltScope,
     RunRecord,
     RunSnapshot,
+    RunSummary,
     StepState,
     StepStatus,
     check_run_id,
@@ -38,6 +39,7 @@ from reversi.core.retention import cutoff
 from reversi.core.scopes import ScopePlan, ScopeReport, Selection
 from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding
+from reversi.core.windows import Closing
 from reversi.engine import approvals, erasure, halts, incidents, jobs, keys, scope_jobs
 from reversi.engine.access import (
     Access,
@@ -224,6 +226,33 @@ class PrincipalLedger:
         for approval in self.approvals("pending"):
             counts[approval.run_id] = counts.get(approval.run_id, 0) + 1
         return counts
+
+    def closing(self, within: timedelta, *, tenant: str | None = None,
+                now: datetime | None = None) -> tuple[list[Closing], bool]:
+        """The standing steps whose undo windows close within `within`, soonest first, in the runs this
+        principal sees (as `list_runs`: an agent its own, an operator those of its tenant, or of
+        `tenant`); and whether runs were left unscanned (see `Ledger.closing`)."""
+        possible, tenant = listing_tenant(self.principal, tenant)
+        if not possible:
+            return [], False
+        return self._base.closing(within, now=now, tenant=tenant, principal=listing_owner(self.principal))
+
+    def closing_runs(self, within: timedelta, *, tenant: str | None = None, now: datetime | None = None
+                     ) -> tuple[list[tuple[RunSummary, list[Closing]]], bool]:
+        """`closing` by run: each run with a window closing within `within`, the soonest first, with
+        its steps whose windows close then, soonest first."""
+        found, more = self.closing(within, tenant=tenant, now=now)
+        steps: dict[str, list[Closing]] = {}
+        for closing in found:
+            steps.setdefault(closing.run_id, []).append(closing)
+        records = []
+        for run_id in steps:
+            try:
+                records.append(self._base.run_record(run_id))
+            except NotFound:  # pruned or erased since it was planned
+                continue
+        with self._base.store.read() as q:
+            return [(q.run_summary(record), steps[record.run_id]) for record in records], more
 
     def plans(self, runs: Sequence[RunRecord]) -> list[Plan]:
         """The rollback plan of each run (read together: a listing's page).

@@ -11,7 +11,7 @@ from reversi.core import redaction
 from reversi.core.json_values import compact
 from reversi.core.models import StepStatus
 from reversi.core.scopes import Selection
-from reversi.core.times import parse_since
+from reversi.core.times import parse_duration, parse_since
 from reversi.engine import tracing
 from reversi.engine.access import Access
 from reversi.engine.approvals import approval_page_key
@@ -37,12 +37,27 @@ def open_run(call: Call) -> Response:
 
 
 def list_runs(call: Call) -> Response:
+    if "expiring" in call.query:
+        return _closing_runs(call, call.query["expiring"])
     since = call.query.get("since")
     found = call.ledger.list_runs(status=call.query.get("status"), actor=call.query.get("actor"),
                                   tenant=call.query.get("tenant"),
                                   since=parse_since(since) if since is not None else None,
                                   after=call.cursor_of((str, str)), limit=call.limit())
     return page([s.to_dict() for s in found.items], list(found.next) if found.next else None)
+
+
+def _closing_runs(call: Call, within: str) -> Response:
+    """The runs with a standing step whose undo window closes within `within`, the soonest first, each
+    with those steps (`closing`); `partial` when only the newest runs with standing steps were looked at."""
+    span = parse_duration(within, what="expiring")
+    other = next((name for name in ("status", "actor", "since") if name in call.query), None)
+    if other is not None:
+        raise BadInput(f"expiring takes no {other} filter: it looks at every run with a standing step "
+                       "(tenant, limit and cursor apply)")
+    found, partial = call.ledger.closing_runs(span, tenant=call.query.get("tenant"))
+    items = [summary.to_dict() | {"closing": [c.to_dict() for c in steps]} for summary, steps in found]
+    return offset_page(call, items, partial=partial)
 
 
 def get_run(call: Call) -> Response:
@@ -273,6 +288,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              {200: "RunList"}, query=(
                  Param("status", "Runs with a step in this status."), Param("actor", "Runs of this actor."),
                  Param("tenant", "Runs of this tenant."), Param("since", "Runs opened since (30m, 2h, 7d or a date)."),
+                 Param("expiring", "Instead: the runs with a standing step whose undo window closes within this "
+                       "(24h, 7d), the soonest first, each with those steps (`closing`); with tenant, limit "
+                       "and cursor only."),
                  *_PAGE)),
     Endpoint("GET", _RUNS, get_run, Role.AGENT, "One run with its steps.", {200: "Run"}),
     Endpoint("POST", f"{_RUNS}/steps", record_step, Role.AGENT,

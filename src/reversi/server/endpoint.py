@@ -183,18 +183,18 @@ def reply(data: Any, status: int = 200) -> Response:
     return JSONResponse(data, status_code=status)
 
 
-def page(items: list[Any], next_value: Any) -> Response:
-    """A listing: `{items, next}`, where `next` is the cursor of the following page, or null."""
-    return reply({"items": items, "next": None if next_value is None else encode_cursor(next_value)})
+def page(items: list[Any], next_value: Any, **more: Any) -> Response:
+    """A listing: `{items, next}`, where `next` is the cursor of the following page, or null; and `more`."""
+    return reply({"items": items, "next": None if next_value is None else encode_cursor(next_value), **more})
 
 
-def offset_page(call: Call, items: list[Any]) -> Response:
-    """A listing of a small, whole list, paged by position."""
+def offset_page(call: Call, items: list[Any], **more: Any) -> Response:
+    """A listing of a small, whole list, paged by position (`more`: as `page`)."""
     start = call.cursor() or 0
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         raise BadInput("bad cursor: pass the `next` of the previous page as it was")
     end = start + call.limit()
-    return page(items[start:end], end if end < len(items) else None)
+    return page(items[start:end], end if end < len(items) else None, **more)
 
 
 @dataclass(frozen=True)

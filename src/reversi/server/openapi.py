@@ -60,8 +60,10 @@ SCHEMAS: dict[str, Any] = {
     "Run": _object({**_SUMMARY, "steps": {"type": "array", "items": _ref("Step")}, "steps_count": _INT,
                     "labels": {"type": "object", "additionalProperties": _STR}},
                    {"where_it_stands": _object({"steps": {"type": "array"}, "next": {"type": "array"}})}),
-    "RunSummary": _object({**_SUMMARY, "steps": _INT}),
-    "RunList": _list_of("RunSummary"),
+    "RunSummary": _object({**_SUMMARY, "steps": _INT}, {"closing": {"type": "array", "items": _ref("Closing")}}),
+    "Closing": _object({"run_id": _STR, "step": _INT, "tool": _STR, "closes": _STR, "left": _STR}),
+    "RunList": _object({"items": {"type": "array", "items": _ref("RunSummary")}, "next": _nullable(_STR)},
+                       {"partial": _BOOL}),  # with `expiring`: only the newest runs with standing steps were read
     "Action": _object(
         {"step": _INT, "tool": _STR,
          "kind": _enum(ActionKind)},

@@ -65,10 +65,18 @@ def cursor(text: str | None) -> tuple[str, str] | None:
     return value[0], value[1]
 
 
+CLOSED_IN_THE_CONSOLE = "closed in the console"  # a follow-up's note when the form's box was left empty
+
+
 def step_param(text: str | None) -> int | None:
     """The `step` of a run page's address: which window of steps to show (None: the newest)."""
     if text is None or text == "":
         return None
+    return step_number(text)
+
+
+def step_number(text: str) -> int:
+    """A step number as an address gives it (nine digits at most)."""
     if not text.isascii() or not text.isdigit() or len(text) > 9:
         raise BadInput(f"step must be a step number, not {text[:40]!r}")
     return int(text)

@@ -65,7 +65,8 @@ class Console:
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, compact=views.compact,
                                           age=views.age, refresh_ms=views.REFRESH_MS, who=who_acted,
-                                          linked_ids=views.linked_ids)
+                                          linked_ids=views.linked_ids, clock=views.clock,
+                                          closing_within=views.CLOSING_WITHIN)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -180,6 +181,8 @@ class Console:
 
     async def runs(self, request: Request, session: Session, principal: Principal) -> Response:
         q = request.query_params
+        if "expiring" in q and q.get("fragment") != "rows":
+            return await self.closing(request, session, principal)
         filters = views.RunFilters.of(q)
         after = forms.cursor(q.get("after"))
         ledger = self.ledger_for(principal)
@@ -191,6 +194,14 @@ class Console:
         counts = await run_in_threadpool(ledger.attention_counts)
         return self.render(request, session, "runs.html", rows=rows, filters=filters, next_link=next_link,
                            first_link=first_link, active=any(r.active for r in rows), counts=counts)
+
+    async def closing(self, request: Request, session: Session, principal: Principal) -> Response:
+        """The runs list's "Closing soon": the runs with undo windows closing within `?expiring=`."""
+        ledger = self.ledger_for(principal)
+        view = await run_in_threadpool(views.closing_page, ledger, request.query_params.get("expiring") or "")
+        counts = await run_in_threadpool(ledger.attention_counts)
+        return self.render(request, session, "runs.html", 400 if view.error else 200, rows=[],
+                           filters=views.RunFilters(), closing=view, counts=counts)
 
     async def run(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
@@ -257,6 +268,19 @@ class Console:
             return self.after(request, f"/runs/{run_id}", f"step-{step}", resolve_error={str(step): exc.message},
                               form={str(step): forms.typed(form)})
         return self.after(request, f"/runs/{run_id}", f"step-{step}")
+
+    async def close_follow_up(self, request: Request, session: Session, principal: Principal) -> Response:
+        run_id = request.path_params["run_id"]
+        step = forms.step_number(request.path_params["step"])
+        form = await request.form()
+        note = str(form.get("note") or "").strip() or forms.CLOSED_IN_THE_CONSOLE
+        try:
+            ledger = self.ledger_for(principal)
+            await run_in_threadpool(lambda: ledger.close_follow_up(run_id, step, note))
+        except ReversiError as exc:
+            return self.after(request, f"/runs/{run_id}", f"follow-up-{step}", follow_up_error={str(step): exc.message},
+                              form={f"follow-up-{step}": forms.typed(form)})
+        return self.after(request, f"/runs/{run_id}", f"follow-up-{step}")
 
     async def journal(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
@@ -371,6 +395,7 @@ class Console:
             Route("/runs/{run_id}/job", s(self.job), methods=["GET"]),
             Route("/runs/{run_id}/rollback.json", s(self.rollback_progress), methods=["GET"]),
             Route("/runs/{run_id}/steps/{step:int}/resolve", s(self.resolve), methods=["POST"]),
+            Route("/runs/{run_id}/steps/{step}/follow-up/close", s(self.close_follow_up), methods=["POST"]),
             Route("/runs/{run_id}/journal.jsonl", s(self.journal), methods=["GET"]),
             Route("/scopes", s(self.scopes), methods=["GET"]),
             Route("/scopes/rollback", s(self.scope_rollback), methods=["POST"]),

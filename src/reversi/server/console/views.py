@@ -13,7 +13,8 @@ from markupsafe import Markup, escape
 
 from reversi.core.models import RunSummary, StepStatus
 from reversi.core.plan import ActionKind, Plan
-from reversi.core.times import parse_time
+from reversi.core.times import parse_duration, parse_time
+from reversi.core.windows import Closing
 from reversi.engine.ledger import Ledger
 from reversi.engine.principal_ledger import Attention, PrincipalLedger
 from reversi.errors import BadInput
@@ -21,6 +22,7 @@ from reversi.errors import BadInput
 PAGE_SIZE = 25
 APPROVALS_SHOWN = 200  # on the approvals page, pending first
 REFRESH_MS = {"runs": 5000, "job": 1000}  # how often a page's script refreshes the runs list, a job's progress
+CLOSING_WITHIN = "24h"  # the runs list's "Closing soon": undo windows that close within this
 
 
 def age(at: str, now: datetime | None = None) -> str:
@@ -173,3 +175,40 @@ def nav_badges(ledger: PrincipalLedger) -> dict[str, int]:
     if ledger.principal.reads_tenant:
         badges["approvals"] = sum(ledger.awaiting_approval().values())
     return badges
+
+
+@dataclass(frozen=True)
+class ClosingRun:
+    """A run with standing steps whose undo windows close soon: those steps, the soonest first."""
+
+    run_id: str
+    actor: str
+    tenant: str
+    steps: list[Closing]
+
+    @property
+    def soonest(self) -> Closing:
+        return self.steps[0]
+
+
+@dataclass(frozen=True)
+class ClosingView:
+    """The runs list's "Closing soon": `within` as typed, and the runs (None when it is no duration)."""
+
+    within: str
+    runs: list[ClosingRun] | None = None
+    partial: bool = False  # only the newest runs with standing steps were looked at
+    error: str | None = None
+
+
+def closing_page(ledger: PrincipalLedger, within: str) -> ClosingView:
+    """The runs this principal sees with a standing step whose undo window closes within `within`
+    (24h, 7d), the soonest first; a bad duration is the view's error."""
+    shown = within.strip()[:40]  # what the form's box shows again
+    try:
+        span = parse_duration(within, what="closing within")
+    except BadInput as exc:
+        return ClosingView(shown, error=exc.message)
+    found, partial = ledger.closing_runs(span)
+    runs = [ClosingRun(s.run.run_id, s.run.scope.actor, s.run.scope.tenant, steps) for s, steps in found]
+    return ClosingView(shown, runs, partial)
