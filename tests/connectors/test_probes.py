@@ -17,7 +17,9 @@ from tests.connectors.conftest import CONNECTORS, READER, reversi_cli
 from tests.connectors.fake_server import URL, served_with
 
 import reversi
+import reversi.connectors
 from reversi.core.manifest_yaml import parse_manifest
+from reversi.errors import BadArgument
 from reversi.demo.fakes.stripe import KEY, FakeStripe
 
 MANIFEST = """
@@ -156,3 +158,77 @@ def test_a_probe_never_overwrites_what_someone_settled_while_it_read(db_url: str
         assert said.outcome == "settled meanwhile" and "it is failed" in said.why
         step = run.steps()[0]
         assert (step.status.value, step.settled_by) == ("failed", "dana")
+
+
+def test_the_shipped_stripe_probe_finds_the_charge_made_for_the_step_and_its_refund_accepts_it(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connector marks each charge with the step it is made for; `stripe.charge_of_call`, read for a step,
+    answers that step's charge sealed for it alone. So a charge whose answer was lost is settled by
+    `reversi reconcile` with the shipped manifest, and the connector's own refund undoes it. An agent cannot
+    point the probe at another charge: the step is the connector's mark, not an argument."""
+    from reversi.connectors import stripe
+    from reversi.core.calls import making
+
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(_shipped("stripe"))
+    monkeypatch.setenv("REVERSI_CONNECTOR_DIR", str(tmp_path / "connectors"))
+    monkeypatch.setenv("REVERSI_CONNECTOR_KEY", "k" * 40)
+    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
+        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+            run = ledger.start_run()
+            args = {"amount": 700, "currency": "eur", "metadata": {"order": "o-1"}}
+            handle = run.begin("stripe.create_charge", args)
+            with making(run.id, handle.index):  # the gateway's connector server makes it for the step
+                made = stripe.create_charge(**args)
+            handle.uncertain("the answer was lost")
+            run.begin("stripe.create_charge", {"amount": 5, "currency": "eur",  # an agent's step: no charge for it
+                                               "metadata": {"order": "o-1"}}).uncertain("timed out")
+            assert made["metadata"]["reversi_call"] == f"{run.id}:0"
+            with pytest.raises(BadArgument, match="the connector's own key"):
+                stripe.create_charge(5, "eur", metadata={"reversi_call": f"{run.id}:1"})  # forging the mark
+            with pytest.raises(BadArgument, match="no step is bound"):
+                stripe.charge_of_call()
+
+        code, out, err = _cli(db_url, tmp_path, "reconcile", str(run.id), "--reader-cmd", READER, "--json")
+        said = {s["step"]: s["outcome"] for s in json.loads(out)["steps"]}
+        assert code == 2 and said == {0: "succeeded", 1: "unresolved"}, (out, err)  # nothing found proves nothing
+        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+            step = ledger.get_run(str(run.id)).steps()[0]
+        assert step.settled_by == "probe" and step.result["id"] == made["id"] and "reversi_seal" in step.result
+
+        code, out, err = _cli(db_url, tmp_path, "rollback", str(run.id), "--compensator-cmd",
+                              f"{CONNECTORS} compensate", "--reader-cmd", READER, "--json")
+        report = json.loads(out)
+        assert report["compensated"] == [0] and report["unresolved"] == [1], (out, err)
+        assert fake.charges[made["id"]]["refunded"] is True
+
+
+def test_a_probes_sealed_answer_is_refused_for_any_other_step(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reversi.connectors import stripe
+    from reversi.core.calls import making
+
+    manifest = tmp_path / "tools.yaml"
+    manifest.write_text(_shipped("stripe"))
+    monkeypatch.setenv("REVERSI_CONNECTOR_DIR", str(tmp_path / "connectors"))
+    monkeypatch.setenv("REVERSI_CONNECTOR_KEY", "k" * 40)
+    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
+        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+            run = ledger.start_run()
+            with making(run.id, 0):
+                made = stripe.create_charge(300, "eur")
+                found = stripe.charge_of_call()
+            assert found["count"] == 1 and found["result"]["id"] == made["id"]
+            run.begin("stripe.create_charge", {"amount": 300, "currency": "eur"}).succeeded({"id": "other"})
+            run.begin("stripe.create_charge", {"amount": 1, "currency": "eur"}).succeeded(found["result"])  # step 1
+        code, out, _ = _cli(db_url, tmp_path, "rollback", str(run.id), "--compensator-cmd",
+                            f"{CONNECTORS} compensate", "--json")
+        failed = {f["step"]: f["error"] for f in json.loads(out)["failed"]}
+        assert "made by step 0" in failed[1] and fake.charges[made["id"]]["refunded"] is False
+
+
+def _shipped(name: str) -> str:
+    """A connector's shipped manifest, as `reversi-connectors manifest NAME` prints it."""
+    return (Path(reversi.connectors.__file__).parent / "manifests" / f"{name}.yaml").read_text()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import click
@@ -23,6 +24,7 @@ from reversi.connectors._base import ToolKind
 from reversi.connectors._errors import one_line
 from reversi.connectors._registry import connectors, find_tool
 from reversi.connectors._seal import seal as seal_result
+from reversi.core.calls import CallId, making
 from reversi.distribution import NAME
 from reversi.errors import BadArgument
 
@@ -88,10 +90,13 @@ def compensate() -> None:
 
 @cli.command()
 def read() -> None:
-    """Run a read-back: {"tool", "arguments"} on stdin, the read tool's answer on stdout."""
+    """Run a read-back: {"tool", "arguments"} on stdin, the read tool's answer on stdout; with
+    "call": {"run_id", "step"}, the read is made for that step (a probe, whose answer is sealed for it)."""
     request = _stdin_object('{"tool", "arguments"}')
     tool = find_tool(_string(request, "tool"), ToolKind.READ)
-    _print_json(tool.invoke(request.get("arguments") or {}))
+    made_for = CallId.of(request.get("call"))
+    with making(made_for.run_id, made_for.step) if made_for else nullcontext():
+        _print_json(tool.invoke(request.get("arguments") or {}))
 
 
 @cli.command()

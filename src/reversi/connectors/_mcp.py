@@ -85,16 +85,6 @@ def _recoveries(connectors: Sequence[Connector], tools: Mapping[str, Tool]) -> d
     return found
 
 
-def _call_of(value: Any) -> CallId | None:
-    """The step the gateway journaled this call as (`_meta` `reversi/call`), if it said one."""
-    if not isinstance(value, dict):
-        return None
-    run_id, step = value.get("run_id"), value.get("step")
-    if not isinstance(run_id, str) or not isinstance(step, int) or isinstance(step, bool):
-        return None
-    return CallId(run_id, step)
-
-
 def _journaled_name(value: Any, tool: str) -> str | None:
     """The compensation's name as the run journaled it (`_meta` `reversi/compensation`), if the gateway
     said one that names this tool: the tool itself, or it under an upstream's prefix (`NAME.tool`)."""
@@ -135,7 +125,7 @@ class ToolServer:
             return _text(UnknownTool(params.name).message, error=True)
         meta = params.meta or {}
         key = meta.get(IDEMPOTENCY_META_KEY)
-        made_as = _call_of(meta.get(CALL_META_KEY))
+        made_as = CallId.of(meta.get(CALL_META_KEY))
         journaled_as = _journaled_name(meta.get(COMPENSATION_META_KEY), tool.name)
 
         def run() -> Any:

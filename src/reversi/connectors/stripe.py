@@ -6,6 +6,12 @@ compensation takes that whole result and acts only on the id its seal covers: a 
 result refunds, deletes and cancels nothing. A compensation sends its idempotency key as Stripe's
 `Idempotency-Key` header, so Stripe itself replays the first answer to a repeat; deleting a customer
 (a DELETE, where Stripe ignores the header) reads the customer first.
+
+A charge made for a journaled step (through the gateway) carries that step in its metadata
+(`reversi_call`: `RUN:STEP`), set by the connector, never by the caller. So when the answer is lost,
+the step's probe (`stripe.charge_of_call`, made by `reversi reconcile` for that step) finds the charge
+by the step itself, not by anything the agent chose, and answers it sealed for that step alone, as
+`stripe.create_charge` would have: the rollback's refund then accepts it.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ from typing import Any
 from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, sealed_result
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service, form_encode
-from reversi.connectors._seal import sealed, unseal
+from reversi.connectors._seal import seal, sealed, unseal
+from reversi.core.calls import current_call
 from reversi.errors import BadArgument, ChangedSince, DownstreamError, UntrustedResult
 
 __all__ = [
     "CONNECTOR",
     "cancel_payment_intent",
+    "charge_of_call",
     "create_charge",
     "create_customer",
     "create_payment_intent",
@@ -49,6 +57,7 @@ STRIPE = Service(
     _message,
 )
 _ID = re.compile(r"[A-Za-z0-9_]{1,255}")
+CALL_KEY = "reversi_call"  # the metadata key naming the step a charge was made for: the connector's alone
 
 
 def _id(value: Any, name: str) -> str:
@@ -87,9 +96,21 @@ def _create(path: str, fields: dict[str, Any]) -> dict[str, Any]:
 @sealed("stripe.create_charge")
 def create_charge(amount: int, currency: str, customer: str | None = None, source: str | None = None,
                   description: str | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Charge `amount` (in the currency's smallest unit). Undo: `stripe.refund`."""
+    """Charge `amount` (in the currency's smallest unit). Undo: `stripe.refund`.
+
+    Raises:
+        BadArgument: `metadata` names `reversi_call`, which the connector sets itself.
+    """
+    if isinstance(metadata, dict) and CALL_KEY in metadata:
+        raise BadArgument("metadata", f"{CALL_KEY!r} is the connector's own key: it names the step the charge is for")
     return _create("/v1/charges", {"amount": amount, "currency": currency, "customer": customer, "source": source,
-                                 "description": description, "metadata": metadata})
+                                 "description": description, "metadata": {**(metadata or {}), **_made_for()}})
+
+
+def _made_for() -> dict[str, str]:
+    """The metadata naming the step this call is made for, when one is known."""
+    call = current_call()
+    return {CALL_KEY: f"{call.run_id}:{call.step}"} if call is not None else {}
 
 
 @sealed("stripe.create_customer")
@@ -181,6 +202,25 @@ def search_charges(query: str) -> Any:
     return STRIPE.request("GET", "/v1/charges/search", params={"query": query}).body
 
 
+def charge_of_call() -> dict[str, Any]:
+    """The charge made for the step this read is made for (`reversi reconcile` binds its probe to the
+    step): `{"count": N, "result": R}`, where R is the charge, sealed as `stripe.create_charge`'s result
+    for that step, when exactly one was made, else null. Stripe's search index can lag a minute behind
+    a charge: `count: 0` is not proof that none was made.
+
+    Raises:
+        BadArgument: no step is bound to this read (it is only a probe's).
+    """
+    made_for = _made_for()
+    if not made_for:
+        raise BadArgument("call", "no step is bound to this read: it answers only a probe that reconcile makes"
+                                  " for a step")
+    found = search_charges(f"metadata['{CALL_KEY}']:'{made_for[CALL_KEY]}'")
+    charges = [c for c in (found.get("data") if isinstance(found, dict) else None) or [] if isinstance(c, dict)
+               and (c.get("metadata") or {}).get(CALL_KEY) == made_for[CALL_KEY]]
+    return {"count": len(charges), "result": seal("stripe.create_charge", charges[0]) if len(charges) == 1 else None}
+
+
 def get_customer(id: str) -> Any:
     """The customer; `{"id", "deleted": true}` once deleted, as Stripe answers (also when it is gone)."""
     found = STRIPE.request("GET", f"/v1/customers/{_id(id, 'id')}", tolerate=(404,))
@@ -222,6 +262,8 @@ CONNECTOR = Connector(
         Tool("stripe.get_charge", Kind.READ, get_charge, "A charge.", (_GET,)),
         Tool("stripe.search_charges", Kind.READ, search_charges, "Charges found by a search query.",
              (Param("query", "string", "e.g. metadata['order']:'o-1'"),)),
+        Tool("stripe.charge_of_call", Kind.READ, charge_of_call,
+             "The charge made for the step a probe reads for, sealed as its forward result.", ()),
         Tool("stripe.get_customer", Kind.READ, get_customer, "A customer.", (_GET,)),
         Tool("stripe.get_payment_intent", Kind.READ, get_payment_intent, "A payment intent.", (_GET,)),
     ),

@@ -34,6 +34,19 @@ class CallId:
     run_id: str
     step: int
 
+    @classmethod
+    def of(cls, value: object) -> CallId | None:
+        """The call a `{"run_id", "step"}` object names (`_meta` `reversi/call`, a reader's `call`), if any."""
+        if not isinstance(value, dict):
+            return None
+        run_id, step = value.get("run_id"), value.get("step")
+        if not isinstance(run_id, str) or not isinstance(step, int) or isinstance(step, bool):
+            return None
+        return cls(run_id, step)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"run_id": self.run_id, "step": self.step}
+
 
 @dataclass(frozen=True)
 class Undo:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reversi.core.calls import current_call
 from reversi.core.json_values import parse_json
 from reversi.errors import BadInput
 
@@ -293,11 +294,14 @@ def command_verify(
 def command_reader(
     cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the reader command"
 ) -> Callable[[str, Any], Awaitable[Any]]:
-    """A `verifier(tool, arguments)` that runs `cmd` with `{"tool","arguments"}` and parses its JSON answer."""
+    """A `verifier(tool, arguments)` that runs `cmd` with `{"tool","arguments"}` and parses its JSON answer;
+    with `"call": {"run_id", "step"}` too when the read is made for a step (a probe)."""
     argv = split_command(cmd, what)
 
     async def read(tool: str, arguments: Any) -> Any:
-        out = await run_command(argv, {"tool": tool, "arguments": arguments}, timeout_s)
+        call = current_call()
+        made_for = {"call": call.to_dict()} if call is not None else {}
+        out = await run_command(argv, {"tool": tool, "arguments": arguments} | made_for, timeout_s)
         try:
             return parse_json(out, "the output")
         except BadInput as exc:

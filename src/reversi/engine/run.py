@@ -625,7 +625,8 @@ class Run:
         except MissingReference as missing:
             return Probed(state.index, state.tool, "unresolved", f"its probe's {missing.ref} names nothing")
         try:
-            answer, error = awaited(read_once(reader, probe.tool, arguments))
+            with making(self.id, state.index):  # a connector's probe answers for this step alone (its seal)
+                answer, error = awaited(read_once(reader, probe.tool, arguments))
         except Exception as exc:
             return Probed(state.index, state.tool, "unresolved", f"its probe {probe.tool} could not read: "
                                                                   f"{type(exc).__name__}: {exc}"[:300])

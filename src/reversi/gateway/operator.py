@@ -1,4 +1,5 @@
-"""The operator's side: MCP tools that plan, roll back, resolve, list runs and halt, through the engine.
+"""The operator's side: MCP tools that plan, roll back, resolve, reconcile, list runs and follow-ups, close
+follow-ups and halt, through the engine.
 
 Compensations and declared read-backs are called on the upstreams through `undo_calls.UndoCalls`,
 each compensation with its idempotency key in the call's `_meta` as `reversi/idempotency_key`.
@@ -15,6 +16,7 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 
 from reversi.core import redaction
+from reversi.core.calls import current_call
 from reversi.core.scopes import Selection
 from reversi.engine.access import Access
 from reversi.engine.keys import Principal
@@ -30,6 +32,7 @@ log = logging.getLogger("reversi.gateway")
 NO_MANIFESTS = ("no manifests in force: start the gateway with -m FILE, or set manifests: in reversi.yaml or "
                 "REVERSI_MANIFEST")
 
+_MAX_STEP = 999_999_999  # as the HTTP API reads a step: nine digits at most
 PrincipalFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[Principal]]
 
 
@@ -119,6 +122,26 @@ TOOLS = [
         input_schema=_schema({"run_id": _RUN_ID}, ["run_id"]),
     ),
     types.Tool(
+        name="reversi.follow_ups",
+        description="The follow-ups rollbacks opened for the steps of a run they could not undo (what people "
+                    "still have to do), in the order opened, secrets masked.",
+        input_schema=_schema({"run_id": _RUN_ID}, ["run_id"]),
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(
+        name="reversi.close_follow_up",
+        description="Close the follow-up of a step of a run, saying what was done (note).",
+        input_schema=_schema(
+            {
+                "run_id": _RUN_ID,
+                "step": {"type": "integer", "minimum": 0},
+                "note": {"type": "string", "description": "What was done (required; kept in the journal)"},
+                "actor": {"type": ["string", "null"], "description": "Who did it (default: the key's name)"},
+            },
+            ["run_id", "step", "note"],
+        ),
+    ),
+    types.Tool(
         name="reversi.list_runs",
         description="Runs newest first, with counts of their steps; `status` keeps runs with a step in that status.",
         input_schema=_schema(
@@ -199,6 +222,8 @@ class Operator:
             "reversi.rollback_scope": self._rollback_scope,
             "reversi.resolve_step": self._resolve,
             "reversi.reconcile": self._reconcile,
+            "reversi.follow_ups": self._follow_ups,
+            "reversi.close_follow_up": self._close_follow_up,
             "reversi.list_runs": self._list_runs,
             "reversi.halt": self._halt,
             "reversi.resume": self._resume,
@@ -291,7 +316,7 @@ class Operator:
         door = self.ledger.for_principal(principal)
 
         def read(tool: str, arguments: Any) -> Any:  # in the worker thread: the upstreams live on the loop
-            return anyio.from_thread.run(self.undo_calls.read_back, tool, arguments)
+            return anyio.from_thread.run(self.undo_calls.read_back, tool, arguments, current_call())
 
         found = await anyio.to_thread.run_sync(lambda: door.reconcile_by_probes(run_id, read))
         steps = await anyio.to_thread.run_sync(lambda: door.get_run(run_id).steps())
@@ -299,6 +324,27 @@ class Operator:
         shown = [redaction.probed(masker, p) for p in found]
         return structured({"run_id": run_id, "steps": [p.to_dict() for p in shown]},
                           "\n".join(p.describe() for p in shown) or "no step is unresolved")
+
+    async def _follow_ups(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        run_id = _arg(args, "run_id", str)
+        door = self.ledger.for_principal(principal)
+        found = await anyio.to_thread.run_sync(lambda: door.follow_ups(run_id, masked=True))
+        return structured({"run_id": run_id, "follow_ups": [f.to_dict() for f in found]},
+                          "\n".join(f.describe() for f in found) or f"{run_id} has no follow-ups")
+
+    async def _close_follow_up(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        run_id, step, note = _arg(args, "run_id", str), _arg(args, "step", int), _arg(args, "note", str)
+        if not 0 <= step <= _MAX_STEP:
+            raise BadInput("step must be a step number: a whole number from 0 to 999999999")
+        actor = _arg(args, "actor", str, None)
+        door = self.ledger.for_principal(principal)
+
+        def close() -> dict[str, Any]:
+            door.close_follow_up(run_id, step, note, actor=actor)
+            return next(f for f in door.follow_ups(run_id, masked=True) if f.step == step).to_dict()
+
+        closed = await anyio.to_thread.run_sync(close)
+        return structured(closed, f"closed {closed['follow_up_id']} (step {step} of {run_id})")
 
     async def _list_runs(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         limit = _arg(args, "limit", int, 50)

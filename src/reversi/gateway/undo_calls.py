@@ -9,7 +9,7 @@ from typing import Any, cast
 from mcp import types
 
 from reversi.core.backoff import Retry
-from reversi.core.calls import IDEMPOTENCY_META_KEY
+from reversi.core.calls import CALL_META_KEY, IDEMPOTENCY_META_KEY, CallId
 from reversi.gateway.upstream import UpstreamPool
 from reversi.gateway.upstream_calls import call_upstream
 
@@ -28,5 +28,7 @@ class UndoCalls:
         meta = cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: call["idempotency_key"]})
         return await call_upstream(self.pool, call["tool"], call["args"], self.call_timeout, meta)
 
-    async def read_back(self, tool: str, arguments: Any) -> Any:
-        return await call_upstream(self.pool, tool, arguments, self.call_timeout)
+    async def read_back(self, tool: str, arguments: Any, made_for: CallId | None = None) -> Any:
+        """A read; `made_for`: the step it is made for (a probe's), told to the connectors' server."""
+        meta = cast(types.RequestParamsMeta, {CALL_META_KEY: made_for.to_dict()}) if made_for else None
+        return await call_upstream(self.pool, tool, arguments, self.call_timeout, meta)

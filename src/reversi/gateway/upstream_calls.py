@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from mcp import types
 
-from reversi.core.calls import COMPENSATION_META_KEY, IDEMPOTENCY_META_KEY
+from reversi.core.calls import CALL_META_KEY, COMPENSATION_META_KEY, IDEMPOTENCY_META_KEY
 from reversi.errors import ToolAnsweredError
 from reversi.gateway.results import error_text, is_error, journaled_answer, result_value
 from reversi.gateway.upstream import UpstreamPool
@@ -28,6 +28,8 @@ async def call_upstream(
     route = pool.route(tool)
     if route is None:
         raise LookupError(f"no upstream serves {tool}")
+    if meta is not None and CALL_META_KEY in meta and not route.upstream.wants_steps:
+        meta = cast(types.RequestParamsMeta, {k: v for k, v in meta.items() if k != CALL_META_KEY}) or None
     if meta is not None and IDEMPOTENCY_META_KEY in meta and route.upstream.wants_steps:
         # a connector checks the key against the compensation's name as the run journaled it
         meta = cast(types.RequestParamsMeta, {**meta, COMPENSATION_META_KEY: tool})
