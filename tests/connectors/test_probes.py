@@ -10,6 +10,7 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,8 +20,8 @@ from tests.connectors.fake_server import URL, served_with
 import reversi
 import reversi.connectors
 from reversi.core.manifest_yaml import parse_manifest
-from reversi.errors import BadArgument
 from reversi.demo.fakes.stripe import KEY, FakeStripe
+from reversi.errors import BadArgument
 
 MANIFEST = """
 version: 1
@@ -177,7 +178,7 @@ def test_the_shipped_stripe_probe_finds_the_charge_made_for_the_step_and_its_ref
     with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
         with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
             run = ledger.start_run()
-            args = {"amount": 700, "currency": "eur", "metadata": {"order": "o-1"}}
+            args: dict[str, Any] = {"amount": 700, "currency": "eur", "metadata": {"order": "o-1"}}
             handle = run.begin("stripe.create_charge", args)
             with making(run.id, handle.index):  # the gateway's connector server makes it for the step
                 made = stripe.create_charge(**args)
@@ -223,8 +224,8 @@ def test_a_probes_sealed_answer_is_refused_for_any_other_step(
             assert found["count"] == 1 and found["result"]["id"] == made["id"]
             run.begin("stripe.create_charge", {"amount": 300, "currency": "eur"}).succeeded({"id": "other"})
             run.begin("stripe.create_charge", {"amount": 1, "currency": "eur"}).succeeded(found["result"])  # step 1
-        code, out, _ = _cli(db_url, tmp_path, "rollback", str(run.id), "--compensator-cmd",
-                            f"{CONNECTORS} compensate", "--json")
+        _, out, _ = _cli(db_url, tmp_path, "rollback", str(run.id), "--compensator-cmd",
+                         f"{CONNECTORS} compensate", "--json")
         failed = {f["step"]: f["error"] for f in json.loads(out)["failed"]}
         assert "made by step 0" in failed[1] and fake.charges[made["id"]]["refunded"] is False
 
