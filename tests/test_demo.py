@@ -92,7 +92,8 @@ def test_the_gateway_journals_every_call_the_refusal_the_timeout_and_the_resolve
     types = [e.type for e in events]
     assert [(e.step, e.type) for e in events if e.type in ("uncertain", "resolved")] == [(7, "uncertain"),
                                                                                          (7, "resolved")]
-    assert [e.actor for e in events if e.type == "resolved"] == ["dana"]
+    (settled,) = [e for e in events if e.type == "resolved"]  # by its probe, from what Stripe says
+    assert settled.actor == "probe" and settled.data["probe"] == "stripe.charge_of_call"
     assert types.count("refused") == 1
     assert types.count("compensated") == types.count("verified") == 7
 
@@ -107,6 +108,9 @@ def test_the_halt_refuses_a_call_before_it_reaches_stripe(demo: DemoRun) -> None
 
 def test_the_plan_shows_the_unresolved_charge_and_the_email_that_cannot_be_undone(demo: DemoRun) -> None:
     plan_before = demo.section(2)
+    window = r"^  step 2  stripe\.create_charge  compensate -> stripe\.refund  \(undo window closes \S+, in 29d"
+    assert re.search(window, plan_before, re.M), plan_before  # the shop's 30-day refund policy
+    assert "  step 7  succeeded  (stripe.charge_of_call answered that it took effect)" in demo.section(3)
     assert "  step 7  stripe.create_charge  unresolved  outcome unknown: reconcile with the downstream system" in (
         plan_before
     )

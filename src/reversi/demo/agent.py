@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
@@ -18,7 +17,6 @@ from reversi.demo.shop import SHOP, Fakes, Shop, diff
 
 Echo = Callable[[str], None]
 Say = Callable[[Any], str]
-Seal = Callable[[str, dict[str, Any], dict[str, Any]], dict[str, Any]]  # `reversi-connectors seal`
 
 AGENT, TENANT, ENVIRONMENT, OPERATOR = "billing-agent", "acme", "demo", "dana"
 INVOICE = "INV-2041\ncustomer: acme\nPro plan, March: $49.00\n"
@@ -51,7 +49,6 @@ class Tour:
     shop: Shop
     fakes: Fakes
     echo: Echo
-    seal: Seal
     before: list[str] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)
     steps: int = 0
@@ -146,7 +143,7 @@ class Tour:
         return result
 
     async def settle_and_roll_back(self, operator: Client, command: str) -> None:
-        """Plan, resolve the timed-out charge, plan again and roll back, on the operator endpoint."""
+        """Plan, settle the timed-out charge by its probe, plan again and roll back, on the operator endpoint."""
         self._heading("2. The plan: what a rollback would do, newest step first (reversi.plan_rollback)")
         self.echo(f"  {command}")
         self._indented(_text(await self._operator(operator, "reversi.plan_rollback", {"run_id": self.run_id})))
@@ -154,21 +151,19 @@ class Tour:
             f"Step {self.timed_out} timed out, so nobody knows whether it charged the card: Reversi will not guess, "
             f"and leaves it unresolved. Step {self.email} cannot be undone: an email stays sent."
         )
-        self._heading(f"3. An operator ({OPERATOR}) looks for the timed-out charge and settles it"
-                      " (reversi.resolve_step)")
-        found = [c for c in self.fakes.stripe.charges.values() if c["description"] == LATE_CHARGE["description"]]
-        if not found:
-            raise DemoFailed("the timed-out charge is not in the fake Stripe")
-        note = f"found {found[0]['id']} ({LATE_CHARGE['description']}) in the Stripe dashboard"
-        self.echo(f"  {OPERATOR}: {note}: it went through")
-        # stripe.refund acts only on a result the connectors sealed: the operator vouches for this one
-        charge = await anyio.to_thread.run_sync(self.seal, "stripe.create_charge", LATE_CHARGE, found[0])
-        self.echo(f"  {OPERATOR}: reversi-connectors seal < {found[0]['id']}.json  (stripe.refund undoes only a"
-                  " result sealed with the connectors' key)")
-        await self._operator(operator, "reversi.resolve_step", {
-            "run_id": self.run_id, "step": self.timed_out, "status": "succeeded", "note": note, "result": charge,
-            "actor": OPERATOR})
-        self.echo(f"  Step {self.timed_out} is settled with the sealed charge; the new plan:")
+        self._heading(f"3. An operator ({OPERATOR}) asks Stripe what became of the timed-out charge"
+                      " (reversi.reconcile)")
+        said = (await self._operator(operator, "reversi.reconcile", {"run_id": self.run_id})).structured_content
+        settled = {s["step"]: s for s in (said or {}).get("steps", [])}.get(self.timed_out)
+        if settled is None or settled.get("outcome") != "succeeded":
+            raise DemoFailed(f"the probe did not settle the timed-out charge: {said}")
+        self.echo(f"  step {self.timed_out}  {settled['outcome']}  ({settled['why']})")
+        self._explain(
+            "The connector marked the charge with the step it was made for; the probe (stripe.charge_of_call) "
+            "found it by that mark and settled the step with it, sealed for that step alone, so the refund "
+            "accepts it. Had it found nothing, the step would stay unresolved: Stripe's search can lag. The "
+            "new plan:"
+        )
         self._indented(_text(await self._operator(operator, "reversi.plan_rollback", {"run_id": self.run_id})))
         self._heading("4. The rollback (reversi.execute_rollback, confirm: true): each undo runs on the connectors")
         result = await self._operator(operator, "reversi.execute_rollback", {"run_id": self.run_id, "confirm": True})

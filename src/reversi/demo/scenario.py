@@ -9,7 +9,6 @@ gateway's operator endpoint, which calls each compensation on the same connector
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shlex
@@ -18,10 +17,9 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
-from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
 from mcp import Client, StdioServerParameters
@@ -103,7 +101,7 @@ def run_demo(workdir: Path, echo: Echo) -> int:
         env = _environment(paths, shop, *urls)
         _write_manifest(paths, env)
         tour = Tour(run_id=f"run_demo_{secrets.token_hex(6)}", db_url=f"sqlite:///{paths.db}", shop=shop,
-                    fakes=fakes, echo=echo, seal=partial(_seal, env))
+                    fakes=fakes, echo=echo)
         echo("Reversi demo: an agent's run on real files and rows, journaled, halted, settled and rolled back")
         echo(f"Run {tour.run_id}, journaled in {paths.shown(paths.db)}; the agent works in {SHOP}/")
         echo(f"Stripe, Slack and the mail API are bundled fakes on 127.0.0.1 (URLs in {paths.shown(paths.log)})")
@@ -151,6 +149,9 @@ def _environment(paths: DemoPaths, shop: Shop, stripe_url: str, slack_url: str, 
     }
 
 
+REFUND_POLICY = "    undo_window: 30d    # the shop refunds a charge within 30 days of it, not after\n"
+
+
 def _write_manifest(paths: DemoPaths, env: dict[str, str]) -> None:
     """The connectors' own manifests, the email's `irreversible: true` among them (from mail.yaml)."""
     made = subprocess.run([str(BIN / "reversi-connectors"), "manifest", *CONNECTORS], env=env, capture_output=True,
@@ -158,19 +159,13 @@ def _write_manifest(paths: DemoPaths, env: dict[str, str]) -> None:
     if made.returncode != 0:
         raise ConfigError(f"reversi-connectors manifest failed: {made.stderr.strip()}")
     header = ("# The manifest of `reversi demo` (`reversi-connectors manifest fs sql stripe slack http`, with\n"
-              "# REVERSI_HTTP_TOOLS naming .reversi/demo/mail.yaml). The demo writes it afresh each time it runs.\n")
-    paths.manifest.write_text(header + made.stdout, encoding="utf-8")
-
-
-def _seal(env: dict[str, str], tool: str, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    """`result` sealed by `reversi-connectors seal` with the demo's connector key."""
-    done = subprocess.run([str(BIN / "reversi-connectors"), "seal"], env=env, capture_output=True, text=True,
-                          timeout=60, check=False,
-                          input=json.dumps({"tool": tool, "arguments": arguments, "result": result}))
-    if done.returncode != 0:
-        raise DemoFailed(f"reversi-connectors seal failed: {done.stderr.strip()}")
-    sealed: dict[str, Any] = json.loads(done.stdout)
-    return sealed
+              "# REVERSI_HTTP_TOOLS naming .reversi/demo/mail.yaml), and the shop's refund policy as the charges'\n"
+              "# undo window. The demo writes it afresh each time it runs.\n")
+    charge = "  stripe.create_charge:\n"
+    if charge not in made.stdout:
+        raise ConfigError("reversi-connectors manifest has no stripe.create_charge entry to give a window")
+    text = made.stdout.replace(charge, charge + REFUND_POLICY, 1)
+    paths.manifest.write_text(header + text, encoding="utf-8")
 
 
 async def _run_tour(tour: Tour, paths: DemoPaths, env: dict[str, str]) -> str | None:
