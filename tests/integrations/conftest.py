@@ -1,4 +1,7 @@
-"""A SQLite ledger under the suite's manifest for the framework tests (the store is not what they test)."""
+"""A SQLite ledger under the suite's manifest for the framework tests (the store is not what they test).
+
+The tests of a framework that cannot be installed here are not collected: test_in_own_env.py runs them
+in a virtualenv of their own (own_env.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.integrations.own_env import OWN_ENVS
 
 import reversi
+
+collect_ignore = [env.tests for env in OWN_ENVS if not env.installed_here()]
 
 
 @pytest.fixture

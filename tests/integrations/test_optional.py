@@ -9,7 +9,8 @@ from pathlib import Path
 
 import reversi
 
-FRAMEWORKS = ("langchain", "langchain_core", "langgraph", "agents", "pydantic_ai", "opentelemetry.sdk")
+FRAMEWORKS = ("langchain", "langchain_core", "langgraph", "agents", "pydantic_ai", "crewai", "google.adk",
+              "opentelemetry.sdk")
 CHECK = """
 import importlib, sys
 for name in sys.argv[2:]:
