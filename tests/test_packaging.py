@@ -5,7 +5,9 @@ user's resolver is free; this test is where a new release of a dependency that b
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 from tests.test_doc_blocks import runnable_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRAS = "langchain-agents,openai-agents,pydantic-ai,otel"
+EXTRAS = "langchain-agents,openai-agents,pydantic-ai,claude-agent-sdk,google-adk,otel"
 INSTALL_S = 1200
 
 
@@ -25,21 +27,37 @@ def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complet
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bin folder of a clean virtualenv with the wheel and every framework extra, newest versions."""
-    where = tmp_path_factory.mktemp("wheel")
-    built = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(where), str(ROOT)], where,
+def installed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The bin folder of a clean virtualenv with the wheel and every framework extra, newest versions: built
+    once per test session, by whichever xdist worker comes first (the others wait on the lock and reuse it)."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    where = shared / "wheel"
+    where.mkdir(exist_ok=True)
+    with open(where / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (where / ".installed").exists():
+            _install(where)
+            (where / ".installed").touch()
+    return where / "venv" / "bin"
+
+
+def _install(where: Path) -> None:
+    # Built from a copy of what the wheel holds: a build in the checkout writes there (build/, egg-info).
+    source = where / "source"
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (ROOT / name).exists():
+            shutil.copy2(ROOT / name, source / name)
+    built = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(where), str(source)], where,
                  INSTALL_S)
     if built.returncode != 0 and "No matching distribution" in built.stderr + built.stdout:
         pytest.skip(f"the package index cannot be reached to build the wheel: {built.stderr.strip()[-300:]}")
     assert built.returncode == 0, built.stderr
     wheel = next(where.glob("reversi_undo-*.whl"))
-    venv = where / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    bin_dir = venv / "bin"
-    done = _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", f"{wheel}[{EXTRAS}]"], where, INSTALL_S)
+    subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, timeout=300)
+    python = where / "venv" / "bin" / "python"
+    done = _run([str(python), "-m", "pip", "install", "-q", f"{wheel}[{EXTRAS}]"], where, INSTALL_S)
     assert done.returncode == 0, done.stderr[-3000:]
-    return bin_dir
 
 
 def test_the_wheel_is_named_reversi_undo_and_imports_as_reversi(installed: Path, tmp_path: Path) -> None:
