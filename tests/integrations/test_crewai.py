@@ -209,3 +209,19 @@ def test_a_capture_is_read_before_the_call_for_the_undo(tmp_path: Path) -> None:
         Crew(agents=[agent], tasks=[Task(description="raise the lamp's price", expected_output="done",
                                          agent=agent)]).kickoff()
         assert prices == {"lamp": 45} and _undo_of(run) == {"sku": "lamp", "price": 30}
+
+
+def test_the_inventory_agent_is_rolled_back_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         db_url: str) -> None:
+    from tests.integrations.inventory import CALLS, Shop
+    from tests.integrations.inventory import NAMES as INVENTORY
+
+    shop = Shop.make(tmp_path, monkeypatch)
+    before = shop.state()
+    with shop.open(db_url) as ledger:
+        run = ledger.start_run(actor="inventory-agent")
+        tools = journaled([shop.write_file, shop.update_stock, shop.email_supplier], run, names=INVENTORY)
+        agent = Agent(role="stock keeper", goal="keep stock right", backstory="careful", llm=scripted(*CALLS),
+                      max_iter=6, tools=tools)
+        Crew(agents=[agent], tasks=[Task(description="lamps are out", expected_output="done", agent=agent)]).kickoff()
+        shop.check_rolled_back(run, before)

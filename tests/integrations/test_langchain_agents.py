@@ -50,7 +50,7 @@ def _agent(run: reversi.Run, *calls: tuple[str, dict[str, Any]]) -> Any:
 def test_every_tool_call_is_journaled_and_rolled_back(tmp_path: Path) -> None:
     charged.clear()
     (tmp_path / "tools.yaml").write_text("version: 1\ntools:\n  stripe.create_charge:\n    compensation:\n"
-                                         "      tool: stripe.refund\n      args: {content: \"$result.content\"}\n"
+                                         "      tool: stripe.refund\n      args: {charge: \"$result.id\"}\n"
                                          "  send_email: {irreversible: true}\n")
     with reversi.open(f"sqlite:///{tmp_path}/r.db", manifests=[str(tmp_path / "tools.yaml")]) as ledger:
         run = ledger.start_run(run_id="run_thread-1")
@@ -58,13 +58,13 @@ def test_every_tool_call_is_journaled_and_rolled_back(tmp_path: Path) -> None:
         messages = agent.invoke({"messages": [{"role": "user", "content": "charge o-1, then mail"}]})["messages"]
         answers = [m for m in messages if isinstance(m, ToolMessage)]
         assert [a.status for a in answers] == ["success", "error"] and charged == [700]
-        steps = run.steps()
+        steps = sorted(run.steps(), key=lambda s: s.call_id or "")  # the tool node runs the two calls at once
         assert [(s.tool, s.status.value, s.call_id) for s in steps] == [
             ("stripe.create_charge", "succeeded", "c0"), ("send_email", "failed", "c1")]
         assert "smtp refused the recipient" in (steps[1].error or "")
-        assert steps[0].result["content"] == '{"id": "ch_o-1", "amount": 700}'
-        report = run.rollback(lambda call: {"refunded": call["args"]["content"]})
-        assert report.compensated == [0]
+        assert steps[0].result == {"id": "ch_o-1", "amount": 700}  # the tool's dict, not the tool node's text of it
+        report = run.rollback(lambda call: {"refunded": call["args"]["charge"]})
+        assert report.compensated == [steps[0].index]
 
 
 def test_a_refusal_reaches_the_model_and_calls_nothing(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@
 
 No tool is wrapped one by one: the middleware sees each call as the agent makes it (`wrap_tool_call`),
 with the model's tool call id. A refusal calls nothing and comes back as an error `ToolMessage` the
-model reads. The step's `$result` is what the agent's tool node made of the call: the `ToolMessage`
+model reads. The step's `$result` is what the tool answered: a dict, which the agent's tool node
+carries as JSON text, is journaled as that dict again (`$result.id`, and a connector's sealed result
+stays whole for its undo); any other answer as the tool node made it, the `ToolMessage`
 (`$result.content`, `$result.artifact`) or a `Command`. A tool error the tool node turns into an error
 `ToolMessage` is journaled `failed`. An `interrupt()` inside a tool pauses the call (its step stays
 open), and the resumed call continues the same step, as with the LangChain wrapper.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
@@ -88,12 +91,13 @@ class JournalMiddleware(AgentMiddleware):
         tool, args, call_id = self._call(request)
         run = self._run_of(request)
 
-        def call(**_: Any) -> Answer:
+        def call(**_: Any) -> _Journaled:
             return _checked(handler(request))
 
         while True:
             try:
-                answer: Answer = run.call(tool, args, call, capture=self.capture, call_id=call_id, pauses=_PAUSES)
+                answer: Answer = run.call(tool, args, call, capture=self.capture, call_id=call_id,
+                                          pauses=_PAUSES).answer
             except ApprovalRequired as exc:
                 if self.approvals == "refuse":
                     return _instead(request, exc)
@@ -109,13 +113,13 @@ class JournalMiddleware(AgentMiddleware):
         tool, args, call_id = self._call(request)
         run = await asyncio.to_thread(self._run_of, request)
 
-        async def call(**_: Any) -> Answer:
+        async def call(**_: Any) -> _Journaled:
             return _checked(await handler(request))
 
         while True:
             try:
-                answer: Answer = await run.acall(tool, args, call, capture=self.capture, call_id=call_id,
-                                                 pauses=_PAUSES)
+                answer: Answer = (await run.acall(tool, args, call, capture=self.capture, call_id=call_id,
+                                                  pauses=_PAUSES)).answer
             except ApprovalRequired as exc:
                 if self.approvals == "refuse":
                     return _instead(request, exc)
@@ -160,10 +164,30 @@ def _waiting(tool: str, exc: ApprovalRequired) -> dict[str, Any]:
     return {"reversi": "approval_required", "approval_id": exc.approval_id, "tool": tool, "reason": exc.message}
 
 
-def _checked(answer: Answer) -> Answer:
+class _Journaled:
+    """A tool node's answer, and what the step journals of it (`model_dump`, which the journal reads)."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+
+    def model_dump(self, mode: str = "json") -> Any:
+        answer = self.answer
+        if not isinstance(answer, ToolMessage):
+            return answer  # a Command: journaled by its fields
+        if answer.artifact is None and isinstance(answer.content, str):
+            try:
+                told = json.loads(answer.content)
+            except ValueError:
+                told = None
+            if isinstance(told, dict):
+                return told  # the tool's own dict, which the tool node made JSON text
+        return answer.model_dump(mode=mode)
+
+
+def _checked(answer: Answer) -> _Journaled:
     if isinstance(answer, ToolMessage) and answer.status == "error":
         raise _ToolError(answer)
-    return answer
+    return _Journaled(answer)
 
 
 def _instead(request: ToolCallRequest, exc: Refused | _ToolError) -> ToolMessage:
