@@ -148,3 +148,32 @@ def test_only_ids_shaped_as_ids_are_journaled() -> None:
                                         (7, None, 0)]:
         with tracing.framework_trace(trace_id, span_id):
             assert len(tracing.journal_fields()) == expected, (trace_id, span_id)
+
+
+def test_a_tool_that_needs_the_sdks_approval_is_journaled_once_when_approved_and_not_when_rejected(
+    sqlite_ledger: reversi.Ledger,
+) -> None:
+    """The SDK's own human-in-the-loop (`needs_approval`): the run stops with an interruption before the tool
+    is called, so nothing is journaled while it waits; approved and resumed, the call is journaled once,
+    with the model's call id; rejected, it never runs and nothing is journaled."""
+    charged.clear()
+    guarded = function_tool(billing.create_charge, needs_approval=True)
+
+    async def converse(run: reversi.Run, approve: bool) -> None:
+        agent = Agent(name="billing", model=ScriptedModel([("create_charge", {"amount": 9, "order_id": "o-5"})]),
+                      tools=journaled([guarded], run, names=NAMES))
+        already = list(charged)
+        first = await Runner.run(agent, "charge o-5", run_config=RunConfig(tracing_disabled=True))
+        (waiting,) = first.interruptions
+        assert run.steps() == () and charged == already  # asked, not called: nothing to journal yet
+        state = first.to_state()
+        (state.approve if approve else state.reject)(waiting)
+        await Runner.run(agent, state, run_config=RunConfig(tracing_disabled=True))
+
+    approved, rejected = sqlite_ledger.start_run(), sqlite_ledger.start_run()
+    asyncio.run(converse(approved, True))
+    assert [(s.tool, s.status.value, s.call_id) for s in approved.steps()] == [
+        ("stripe.create_charge", "succeeded", "c0")]
+    assert charged == [9]
+    asyncio.run(converse(rejected, False))
+    assert rejected.steps() == () and charged == [9]
