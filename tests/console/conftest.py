@@ -43,6 +43,14 @@ tools:
     compensation:
       tool: flaky.undo
       args: {id: "$result.id"}
+  bank.wire:
+    compensation: {tool: bank.recall, args: {id: "$result.id"}}
+    probe:
+      tool: bank.find_wire
+      args: {ref: "$args.ref"}
+      took_effect: {found: true}
+      not_taken: {found: false}
+      result: "$result.wire"
   bank.hold:
     undo_until: "$result.releasable_until"
     compensation: {tool: bank.release, args: {id: "$result.id"}}
@@ -106,8 +114,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# The bank the probes of bank.wire ask (a reader command, for a console started with one): it knows wire r-1.
+READER = """import json, sys
+ask = json.load(sys.stdin)
+ref = ask['arguments'].get('ref')
+print(json.dumps({'found': True, 'wire': {'id': 'w-' + ref}} if ref == 'r-1' else {'found': False}))"""
+
+
 @pytest.fixture
-def console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Console]:
+def console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Console]:
+    """The console over a fresh store; `indirect` parametrisation with True gives the server a reader command."""
     (tmp_path / "tools.yaml").write_text(MANIFEST)
     kill_file = tmp_path / "KILL"
     monkeypatch.setenv("REVERSI_KILL_FILE", str(kill_file))
@@ -117,7 +133,8 @@ def console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Console
     keys = {role: create_key(ledger.store, name, role)[1]
             for name, role in (("dana", "admin"), ("olu", "operator"), ("billing-agent", "agent"))}
     compensator = f'{sys.executable} -c "{COMPENSATOR}"'
-    app = create_app(ledger, compensator_cmd=compensator, poll_s=0.2)
+    reader = f'{sys.executable} -c "{READER}"' if getattr(request, "param", False) else None
+    app = create_app(ledger, compensator_cmd=compensator, reader_cmd=reader, poll_s=0.2)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

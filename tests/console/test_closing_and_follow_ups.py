@@ -8,6 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 from tests.hostile.store_state import store_state
 
@@ -139,3 +140,48 @@ def test_closing_a_follow_up_needs_the_role_the_tenant_and_the_token(console: Co
         assert shown.headers["content-type"].startswith("text/html")
         assert "was closed by olu" in shown.text
         assert client.get(path).status_code == 405  # a form's address opened as a page: HTML, not JSON
+
+
+@pytest.mark.parametrize("console", [True], indirect=True)
+def test_asking_the_probes_settles_what_they_can_and_says_what_stays(console: Console, page: Any) -> None:
+    run = console.ledger.start_run(actor="billing-agent")
+    run.begin("bank.wire", {"ref": "r-1"}).uncertain("timed out")  # the bank has it
+    run.begin("bank.wire", {"ref": "r-2"}).uncertain("timed out")  # the bank never saw it
+    run.begin("mail.send", {"to": "a@b.c"})  # no probe: stays unresolved
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    page.click("#reconcile button[type=submit]")
+    said = page.locator("ul.reconciled")
+    expect(said).to_contain_text("step 0")
+    text = said.inner_text()
+    assert re.search(r"step 0 .*succeeded", text) and re.search(r"step 1 .*failed", text), text
+    assert re.search(r"step 2 .*unresolved", text), text
+    steps = run.steps()
+    assert [(s.status.value, s.settled_by) for s in steps[:2]] == [("succeeded", "probe"), ("failed", "probe")]
+    assert steps[0].result == {"id": "w-r-1"} and steps[2].status.value == "intended"
+
+
+def test_without_a_reader_the_console_says_so_and_settles_nothing(console: Console, page: Any) -> None:
+    run = console.ledger.start_run(actor="billing-agent")
+    run.begin("bank.wire", {"ref": "r-1"}).uncertain("timed out")
+    before = store_state(console.ledger)
+    sign_in(page, console, console.operator_key, f"/runs/{run.id}")
+    page.click("#reconcile button[type=submit]")
+    expect(page.locator("#rollback p.error")).to_contain_text("no reader configured")
+    assert store_state(console.ledger) == before
+
+
+def test_the_reconcile_form_needs_an_operator_and_its_csrf_token(console: Console) -> None:
+    run = console.ledger.start_run(actor="billing-agent")
+    run.begin("bank.wire", {"ref": "r-1"}).uncertain("timed out")
+    before = store_state(console.ledger)
+    with signed_in_client(console, console.agent_key) as (client, csrf):  # an agent key: not the run's operator
+        refused = client.post(f"/runs/{run.id}/reconcile", data={"csrf": csrf})
+        assert refused.status_code == 303
+        assert client.get(refused.headers["location"]).status_code == 403
+    with signed_in_client(console, console.operator_key) as (client, csrf):
+        for token in ("forged", ""):
+            forged = client.post(f"/runs/{run.id}/reconcile", data={"csrf": token})
+            assert forged.status_code == 403 and "text/html" in forged.headers["content-type"]
+        elsewhere = client.post("/runs/run_nope/reconcile", data={"csrf": csrf})
+        assert elsewhere.status_code == 303 and "run_nope" in client.get("/runs/run_nope").text
+    assert store_state(console.ledger) == before

@@ -327,13 +327,19 @@ class PrincipalLedger:
         run = self.get_run(run_id, Access.OPERATE)
         return run.resolve(step, status, note=note, actor=actor or self.principal.name, **result)
 
-    def reconcile_by_probes(self, run_id: str, reader: ReadBack) -> list[Probed]:
-        """Settle a run's unresolved steps from their probes; see `Run.reconcile_by_probes`.
+    def reconcile_by_probes(self, run_id: str, reader: ReadBack, *, masked: bool = False) -> list[Probed]:
+        """Settle a run's unresolved steps from their probes (`masked`: what they said, as it may be
+        shown); see `Run.reconcile_by_probes`.
 
         Raises:
             Forbidden: not an operator of the run's tenant.
         """
-        return self.get_run(run_id, Access.OPERATE).reconcile_by_probes(reader)
+        run = self.get_run(run_id, Access.OPERATE)
+        found = run.reconcile_by_probes(reader)
+        if not masked:
+            return found
+        masker = redaction.learn(self._base.masker(), run.steps())
+        return [redaction.probed(masker, probed) for probed in found]
 
     def follow_ups(self, run_id: str, *, masked: bool = False) -> list[FollowUpState]:
         """A run's follow-ups (`masked`: as they may be shown); see `Run.follow_ups`.

@@ -318,10 +318,7 @@ class Operator:
         def read(tool: str, arguments: Any) -> Any:  # in the worker thread: the upstreams live on the loop
             return anyio.from_thread.run(self.undo_calls.read_back, tool, arguments, current_call())
 
-        found = await anyio.to_thread.run_sync(lambda: door.reconcile_by_probes(run_id, read))
-        steps = await anyio.to_thread.run_sync(lambda: door.get_run(run_id).steps())
-        masker = redaction.learn(self.ledger.masker(), steps)
-        shown = [redaction.probed(masker, p) for p in found]
+        shown = await anyio.to_thread.run_sync(lambda: door.reconcile_by_probes(run_id, read, masked=True))
         return structured({"run_id": run_id, "steps": [p.to_dict() for p in shown]},
                           "\n".join(p.describe() for p in shown) or "no step is unresolved")
 

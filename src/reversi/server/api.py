@@ -185,9 +185,8 @@ def reconcile(call: Call) -> Response:
     run_id = call.ledger.run_record(call.run_id, Access.OPERATE).run_id
     if not call.server.reader_cmd:
         raise NoReader()
-    found = call.ledger.reconcile_by_probes(run_id, command_reader(call.server.reader_cmd))
-    masker = redaction.learn(call.ledger.masker(), call.ledger.get_run(run_id).steps())
-    shown = [redaction.probed(masker, probed).to_dict() for probed in found]
+    found = call.ledger.reconcile_by_probes(run_id, command_reader(call.server.reader_cmd), masked=True)
+    shown = [probed.to_dict() for probed in found]
     return reply({"run_id": run_id, "steps": shown, "settled": all(s["outcome"] != "unresolved" for s in shown)})
 
 

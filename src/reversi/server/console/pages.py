@@ -26,9 +26,18 @@ from starlette.templating import Jinja2Templates
 from reversi.core.json_values import compact
 from reversi.core.models import who_acted
 from reversi.engine.access import Access, require_role
+from reversi.engine.commands import command_reader
 from reversi.engine.keys import Principal, Role
 from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import BodyTooLarge, CsrfRefused, Forbidden, NoCompensator, ReversiError, Unauthorized
+from reversi.errors import (
+    BodyTooLarge,
+    CsrfRefused,
+    Forbidden,
+    NoCompensator,
+    NoReader,
+    ReversiError,
+    Unauthorized,
+)
 from reversi.server.console import forms, run_view, views
 from reversi.server.console.graph import run_graph
 from reversi.server.console.session import Session, Sessions, check_csrf
@@ -36,6 +45,7 @@ from reversi.server.endpoint import MAX_BODY_BYTES, ServerState
 
 HERE = Path(__file__).parent
 TOO_LARGE = BodyTooLarge(MAX_BODY_BYTES).message
+NO_READER = NoReader().message
 Handler = Callable[[Request], Awaitable[Response]]
 
 # Every page: scripts, styles and requests from this server only, and never inside another site's
@@ -282,6 +292,18 @@ class Console:
                               form={f"follow-up-{step}": forms.typed(form)})
         return self.after(request, f"/runs/{run_id}", f"follow-up-{step}")
 
+    async def reconcile(self, request: Request, session: Session, principal: Principal) -> Response:
+        """Ask the probes of the run's steps whose outcome is unknown, with the server's reader."""
+        run_id = request.path_params["run_id"]
+        if not self.state.reader_cmd:
+            return self.after(request, f"/runs/{run_id}", "reconcile", reconcile_error=NO_READER)
+        try:
+            said = await run_in_threadpool(run_view.reconciled, self.ledger_for(principal), run_id,
+                                           command_reader(self.state.reader_cmd))
+        except ReversiError as exc:
+            return self.after(request, f"/runs/{run_id}", "reconcile", reconcile_error=exc.message)
+        return self.after(request, f"/runs/{run_id}", "reconcile", reconciled=said)
+
     async def journal(self, request: Request, session: Session, principal: Principal) -> Response:
         run_id = request.path_params["run_id"]
         events = await run_in_threadpool(self.ledger_for(principal).events, run_id)
@@ -396,6 +418,7 @@ class Console:
             Route("/runs/{run_id}/rollback.json", s(self.rollback_progress), methods=["GET"]),
             Route("/runs/{run_id}/steps/{step:int}/resolve", s(self.resolve), methods=["POST"]),
             Route("/runs/{run_id}/steps/{step}/follow-up/close", s(self.close_follow_up), methods=["POST"]),
+            Route("/runs/{run_id}/reconcile", s(self.reconcile), methods=["POST"]),
             Route("/runs/{run_id}/journal.jsonl", s(self.journal), methods=["GET"]),
             Route("/scopes", s(self.scopes), methods=["GET"]),
             Route("/scopes/rollback", s(self.scope_rollback), methods=["POST"]),

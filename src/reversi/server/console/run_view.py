@@ -17,6 +17,7 @@ from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding, run_standing
 from reversi.engine.access import Access
 from reversi.engine.principal_ledger import PrincipalLedger
+from reversi.engine.rollback import ReadBack
 from reversi.errors import Forbidden, NotFound
 from reversi.server.console.rollback_view import JobView, PlanSummary, job_view, summarize
 from reversi.server.console.views import clock, pretty, took
@@ -289,3 +290,8 @@ def missing_for_resolve(ledger: PrincipalLedger, run_id: str, step: int, result:
             for a step the run does not have.
     """
     return ledger.get_run(run_id, Access.OPERATE).missing_from_result(step, result)
+
+
+def reconciled(ledger: PrincipalLedger, run_id: str, reader: ReadBack) -> list[str]:
+    """What the probes of the run's unresolved steps said, a line each (masked), newest step first."""
+    return [probed.describe() for probed in ledger.reconcile_by_probes(run_id, reader, masked=True)]
