@@ -28,6 +28,16 @@ import reversi
 PG_URL = os.environ.get("REVERSI_TEST_PG_URL")
 PG_SKIP = "set REVERSI_TEST_PG_URL=postgresql://postgres@127.0.0.1:5432/test to run the PostgreSQL half"
 
+# The longest modules (`--durations` shows them) start first: with two workers, one left at the end would
+# run alone while the other idles. The order within each module is kept.
+SLOW_FIRST = ("gateway/test_basic_memory.py", "test_packaging.py", "reliability/test_campaign.py", "test_demo.py",
+              "deploy/test_topology.py", "integrations/test_in_own_env.py", "integrations/test_claude_agent_sdk.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.split("::")[0].removeprefix("tests/").startswith(SLOW_FIRST))
+
+
 TESTS = Path(__file__).parent
 CHILD = TESTS / "engine" / "child.py"
 COMPENSATOR = TESTS / "engine" / "compensator.py"

@@ -54,7 +54,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/"): LISTING, ("GET", "/runs/{run_id}"): SCOPED, ("POST", "/runs/{run_id}/rollback"): SCOPED,
     ("GET", "/runs/{run_id}/rollback"): SCOPED, ("GET", "/runs/{run_id}/job"): SCOPED,
     ("GET", "/runs/{run_id}/rollback.json"): SCOPED, ("POST", "/runs/{run_id}/steps/{step:int}/resolve"): SCOPED,
-    ("POST", "/runs/{run_id}/steps/{step}/follow-up/close"): SCOPED,
+    ("POST", "/runs/{run_id}/steps/{step}/follow-up/close"): SCOPED, ("POST", "/runs/{run_id}/reconcile"): SCOPED,
     ("GET", "/runs/{run_id}/journal.jsonl"): SCOPED, ("GET", "/approvals"): LISTING,
     ("POST", "/approvals/{approval_id}/approve"): SCOPED, ("POST", "/approvals/{approval_id}/deny"): SCOPED,
     ("GET", "/halts"): LISTING, ("POST", "/halts"): OWN,
