@@ -39,6 +39,8 @@ def hook(ctx: click.Context, manifests: tuple[str, ...], files: bool) -> None:
             answer = answer_hook(ledger, event, files=files)
     except ReversiError as exc:  # the store cannot be reached (a bad manifest is said the same way)
         answer = unjournaled(event, exc)
+    except Exception as exc:  # anything else: a call about to run is blocked all the same (fail closed)
+        answer = unjournaled(event, ReversiError(f"{type(exc).__name__}: {exc}"[:300]))
     if answer.output is not None:
         echo(json.dumps(answer.output, ensure_ascii=True))  # one line of ASCII JSON, as Claude Code reads it
     if answer.error:

@@ -261,10 +261,13 @@ def file_state(info: os.stat_result, data: bytes) -> State:
             "mode": f"{stat.S_IMODE(info.st_mode):04o}"}
 
 
-def state(found: Entry) -> tuple[State, bytes | None]:
+def state(found: Entry, max_bytes: int | None = None) -> tuple[State, bytes | None]:
     """What is at the entry (`exists`, `type`, `sha256`, `size`, `mode` as octal text), and a file's bytes.
 
     A symbolic link is a `symlink`, never followed; an entry whose folder is missing is absent.
+
+    Raises:
+        ConnectorError: the file holds more than `max_bytes` (it is not read).
     """
     if found.folder is None:
         return dict(ABSENT), None
@@ -283,7 +286,11 @@ def state(found: Entry) -> tuple[State, bytes | None]:
         info = os.fstat(source.fileno())
         if not stat.S_ISREG(info.st_mode):
             return _kind(info), None
-        data = source.read()
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise ConnectorError(f"{found.relative} holds {info.st_size} bytes, more than the {max_bytes} left to keep")
+        data = source.read() if max_bytes is None else source.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:  # it grew while read
+            raise ConnectorError(f"{found.relative} holds more than the {max_bytes} bytes left to keep")
     return file_state(info, data), data
 
 

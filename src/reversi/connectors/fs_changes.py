@@ -13,14 +13,19 @@ the call left it (or already as it was before). Claude Code's hooks use it (`rev
 
 A whole-root listing skips the folders `.git` (a repository's own database, which a rollback must not
 rewrite under git) and `.reversi`, the connector folder and Reversi's own files, and stops at
-`TREE_LIMIT` entries or `BYTES_LIMIT` bytes of files. Symbolic links are listed, never followed; a
-change that removed one cannot be undone (fs keeps no link targets), one that made one can.
+`TREE_LIMIT` entries or `BYTES_LIMIT` bytes of files. What it skips but must not pass over in silence
+is watched by stat alone: `.git`'s config, hooks and info (they run code, or change what git does),
+and names UTF-8 cannot hold. A change there is `unseen`, and the undo refuses the whole step rather
+than claim it. Symbolic links are listed, never followed; a change that removed one cannot be undone
+(fs keeps no link targets), one that made one can; a named path that is a link is not kept at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,13 +33,14 @@ from reversi.connectors import _fs_root, _seal, _snapshots
 from reversi.connectors._fs_root import ABSENT, Root, State, entry, opened_root, os_errors
 from reversi.connectors._fs_states import difference, same
 from reversi.core.json_values import canonical
-from reversi.errors import BadArgument, ChangedSince, ConnectorError
+from reversi.errors import BadArgument, ChangedSince, ConnectorError, UntrustedResult
 
 __all__ = ["BYTES_LIMIT", "TREE_LIMIT", "changes_since", "changes_undone", "files_before", "restore_changes"]
 
 TREE_LIMIT = 20_000
 BYTES_LIMIT = 256 * 1024 * 1024
 _SKIPPED = frozenset({".git", ".reversi"})
+_WATCHED_GIT = (".git/config", ".git/hooks", ".git/info")
 _BEFORE, _CHANGES = "fs.files_before", "fs.changes"
 _RESTORABLE = frozenset({None, "file", "directory"})  # what an undo can put back (None: nothing there)
 
@@ -49,8 +55,10 @@ def files_before(paths: Sequence[str] | None = None) -> dict[str, Any]:
     chosen = None if paths is None else list(paths)
     with opened_root() as root:
         states = _listed(root, chosen, keep=True)
+        watched = _watched(root) if chosen is None else {}
     listing = _snapshots.store(canonical(states).encode())
-    return _seal.seal(_BEFORE, {"root": str(root.path), "paths": chosen, "listing": listing, "count": len(states)})
+    return _seal.seal(_BEFORE, {"root": str(root.path), "paths": chosen, "listing": listing, "count": len(states),
+                                "watched": watched})
 
 
 def changes_since(before: Any) -> dict[str, Any]:
@@ -65,10 +73,13 @@ def changes_since(before: Any) -> dict[str, Any]:
     kept = json.loads(_snapshots.load(made["listing"]))
     with opened_root() as root:
         now = _listed(root, made["paths"], keep=False)
+        watched = _watched(root) if made["paths"] is None else {}
     changes = [{"path": path, "before": kept.get(path, dict(ABSENT)), "after": now.get(path, dict(ABSENT))}
                for path in sorted(kept.keys() | now.keys(), key=_depth_first)
                if _changed(kept.get(path, ABSENT), now.get(path, ABSENT))]
-    return _seal.seal(_CHANGES, {"root": str(root.path), "changes": changes})
+    was = made.get("watched") or {}
+    unseen = sorted(name for name in was.keys() | watched.keys() if was.get(name) != watched.get(name))
+    return _seal.seal(_CHANGES, {"root": str(root.path), "changes": changes, "unseen": unseen})
 
 
 def restore_changes(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
@@ -83,7 +94,14 @@ def restore_changes(result: dict[str, Any], step: int | None = None) -> dict[str
         ChangedSince: a path is neither as the step left it nor as it was before (nothing is changed).
         ConnectorError: the step removed a symbolic link or a special file, which fs cannot make again.
     """
-    changes = _trusted(result, _CHANGES)["changes"]
+    made = _trusted(result, _CHANGES)
+    changes = made["changes"]
+    if made.get("unseen"):
+        raise ConnectorError(f"the call also changed {', '.join(made['unseen'])}, which fs does not keep: nothing"
+                             " was undone; undo it by hand")
+    for change in changes:
+        if set(change["path"].split("/")) & _SKIPPED:
+            raise UntrustedResult(f"{change['path'][:80]!r} is in a folder fs never keeps: not a change it sealed")
     with opened_root() as root:
         pending = [change for change in changes if _pending(root, change, step)]
         for change in sorted(pending, key=_depth_first, reverse=True):  # what the step made: deepest first
@@ -117,15 +135,16 @@ def _listed(root: Root, paths: list[str] | None, *, keep: bool) -> dict[str, Sta
             with entry(root, relative, "path", reach=False) as found, os_errors(relative):
                 if found.folder is None and not found.missing:
                     raise BadArgument("path", found.problem)
-                now, data = _fs_root.state(found)
+                now, data = _fs_root.state(found, BYTES_LIMIT - total)
         except BadArgument:
             if paths is not None:
                 raise
             continue  # Reversi's own files and the connector folder are never listed
+        if paths is not None and relative in paths and now["type"] == "symlink":
+            raise BadArgument("path", f"{relative!r} is a symbolic link: fs does not follow it, so what a write"
+                                      " through it changes cannot be kept")
         if data is not None:
             total += len(data)
-            if total > BYTES_LIMIT:
-                raise ConnectorError(f"the files under {root.path} hold over {BYTES_LIMIT} bytes: too many to keep")
             if keep:
                 now["snapshot"] = _snapshots.store(data)
         if now["exists"] or paths is not None:
@@ -143,13 +162,69 @@ def _with_folders(paths: list[str]) -> list[str]:
     return list(named)
 
 
+def _watched(root: Root) -> dict[str, str]:
+    """For what the listing leaves out but a rollback must not pass over in silence, a digest of the names,
+    sizes, modes and times in it: `.git`'s configuration, hooks and info (what runs code or changes what
+    git does), and the names under the root that UTF-8 cannot hold (fs cannot name them)."""
+    found: dict[str, str] = {}
+    for part in _WATCHED_GIT:
+        digest = _stat_digest(root, part)
+        if digest is not None:
+            found[part] = digest
+    odd = hashlib.sha256()
+    try:
+        for folder, folders, files, _ in os.fwalk(".", dir_fd=root.fd, follow_symlinks=False):
+            folders[:] = sorted(name for name in folders if name not in _SKIPPED)
+            for name in sorted((*folders, *files)):
+                if not _utf8(name):
+                    odd.update(os.fsencode(os.path.join(folder, name)) + b"\n")
+    except OSError as exc:
+        raise ConnectorError(f"{root.path} cannot be listed: {exc.strerror or exc}") from None
+    if odd.digest() != hashlib.sha256().digest():
+        found["names UTF-8 cannot hold"] = odd.hexdigest()
+    return found
+
+
+def _stat_digest(root: Root, relative: str) -> str | None:
+    """A digest of what is at `relative` (a file, or a folder and everything in it), by stat alone."""
+    digest = hashlib.sha256()
+    try:
+        info = os.stat(relative, dir_fd=root.fd, follow_symlinks=False)
+    except OSError:
+        return None
+    digest.update(f"{info.st_mode}:{info.st_size}:{info.st_mtime_ns}".encode())
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            fd = os.open(relative, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root.fd)
+        except OSError:
+            return "unreadable"
+        try:
+            for folder, folders, files, at in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+                folders.sort()
+                for entry_name in sorted((*folders, *files)):
+                    seen = os.stat(entry_name, dir_fd=at, follow_symlinks=False)
+                    digest.update(os.fsencode(os.path.join(folder, entry_name))
+                                  + f":{seen.st_mode}:{seen.st_size}:{seen.st_mtime_ns}\n".encode())
+        finally:
+            os.close(fd)
+    return digest.hexdigest()
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _walked(root: Root) -> list[str]:
-    """Every path under the root, links not followed, skipped folders left out."""
+    """Every path under the root, links not followed, skipped folders and names UTF-8 cannot hold left out."""
     found: list[str] = []
     try:
         for folder, folders, files, _ in os.fwalk(".", dir_fd=root.fd, follow_symlinks=False):
-            folders[:] = [name for name in folders if name not in _SKIPPED]
-            found += [os.path.normpath(os.path.join(folder, name)) for name in (*folders, *files)]
+            folders[:] = [name for name in folders if name not in _SKIPPED and _utf8(name)]
+            found += [os.path.normpath(os.path.join(folder, name)) for name in (*folders, *files) if _utf8(name)]
             if len(found) > TREE_LIMIT:
                 raise ConnectorError(f"{root.path} holds over {TREE_LIMIT} files and folders: too many to keep")
     except OSError as exc:
