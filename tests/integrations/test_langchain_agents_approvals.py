@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 import reversi
-from reversi.errors import BadInput
+from reversi.errors import BadInput, Conflict
 from reversi.integrations.langchain_agents import JournalMiddleware, thread_run_id
 
 paid: list[int] = []
@@ -84,7 +84,7 @@ def test_an_approval_pauses_the_graph_and_the_approved_call_runs_once_on_resume(
     assert "__interrupt__" not in done and paid == [90]
     (answer,) = [m for m in done["messages"] if isinstance(m, ToolMessage)]
     assert answer.status == "success" and answer.content == "paid 90"
-    run = ledger.get_run("run_t-7")
+    run = ledger.get_run("run_thread-t-7")
     assert run.actor == "ops-agent"
     assert [(s.tool, s.status.value, s.call_id) for s in run.steps()] == [("payout", "succeeded", "c1")]
 
@@ -96,7 +96,7 @@ def test_a_denied_approval_reaches_the_model_and_nothing_is_paid(ledger: reversi
     done = graph.invoke(Command(resume="decided"), config)  # resume=None trips a LangGraph bug (1.2.x)
     (answer,) = [m for m in done["messages"] if isinstance(m, ToolMessage)]
     assert answer.status == "error" and "approval denied: wrong supplier" in str(answer.content)
-    assert paid == [] and ledger.get_run("run_t-8").steps() == ()
+    assert paid == [] and ledger.get_run("run_thread-t-8").steps() == ()
 
 
 def test_async_agents_pause_the_same_way(ledger: reversi.Ledger) -> None:
@@ -120,10 +120,15 @@ def test_with_approvals_refuse_the_model_reads_the_refusal(ledger: reversi.Ledge
 
 
 def test_threads_are_runs_of_their_own_and_odd_thread_ids_are_digested(ledger: reversi.Ledger) -> None:
-    assert thread_run_id("t-1") == "run_t-1" and thread_run_id(42) == "run_42"
+    assert thread_run_id("t-1") == "run_thread-t-1" and thread_run_id(42) == "run_thread-42"
     for hostile in ("../x", "a b", "x" * 300, "\u202e", True, None):
         made = thread_run_id(hostile)
-        assert made.startswith("run_thread-") and len(made) == len("run_thread-") + 32
+        assert made.startswith("run_threadh-") and len(made) == len("run_threadh-") + 32
+    ledger.start_run(run_id="run_thread-t-9", actor="support-bot")  # another agent's thread
+    with pytest.raises(Conflict, match="belongs to actor 'support-bot'"):
+        agent(JournalMiddleware.per_thread(ledger, actor="billing-bot")).invoke(
+            ASK, {"configurable": {"thread_id": "t-9"}})
+    assert ledger.get_run("run_thread-t-9").steps() == () and paid == []
     graph = agent(JournalMiddleware.per_thread(ledger), saved=False)
     with pytest.raises(BadInput, match="without a thread id"):
         graph.invoke(ASK)

@@ -7,7 +7,7 @@
     agent = create_agent(model, tools=[create_charge, send_email],
                          middleware=[JournalMiddleware(run, names={"create_charge": "stripe.create_charge"})])
 
-    # or: each LangGraph thread its own run, `run_<thread id>`, opened (or continued) by its first call
+    # or: each LangGraph thread its own run, `run_thread-<thread id>`, opened (or continued) by its first call
     middleware = JournalMiddleware.per_thread(ledger, actor="billing-agent")
 
 No tool is wrapped one by one: the middleware sees each call as the agent makes it (`wrap_tool_call`),
@@ -39,7 +39,7 @@ from reversi.core.models import RUN_ID_RE
 from reversi.engine.capture import Read
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
-from reversi.errors import ApprovalRequired, BadInput, Refused
+from reversi.errors import ApprovalRequired, BadInput, Conflict, NotFound, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
 
 __all__ = ["JournalMiddleware", "thread_run_id"]
@@ -142,8 +142,24 @@ class JournalMiddleware(AgentMiddleware):
         run_id = thread_run_id(thread)
         with self._lock:
             if run_id not in self._runs:
-                self._runs[run_id] = self._ledger.start_run(run_id=run_id, actor=self._actor)
+                self._runs[run_id] = self._thread_run(run_id)
             return self._runs[run_id]
+
+    def _thread_run(self, run_id: str) -> Run:
+        """The thread's run, opened or continued; one another actor opened is not this agent's to continue.
+
+        Raises:
+            Conflict: the run was opened by another actor.
+        """
+        assert self._ledger is not None
+        try:
+            found = self._ledger.get_run(run_id)
+        except NotFound:
+            return self._ledger.start_run(run_id=run_id, actor=self._actor)
+        if found.actor != self._actor:
+            raise Conflict(f"JournalMiddleware.per_thread: {run_id} belongs to actor {found.actor!r}, not"
+                           f" {self._actor!r}: give each agent threads of its own")
+        return self._ledger.start_run(run_id=run_id, actor=self._actor)
 
     def _call(self, request: ToolCallRequest) -> tuple[str, dict[str, Any], str | None]:
         call = request.tool_call
@@ -151,12 +167,12 @@ class JournalMiddleware(AgentMiddleware):
 
 
 def thread_run_id(thread: object) -> str:
-    """The run of a LangGraph thread: `run_<thread id>`, or `run_thread-<digest>` for an id that cannot be
-    part of a run id."""
-    found = f"run_{thread}" if isinstance(thread, (str, int)) and not isinstance(thread, bool) else ""
+    """The run of a LangGraph thread: `run_thread-<thread id>`, or `run_threadh-<digest>` for an id that
+    cannot be part of a run id. The two forms never meet, nor meet the runs of other surfaces."""
+    found = f"run_thread-{thread}" if isinstance(thread, (str, int)) and not isinstance(thread, bool) else ""
     if RUN_ID_RE.fullmatch(found):
         return found
-    return "run_thread-" + hashlib.sha256(str(thread).encode()).hexdigest()[:32]
+    return "run_threadh-" + hashlib.sha256(repr(thread).encode()).hexdigest()[:32]
 
 
 def _waiting(tool: str, exc: ApprovalRequired) -> dict[str, Any]:
