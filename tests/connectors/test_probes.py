@@ -169,6 +169,7 @@ def test_the_shipped_stripe_probe_finds_the_charge_made_for_the_step_and_its_ref
     `reversi reconcile` with the shipped manifest, and the connector's own refund undoes it. An agent cannot
     point the probe at another charge: the step is the connector's mark, not an argument."""
     from reversi.connectors import stripe
+    from reversi.connectors._seal import key_id
     from reversi.core.calls import making
 
     manifest = tmp_path / "tools.yaml"
@@ -185,7 +186,7 @@ def test_the_shipped_stripe_probe_finds_the_charge_made_for_the_step_and_its_ref
             handle.uncertain("the answer was lost")
             run.begin("stripe.create_charge", {"amount": 5, "currency": "eur",  # an agent's step: no charge for it
                                                "metadata": {"order": "o-1"}}).uncertain("timed out")
-            assert made["metadata"]["reversi_call"] == f"{run.id}:0"
+            assert made["metadata"]["reversi_call"] == f"{key_id()}:{run.id}:0"
             with pytest.raises(BadArgument, match="the connector's own key"):
                 stripe.create_charge(5, "eur", metadata={"reversi_call": f"{run.id}:1"})  # forging the mark
             with pytest.raises(BadArgument, match="no step is bound"):
@@ -222,6 +223,10 @@ def test_a_probes_sealed_answer_is_refused_for_any_other_step(
                 made = stripe.create_charge(300, "eur")
                 found = stripe.charge_of_call()
             assert found["count"] == 1 and found["result"]["id"] == made["id"]
+            monkeypatch.setenv("REVERSI_CONNECTOR_KEY", "z" * 40)  # another deployment on the same Stripe account
+            with making(run.id, 0):
+                assert stripe.charge_of_call() == {"count": 0, "result": None}
+            monkeypatch.setenv("REVERSI_CONNECTOR_KEY", "k" * 40)
             run.begin("stripe.create_charge", {"amount": 300, "currency": "eur"}).succeeded({"id": "other"})
             run.begin("stripe.create_charge", {"amount": 1, "currency": "eur"}).succeeded(found["result"])  # step 1
         _, out, _ = _cli(db_url, tmp_path, "rollback", str(run.id), "--compensator-cmd",

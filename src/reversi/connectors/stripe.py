@@ -8,10 +8,11 @@ result refunds, deletes and cancels nothing. A compensation sends its idempotenc
 (a DELETE, where Stripe ignores the header) reads the customer first.
 
 A charge made for a journaled step (through the gateway) carries that step in its metadata
-(`reversi_call`: `RUN:STEP`), set by the connector, never by the caller. So when the answer is lost,
-the step's probe (`stripe.charge_of_call`, made by `reversi reconcile` for that step) finds the charge
-by the step itself, not by anything the agent chose, and answers it sealed for that step alone, as
-`stripe.create_charge` would have: the rollback's refund then accepts it.
+(`reversi_call`: `KEY:RUN:STEP`, KEY the sealing key's id), set by the connector, never by the
+caller. So when the answer is lost, the step's probe (`stripe.charge_of_call`, made by `reversi
+reconcile` for that step) finds the charge by the step itself, not by anything the agent chose, and
+answers it sealed for that step alone, as `stripe.create_charge` would have: the rollback's refund
+then accepts it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, sealed_result
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service, form_encode
-from reversi.connectors._seal import seal, sealed, unseal
+from reversi.connectors._seal import key_id, seal, sealed, unseal
 from reversi.core.calls import current_call
 from reversi.errors import BadArgument, ChangedSince, DownstreamError, UntrustedResult
 
@@ -108,9 +109,10 @@ def create_charge(amount: int, currency: str, customer: str | None = None, sourc
 
 
 def _made_for() -> dict[str, str]:
-    """The metadata naming the step this call is made for, when one is known."""
+    """The metadata naming the step this call is made for, when one is known: the sealing key's id, the
+    run and the step (`KEY:RUN:STEP`), so that a deployment with another key never takes it for its own."""
     call = current_call()
-    return {CALL_KEY: f"{call.run_id}:{call.step}"} if call is not None else {}
+    return {CALL_KEY: f"{key_id()}:{call.run_id}:{call.step}"} if call is not None else {}
 
 
 @sealed("stripe.create_customer")
