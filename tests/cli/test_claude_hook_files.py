@@ -265,3 +265,13 @@ def test_sealed_changes_naming_a_folder_fs_never_keeps_are_refused(project: Path
     done = subprocess.run([CONNECTORS, "compensate"], input=json.dumps(
         {"tool": "fs.restore_changes", "args": {"result": forged}}), capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "a folder fs never keeps" in done.stderr + done.stdout
+
+
+def test_a_folder_the_call_made_that_now_holds_something_else_stops_the_undo_before_it_changes_anything(
+        project: Path, tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    Session(db, project).bash("mkdir out && echo a > out/a.txt")
+    (project / "out" / "mine.txt").write_text("a person's file")
+    report = json.loads(rollback(db).stdout)
+    assert "out holds 'mine.txt', which the step did not make" in report["failed"][0]["error"]
+    assert (project / "out" / "a.txt").read_text() == "a\n"  # nothing of the step was undone

@@ -104,6 +104,7 @@ def restore_changes(result: dict[str, Any], step: int | None = None) -> dict[str
             raise UntrustedResult(f"{change['path'][:80]!r} is in a folder fs never keeps: not a change it sealed")
     with opened_root() as root:
         pending = [change for change in changes if _pending(root, change, step)]
+        _only_what_it_made(root, pending, step)
         for change in sorted(pending, key=_depth_first, reverse=True):  # what the step made: deepest first
             if change["after"]["exists"] and (not change["before"]["exists"] or _kind_changed(change)):
                 _remove(root, change, step)
@@ -277,6 +278,28 @@ def _pending(root: Root, change: Mapping[str, Any], step: int | None) -> bool:
     if before["type"] not in _RESTORABLE:
         raise ConnectorError(f"{path} was a {before['type']} before the step, which fs cannot make again")
     return True
+
+
+def _only_what_it_made(root: Root, pending: list[dict[str, Any]], step: int | None) -> None:
+    """Refuse, before anything is changed, a folder the step made that now holds what the step did not."""
+    removed = {c["path"] for c in pending if c["after"]["exists"] and not c["before"]["exists"]}
+    for change in pending:
+        path = change["path"]
+        if change["after"]["type"] == "directory" and path in removed:
+            with entry(root, path, "path", reach=False) as found, os_errors(path):
+                if found.folder is None:
+                    continue
+                try:
+                    fd = os.open(found.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=found.folder)
+                except FileNotFoundError:
+                    continue
+                try:
+                    held = os.listdir(fd)
+                finally:
+                    os.close(fd)
+            others = [name for name in held if f"{path}/{name}" not in removed]
+            if others:
+                raise ChangedSince(step, f"{path} holds {others[0][:80]!r}, which the step did not make")
 
 
 def _remove(root: Root, change: Mapping[str, Any], step: int | None) -> None:
