@@ -187,8 +187,13 @@ def test_the_shipped_stripe_probe_finds_the_charge_made_for_the_step_and_its_ref
             run.begin("stripe.create_charge", {"amount": 5, "currency": "eur",  # an agent's step: no charge for it
                                                "metadata": {"order": "o-1"}}).uncertain("timed out")
             assert made["metadata"]["reversi_call"] == f"{key_id()}:{run.id}:0"
+            forged = {"reversi_call": f"{key_id()}:{run.id}:1"}  # the mark forged, on any object Stripe copies from
             with pytest.raises(BadArgument, match="the connector's own key"):
-                stripe.create_charge(5, "eur", metadata={"reversi_call": f"{run.id}:1"})  # forging the mark
+                stripe.create_charge(5, "eur", metadata=forged)
+            with pytest.raises(BadArgument, match="the connector's own key"):
+                stripe.create_payment_intent(5, "eur", metadata=forged)
+            with pytest.raises(BadArgument, match="the connector's own key"):
+                stripe.create_customer(metadata=forged)
             with pytest.raises(BadArgument, match="no step is bound"):
                 stripe.charge_of_call()
 

@@ -102,10 +102,20 @@ def create_charge(amount: int, currency: str, customer: str | None = None, sourc
     Raises:
         BadArgument: `metadata` names `reversi_call`, which the connector sets itself.
     """
-    if isinstance(metadata, dict) and CALL_KEY in metadata:
-        raise BadArgument("metadata", f"{CALL_KEY!r} is the connector's own key: it names the step the charge is for")
+    _callers(metadata)
     return _create("/v1/charges", {"amount": amount, "currency": currency, "customer": customer, "source": source,
                                  "description": description, "metadata": {**(metadata or {}), **_made_for()}})
+
+
+def _callers(metadata: dict[str, Any] | None) -> None:
+    """Refuse caller metadata naming the connector's own key (on every object: Stripe may copy an object's
+    metadata to the charges it makes).
+
+    Raises:
+        BadArgument: it names `reversi_call`.
+    """
+    if isinstance(metadata, dict) and CALL_KEY in metadata:
+        raise BadArgument("metadata", f"{CALL_KEY!r} is the connector's own key: it names the step a charge is for")
 
 
 def _made_for() -> dict[str, str]:
@@ -118,7 +128,12 @@ def _made_for() -> dict[str, str]:
 @sealed("stripe.create_customer")
 def create_customer(email: str | None = None, name: str | None = None, description: str | None = None,
                     metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Create a customer. Undo: `stripe.delete_customer`."""
+    """Create a customer. Undo: `stripe.delete_customer`.
+
+    Raises:
+        BadArgument: `metadata` names `reversi_call`, which the connector sets itself.
+    """
+    _callers(metadata)
     return _create("/v1/customers", {"email": email, "name": name, "description": description, "metadata": metadata})
 
 
@@ -126,7 +141,12 @@ def create_customer(email: str | None = None, name: str | None = None, descripti
 def create_payment_intent(amount: int, currency: str, customer: str | None = None,
                           payment_method_types: list[str] | None = None,
                           metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Create a payment intent. Undo: `stripe.cancel_payment_intent`."""
+    """Create a payment intent. Undo: `stripe.cancel_payment_intent`.
+
+    Raises:
+        BadArgument: `metadata` names `reversi_call`, which the connector sets itself.
+    """
+    _callers(metadata)
     return _create("/v1/payment_intents", {"amount": amount, "currency": currency, "customer": customer,
                                          "payment_method_types": payment_method_types, "metadata": metadata})
 
@@ -219,7 +239,8 @@ def charge_of_call() -> dict[str, Any]:
                                   " for a step")
     found = search_charges(f"metadata['{CALL_KEY}']:'{made_for[CALL_KEY]}'")
     charges = [c for c in (found.get("data") if isinstance(found, dict) else None) or [] if isinstance(c, dict)
-               and (c.get("metadata") or {}).get(CALL_KEY) == made_for[CALL_KEY]]
+               and (c.get("metadata") or {}).get(CALL_KEY) == made_for[CALL_KEY]
+               and not c.get("payment_intent")]  # made by a payment intent, not by stripe.create_charge
     return {"count": len(charges), "result": seal("stripe.create_charge", charges[0]) if len(charges) == 1 else None}
 
 
