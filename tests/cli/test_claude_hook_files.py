@@ -275,3 +275,14 @@ def test_a_folder_the_call_made_that_now_holds_something_else_stops_the_undo_bef
     report = json.loads(rollback(db).stdout)
     assert "out holds 'mine.txt', which the step did not make" in report["failed"][0]["error"]
     assert (project / "out" / "a.txt").read_text() == "a\n"  # nothing of the step was undone
+
+
+def test_a_failed_command_that_changed_only_what_fs_cannot_keep_is_not_taken_for_one_that_did_nothing(
+        project: Path, tmp_path: Path) -> None:
+    (project / ".git" / "hooks").mkdir()
+    db = f"sqlite:///{tmp_path}/r.db"
+    Session(db, project).bash("echo evil > .git/hooks/post-checkout; exit 1", fails="Exit code 1")
+    with reversi.open(db) as ledger:
+        step = ledger.get_run(RUN).steps()[0]
+    assert step.status.value == "succeeded" and step.result["files"]["unseen"] == [".git/hooks"]
+    assert step.result["error"] == "Exit code 1"

@@ -103,11 +103,17 @@ def _settle(run: Run, call_id: str, event: Mapping[str, Any], succeeded: bool) -
     error = None if succeeded else str(event.get("error") or "the tool call failed")
     if files is None:
         run.settle(call_id, result=event.get("tool_response"), error=error)
-    elif error is not None and not files.get("files", {}).get("changes"):
+    elif error is not None and not _changed_anything(files):
         run.settle(call_id, error=error)
     else:
         answer = {"response": event.get("tool_response")} if error is None else {"error": error}
         run.settle(call_id, result={**answer, **files})
+
+
+def _changed_anything(files: Mapping[str, Any]) -> bool:
+    """Whether what the call changed is anything at all: kept changes, or changes fs could not keep."""
+    found = files.get("files") or {}
+    return bool(found.get("changes") or found.get("unseen"))
 
 
 def _files_after(run: Run, step: StepState) -> dict[str, Any] | None:
