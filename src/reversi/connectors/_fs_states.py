@@ -1,10 +1,30 @@
-"""How the fs tools compare what is at a path with what a step left there, and say how it differs."""
+"""What the fs tools' undos share: trusting a step's result, and comparing what is at a path with what
+the step left there, saying how it differs."""
 
 from __future__ import annotations
 
-from reversi.connectors._fs_root import State
+from collections.abc import Collection
+from typing import Any
 
-__all__ = ["describe", "difference", "same"]
+from reversi.connectors import _fs_root, _seal
+from reversi.connectors._fs_root import State
+from reversi.errors import BadArgument
+
+__all__ = ["describe", "difference", "same", "trusted"]
+
+
+def trusted(result: Any, tools: Collection[str]) -> dict[str, Any]:
+    """The result, once its seal proves this connector made it (with one of `tools`), in this root.
+
+    Raises:
+        UntrustedResult: no seal, a seal of another tool or key, or a result changed since.
+        BadArgument: the step acted in another root than this connector's.
+    """
+    made = _seal.unseal(result, tools).result
+    root = _fs_root.root_path()
+    if made.get("root") != str(root):
+        raise BadArgument("result", f"the step acted in {made.get('root')}; this connector's root is {root}")
+    return made
 
 
 def same(a: State, b: State) -> bool:

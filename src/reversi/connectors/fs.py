@@ -17,7 +17,7 @@ from typing import Any
 from reversi.connectors import _fs_root, _seal, _snapshots, fs_changes
 from reversi.connectors._base import STEP, Connector, Param, Tool, ToolKind
 from reversi.connectors._fs_root import ABSENT, ROOT, Entry, State, entry, opened_root, os_errors
-from reversi.connectors._fs_states import describe, difference, same
+from reversi.connectors._fs_states import describe, difference, same, trusted
 from reversi.errors import BadArgument, ChangedSince
 
 __all__ = ["CONNECTOR", "delete", "make_dir", "move", "move_back", "remove_dir", "restore", "stat", "write_file"]
@@ -122,20 +122,6 @@ def make_dir(path: str) -> dict[str, Any]:
 # --- compensations -----------------------------------------------------------------------------
 
 
-def _trusted(result: Any, *tools: str) -> dict[str, Any]:
-    """The forward result, once its seal proves this connector made it, in this root.
-
-    Raises:
-        UntrustedResult: no seal, a seal of another tool or key, or a result changed since.
-        BadArgument: the step acted in another root than this connector's.
-    """
-    made = _seal.unseal(result, tools).result
-    root = _fs_root.root_path()
-    if made.get("root") != str(root):
-        raise BadArgument("result", f"the step acted in {made.get('root')}; this connector's root is {root}")
-    return made
-
-
 def _now(found: Entry, step: int | None) -> tuple[State, bytes | None]:
     """What is at the entry now, and a file's bytes; absent when its folder is gone. A folder that
     became a link or a file is a change since the step."""
@@ -162,7 +148,7 @@ def restore(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
         ChangedSince: the file is no longer as the step left it.
         ConnectorError: the snapshot is missing or damaged.
     """
-    made = _trusted(result, "fs.write_file", "fs.delete")
+    made = trusted(result, ("fs.write_file", "fs.delete"))
     path, before, after = made["path"], made["before"], made["after"]
     with opened_root() as root, entry(root, path, "path", reach=False) as found, os_errors(path):
         now = _now(found, step)[0]
@@ -188,7 +174,7 @@ def move_back(result: dict[str, Any], step: int | None = None) -> dict[str, Any]
         BadArgument: the step acted in another root.
         ChangedSince: the destination holds other bytes or nothing, or the source was taken since.
     """
-    made = _trusted(result, "fs.move")
+    made = trusted(result, ("fs.move",))
     source, destination, sha256 = made["source"], made["destination"], made["sha256"]
     with (opened_root() as root, entry(root, source, "source", reach=False) as src,
           entry(root, destination, "destination", reach=False) as dst, os_errors(destination)):
@@ -216,7 +202,7 @@ def remove_dir(result: dict[str, Any], step: int | None = None) -> dict[str, Any
         BadArgument: the step acted in another root.
         ChangedSince: the folder holds something now, or a file took its place.
     """
-    path = _trusted(result, "fs.make_dir")["path"]
+    path = trusted(result, ("fs.make_dir",))["path"]
     with opened_root() as root, entry(root, path, "path", reach=False) as found, os_errors(path):
         now = _now(found, step)[0]
         if now["exists"]:

@@ -31,7 +31,7 @@ from typing import Any
 
 from reversi.connectors import _fs_root, _seal, _snapshots
 from reversi.connectors._fs_root import ABSENT, Root, State, entry, opened_root, os_errors
-from reversi.connectors._fs_states import difference, same
+from reversi.connectors._fs_states import difference, same, trusted
 from reversi.core.json_values import canonical
 from reversi.errors import BadArgument, ChangedSince, ConnectorError, UntrustedResult
 
@@ -54,8 +54,9 @@ def files_before(paths: Sequence[str] | None = None) -> dict[str, Any]:
     """
     chosen = None if paths is None else list(paths)
     with opened_root() as root:
-        states = _listed(root, chosen, keep=True)
-        watched = _watched(root) if chosen is None else {}
+        names, odd = _walked(root) if chosen is None else (_with_folders(chosen), [])
+        states = _listed(root, names, chosen, keep=True)
+        watched = _watched(root, odd) if chosen is None else {}
     listing = _snapshots.store(canonical(states).encode())
     return _seal.seal(_BEFORE, {"root": str(root.path), "paths": chosen, "listing": listing, "count": len(states),
                                 "watched": watched})
@@ -69,11 +70,13 @@ def changes_since(before: Any) -> dict[str, Any]:
         UntrustedResult: `before` is not what this connector's `files_before` sealed.
         BadArgument: it was made in another root.
     """
-    made = _trusted(before, _BEFORE)
+    made = trusted(before, (_BEFORE,))
     kept = json.loads(_snapshots.load(made["listing"]))
     with opened_root() as root:
-        now = _listed(root, made["paths"], keep=False)
-        watched = _watched(root) if made["paths"] is None else {}
+        paths = made["paths"]
+        names, odd = _walked(root) if paths is None else (_with_folders(paths), [])
+        now = _listed(root, names, paths, keep=False)
+        watched = _watched(root, odd) if paths is None else {}
     changes = [{"path": path, "before": kept.get(path, dict(ABSENT)), "after": now.get(path, dict(ABSENT))}
                for path in sorted(kept.keys() | now.keys(), key=_depth_first)
                if _changed(kept.get(path, ABSENT), now.get(path, ABSENT))]
@@ -94,7 +97,7 @@ def restore_changes(result: dict[str, Any], step: int | None = None) -> dict[str
         ChangedSince: a path is neither as the step left it nor as it was before (nothing is changed).
         ConnectorError: the step removed a symbolic link or a special file, which fs cannot make again.
     """
-    made = _trusted(result, _CHANGES)
+    made = trusted(result, (_CHANGES,))
     changes = made["changes"]
     if made.get("unseen"):
         raise ConnectorError(f"the call also changed {', '.join(made['unseen'])}, which fs does not keep: nothing"
@@ -117,7 +120,7 @@ def restore_changes(result: dict[str, Any], step: int | None = None) -> dict[str
 def changes_undone(result: dict[str, Any]) -> dict[str, Any]:
     """Whether every path the step changed is as it was before (the read-back of `restore_changes`):
     `undone`, and the paths that are not yet (`left`)."""
-    changes = _trusted(result, _CHANGES)["changes"]
+    changes = trusted(result, (_CHANGES,))["changes"]
     with opened_root() as root:
         left = [change["path"] for change in changes if _changed(_state(root, change["path"]), change["before"])]
     return {"root": str(root.path), "undone": not left, "left": left}
@@ -126,9 +129,9 @@ def changes_undone(result: dict[str, Any]) -> dict[str, Any]:
 # --- listing -------------------------------------------------------------------------------------
 
 
-def _listed(root: Root, paths: list[str] | None, *, keep: bool) -> dict[str, State]:
-    """Each path's state (absent ones too, when named), a file's bytes kept as a snapshot with `keep`."""
-    names = _with_folders(paths) if paths is not None else _walked(root)
+def _listed(root: Root, names: list[str], named: list[str] | None, *, keep: bool) -> dict[str, State]:
+    """Each path's state, a file's bytes kept as a snapshot with `keep`; `named`: the paths the call
+    named (None: `names` are what the walk found), whose absence is listed too."""
     states: dict[str, State] = {}
     total = 0
     for relative in names:
@@ -138,17 +141,17 @@ def _listed(root: Root, paths: list[str] | None, *, keep: bool) -> dict[str, Sta
                     raise BadArgument("path", found.problem)
                 now, data = _fs_root.state(found, BYTES_LIMIT - total)
         except BadArgument:
-            if paths is not None:
+            if named is not None:
                 raise
             continue  # Reversi's own files and the connector folder are never listed
-        if paths is not None and relative in paths and now["type"] == "symlink":
+        if named is not None and relative in named and now["type"] == "symlink":
             raise BadArgument("path", f"{relative!r} is a symbolic link: fs does not follow it, so what a write"
                                       " through it changes cannot be kept")
         if data is not None:
             total += len(data)
             if keep:
                 now["snapshot"] = _snapshots.store(data)
-        if now["exists"] or paths is not None:
+        if now["exists"] or named is not None:
             states[relative] = now
     return states
 
@@ -163,26 +166,17 @@ def _with_folders(paths: list[str]) -> list[str]:
     return list(named)
 
 
-def _watched(root: Root) -> dict[str, str]:
+def _watched(root: Root, odd: list[str]) -> dict[str, str]:
     """For what the listing leaves out but a rollback must not pass over in silence, a digest of the names,
     sizes, modes and times in it: `.git`'s configuration, hooks and info (what runs code or changes what
-    git does), and the names under the root that UTF-8 cannot hold (fs cannot name them)."""
+    git does), and `odd`, the names under the root that UTF-8 cannot hold (fs cannot name them)."""
     found: dict[str, str] = {}
     for part in _WATCHED_GIT:
         digest = _stat_digest(root, part)
         if digest is not None:
             found[part] = digest
-    odd = hashlib.sha256()
-    try:
-        for folder, folders, files, _ in os.fwalk(".", dir_fd=root.fd, follow_symlinks=False):
-            folders[:] = sorted(name for name in folders if name not in _SKIPPED)
-            for name in sorted((*folders, *files)):
-                if not _utf8(name):
-                    odd.update(os.fsencode(os.path.join(folder, name)) + b"\n")
-    except OSError as exc:
-        raise ConnectorError(f"{root.path} cannot be listed: {exc.strerror or exc}") from None
-    if odd.digest() != hashlib.sha256().digest():
-        found["names UTF-8 cannot hold"] = odd.hexdigest()
+    if odd:
+        found["names UTF-8 cannot hold"] = hashlib.sha256(b"\n".join(map(os.fsencode, odd))).hexdigest()
     return found
 
 
@@ -219,18 +213,22 @@ def _utf8(name: str) -> bool:
     return True
 
 
-def _walked(root: Root) -> list[str]:
-    """Every path under the root, links not followed, skipped folders and names UTF-8 cannot hold left out."""
+def _walked(root: Root) -> tuple[list[str], list[str]]:
+    """Every path under the root, links not followed, skipped folders left out; and apart, the names
+    UTF-8 cannot hold (fs cannot name them)."""
     found: list[str] = []
+    odd: list[str] = []
     try:
         for folder, folders, files, _ in os.fwalk(".", dir_fd=root.fd, follow_symlinks=False):
-            folders[:] = [name for name in folders if name not in _SKIPPED and _utf8(name)]
-            found += [os.path.normpath(os.path.join(folder, name)) for name in (*folders, *files) if _utf8(name)]
+            folders[:] = sorted(name for name in folders if name not in _SKIPPED)
+            for name in sorted((*folders, *files)):
+                path = os.path.normpath(os.path.join(folder, name))
+                (found if _utf8(path) else odd).append(path)
             if len(found) > TREE_LIMIT:
                 raise ConnectorError(f"{root.path} holds over {TREE_LIMIT} files and folders: too many to keep")
     except OSError as exc:
         raise ConnectorError(f"{root.path} cannot be listed: {exc.strerror or exc}") from None
-    return found
+    return found, odd
 
 
 def _state(root: Root, relative: str) -> State:
@@ -257,14 +255,6 @@ def _depth_first(item: str | Mapping[str, Any]) -> tuple[int, str]:
 
 
 # --- undo ----------------------------------------------------------------------------------------
-
-
-def _trusted(value: Any, tool: str) -> dict[str, Any]:
-    made = _seal.unseal(value, (tool,)).result
-    root = _fs_root.root_path()
-    if made.get("root") != str(root):
-        raise BadArgument("result", f"the step acted in {made.get('root')}; this connector's root is {root}")
-    return made
 
 
 def _pending(root: Root, change: Mapping[str, Any], step: int | None) -> bool:
