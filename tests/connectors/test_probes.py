@@ -9,6 +9,8 @@ import json
 import os
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -172,12 +174,8 @@ def test_the_shipped_stripe_probe_finds_the_charge_made_for_the_step_and_its_ref
     from reversi.connectors._seal import key_id
     from reversi.core.calls import making
 
-    manifest = tmp_path / "tools.yaml"
-    manifest.write_text(_shipped("stripe"))
-    monkeypatch.setenv("REVERSI_CONNECTOR_DIR", str(tmp_path / "connectors"))
-    monkeypatch.setenv("REVERSI_CONNECTOR_KEY", "k" * 40)
-    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
-        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+    with shipped_stripe(tmp_path, monkeypatch) as fake:
+        with reversi.open(db_url, manifests=[str(tmp_path / "tools.yaml")]) as ledger:
             run = ledger.start_run()
             args: dict[str, Any] = {"amount": 700, "currency": "eur", "metadata": {"order": "o-1"}}
             handle = run.begin("stripe.create_charge", args)
@@ -200,7 +198,7 @@ def test_the_shipped_stripe_probe_finds_the_charge_made_for_the_step_and_its_ref
         code, out, err = _cli(db_url, tmp_path, "reconcile", str(run.id), "--reader-cmd", READER, "--json")
         said = {s["step"]: s["outcome"] for s in json.loads(out)["steps"]}
         assert code == 2 and said == {0: "succeeded", 1: "unresolved"}, (out, err)  # nothing found proves nothing
-        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+        with reversi.open(db_url, manifests=[str(tmp_path / "tools.yaml")]) as ledger:
             step = ledger.get_run(str(run.id)).steps()[0]
         assert step.settled_by == "probe" and step.result["id"] == made["id"] and "reversi_seal" in step.result
 
@@ -217,12 +215,8 @@ def test_a_probes_sealed_answer_is_refused_for_any_other_step(
     from reversi.connectors import stripe
     from reversi.core.calls import making
 
-    manifest = tmp_path / "tools.yaml"
-    manifest.write_text(_shipped("stripe"))
-    monkeypatch.setenv("REVERSI_CONNECTOR_DIR", str(tmp_path / "connectors"))
-    monkeypatch.setenv("REVERSI_CONNECTOR_KEY", "k" * 40)
-    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
-        with reversi.open(db_url, manifests=[str(manifest)]) as ledger:
+    with shipped_stripe(tmp_path, monkeypatch) as fake:
+        with reversi.open(db_url, manifests=[str(tmp_path / "tools.yaml")]) as ledger:
             run = ledger.start_run()
             with making(run.id, 0):
                 made = stripe.create_charge(300, "eur")
@@ -238,6 +232,16 @@ def test_a_probes_sealed_answer_is_refused_for_any_other_step(
                          f"{CONNECTORS} compensate", "--json")
         failed = {f["step"]: f["error"] for f in json.loads(out)["failed"]}
         assert "made by step 0" in failed[1] and fake.charges[made["id"]]["refunded"] is False
+
+
+@contextmanager
+def shipped_stripe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeStripe]:
+    """The Stripe fake served, the connector's settings, and its shipped manifest as tmp_path/tools.yaml."""
+    (tmp_path / "tools.yaml").write_text(_shipped("stripe"))
+    monkeypatch.setenv("REVERSI_CONNECTOR_DIR", str(tmp_path / "connectors"))
+    monkeypatch.setenv("REVERSI_CONNECTOR_KEY", "k" * 40)
+    with served_with(FakeStripe(), monkeypatch, STRIPE_API_BASE=URL, STRIPE_API_KEY=KEY) as fake:
+        yield fake
 
 
 def _shipped(name: str) -> str:
