@@ -1,13 +1,21 @@
 """The plumbing every endpoint shares: the request as a `Call`, bodies, cursors, and the route table's rows.
 
-An endpoint is a function `Call -> Response` declared with the role it needs. It runs after the
-body has been read with its size limit and the principal has been authenticated and checked
-against the role. Most endpoints are plain functions run in a worker thread. The recording
-endpoints, which agents call for every tool call, are coroutines run on the event loop: the
-principal and the run come from caches, and only the journal write goes to the store, as one slot
-of its group commit (concurrent requests share a transaction and its fsync). That write
-(`PrincipalLedger.abegin`, `aoutcome`) checks again that the key was not revoked meanwhile, so a
-revocation still takes effect at once.
+An endpoint is a function `Call -> Response` declared with the role it needs and where it runs
+(`Runs`). It runs after the body has been read with its size limit and the principal has been
+authenticated and checked against the role.
+
+- `Runs.THREAD`: a plain function, run in a worker thread; the key is read from the store for each
+  request, before anything else.
+- `Runs.LOOP`: a coroutine, run on the event loop, for the recording endpoints agents call for every
+  tool call. The principal comes from a cache, and the store is only reached through awaited calls
+  that leave the loop: the journal write, one slot of the group commit (`PrincipalLedger.abegin`,
+  `aoutcome`, awaited through `Call.recording`), checks again that the key was not revoked meanwhile.
+  An answer that no such write checked (an error, say) is held until the key has been read from the
+  store again, off the loop. So a revoked key stops working at once in both modes.
+
+The mode is declared, never guessed from how the handler is written: a handler whose definition
+disagrees with its declaration (an `async def` declared for a thread, a plain function declared for
+the loop) is refused when its `Endpoint` is made, that is when the route table is imported.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import binascii
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -70,9 +79,10 @@ class ServerState:
         return self.ledger.authenticate(bearer(authorization), local_ok=local_ok)
 
     async def cached_principal(self, request: Request) -> Principal:
-        """The request's principal, kept once read: only for endpoints whose write checks it again
-        (`Call.write`). Whether the request may act as the keyless `local` is asked only of a request
-        that would act as it, so a request with a key never pays for that check."""
+        """The request's principal, kept once read: only for `Runs.LOOP` endpoints, whose answers wait
+        for the key to be checked again (`Endpoint._on_loop`). Whether the request may act as the keyless
+        `local` is asked only of a request that would act as it, so a request with a key never pays for
+        that check."""
         authorization = request.headers.get("authorization")
         found = self._principals.get(authorization)
         if found is not None and found.key_id is not None:
@@ -113,19 +123,23 @@ class Call:
         """The ledger as this request's principal may use it."""
         return self.server.ledger.for_principal(self.principal)
 
+    key_checked: bool = field(default=False, init=False)  # a write of this request found the key still valid
+
     async def recording(self, journal: Awaitable[T]) -> T:
-        """Await a journal write of `ledger.abegin`/`aoutcome`; a key found revoked in that write is
-        forgotten here, so the next request with it reads the store again.
+        """Await a journal write of `ledger.abegin`/`aoutcome`, which checks the key in its transaction;
+        a key found revoked there is forgotten here, so the next request with it reads the store again.
 
         Raises:
             Unauthorized: the key was revoked since it was read (or, acting as the loopback admin,
                 the store now holds keys).
         """
         try:
-            return await journal
+            found = await journal
         except Unauthorized:
             self.server.forget_principal(self.headers.get("authorization"))
             raise
+        object.__setattr__(self, "key_checked", True)  # frozen for the endpoint; this flag is the plumbing's
+        return found
 
     def body(self, model: type[B]) -> B:
         return parse_body(self.raw_body, model)
@@ -206,9 +220,21 @@ class Param:
     schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "string"})
 
 
+class Runs(Enum):
+    """Where an endpoint's handler runs, and so where its key is read (see the module's docstring)."""
+
+    THREAD = "thread"  # a plain function in a worker thread; the key read from the store first
+    LOOP = "loop"  # a coroutine on the event loop; the key cached, and read again by its write or after it
+
+
 @dataclass(frozen=True)
 class Endpoint:
-    """One row of the route table: the handler, the role it needs, and what the OpenAPI document says."""
+    """One row of the route table: the handler, the role it needs, where it runs, and what the OpenAPI
+    document says.
+
+    Raises:
+        TypeError: the handler is a coroutine function and `runs` is not `Runs.LOOP`, or the reverse.
+    """
 
     method: str
     path: str
@@ -219,32 +245,71 @@ class Endpoint:
     body: type[Body] | None = None
     query: tuple[Param, ...] = ()
     ndjson: bool = False
+    runs: Runs = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        coroutine = inspect.iscoroutinefunction(self.handler)
+        if coroutine == (self.runs is Runs.LOOP):
+            return
+        name = f"{self.method} {self.path}: {getattr(self.handler, '__qualname__', repr(self.handler))}"
+        if coroutine:
+            raise TypeError(f"{name} is a coroutine function (async def) declared runs=Runs.{self.runs.name}: "
+                            "declare runs=Runs.LOOP (its key then comes from a cache and is checked by its "
+                            "journal write), or make it a plain function")
+        raise TypeError(f"{name} is declared runs=Runs.LOOP but is a plain function: the event loop would wait "
+                        "for it; declare runs=Runs.THREAD, or make it a coroutine that awaits the store")
 
     @property
     def on_loop(self) -> bool:
-        """Whether the handler is a coroutine, run on the event loop (see the module's docstring)."""
-        return inspect.iscoroutinefunction(self.handler)
+        """Whether the handler runs on the event loop (see the module's docstring)."""
+        return self.runs is Runs.LOOP
 
     def asgi(self, server: ServerState) -> Callable[[Request], Awaitable[Response]]:
-        on_loop, reads_body = self.on_loop, self.body is not None
+        if self.on_loop:
+            async def on_loop(request: Request) -> Response:
+                return await self._on_loop(server, request)
+
+            return on_loop
+        reads_body = self.body is not None
 
         async def endpoint(request: Request) -> Response:
             # Who asks, and whether their role may, is settled before the body is read: a request
             # without a valid key is answered at once, whatever body it announces.
-            if on_loop:
-                principal = self._allowed(await server.cached_principal(request))
-            elif not reads_body:  # one trip to a thread for both the key and the answer
+            if not reads_body:  # one trip to a thread for both the key and the answer
                 return await anyio.to_thread.run_sync(self._run, server, request, limiter=server.limiter)
-            else:
-                principal = await anyio.to_thread.run_sync(self._principal, server, request, limiter=server.limiter)
-            call = self._call(server, principal, request, await read_body(request) if reads_body else b"")
-            if not on_loop:
-                return await anyio.to_thread.run_sync(self._answer, call, limiter=server.limiter)
-            response = self.handler(call)
-            assert inspect.isawaitable(response)
-            return await response
+            principal = await anyio.to_thread.run_sync(self._principal, server, request, limiter=server.limiter)
+            call = self._call(server, principal, request, await read_body(request))
+            return await anyio.to_thread.run_sync(self._answer, call, limiter=server.limiter)
 
         return endpoint
+
+    async def _on_loop(self, server: ServerState, request: Request) -> Response:
+        """Answer on the loop with the cached principal; an answer its journal write did not check the key
+        for (a refusal, an error, a handler that wrote nothing) waits for the key to be read again."""
+        principal, call = await server.cached_principal(request), None
+        try:
+            self._allowed(principal)
+            call = self._call(server, principal, request, await read_body(request) if self.body else b"")
+            response = self.handler(call)
+            assert inspect.isawaitable(response)
+            answer = await response
+        except Exception:
+            if call is None or not call.key_checked:
+                await self._check_again(server, request)  # a revoked key hears 401, not what went wrong
+            raise
+        if not call.key_checked:
+            await self._check_again(server, request)
+        return answer
+
+    @staticmethod
+    async def _check_again(server: ServerState, request: Request) -> None:
+        authorization = request.headers.get("authorization")
+        try:
+            await anyio.to_thread.run_sync(server.principal, authorization, keyless_ok(request),
+                                           limiter=server.limiter)
+        except Unauthorized:
+            server.forget_principal(authorization)
+            raise
 
     def _principal(self, server: ServerState, request: Request) -> Principal:
         return self._allowed(server.principal(request.headers.get("authorization"), keyless_ok(request)))
