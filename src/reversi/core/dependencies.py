@@ -52,12 +52,18 @@ def dependencies_of(
     """For each step with any, the earlier steps it depends on and why: `declared` (its `depends_on`) or
     `requires GLOB` (the first of its tool's globs that matches the earlier step's tool)."""
     found: dict[int, dict[int, str]] = {}
+    matches: dict[tuple[str, str], bool] = {}
     for step, tool_globs in enumerate(requires):
         why = {target: "declared" for target in depends_on[step]}
         for glob in tool_globs:
             for earlier in range(step):
-                if earlier not in why and fnmatchcase(tools[earlier], glob):
-                    why[earlier] = f"requires {glob}"
+                if earlier not in why:
+                    key = (tools[earlier], glob)
+                    match = matches.get(key)
+                    if match is None:
+                        match = matches[key] = fnmatchcase(*key)
+                    if match:
+                        why[earlier] = f"requires {glob}"
         if why:
             found[step] = dict(sorted(why.items()))
     return found

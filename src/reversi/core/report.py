@@ -101,6 +101,16 @@ class RollbackReport:
             or self.unverified
         )
 
+    def newest_first(self) -> None:
+        """Put every list, and the steps' lines, newest step first: the order of a rollback that undoes
+        one step at a time, for one that undid several at once and finished them as they came."""
+        for steps in (self.compensated, self.skipped, self.unresolved, self.unmanifested, self.unverified,
+                      self.already_undone):
+            steps.sort(reverse=True)
+        for items in (self.failed, self.unrecoverable, self.deferred, self.awaiting_approval):
+            items.sort(key=lambda item: -item.step)
+        self.lines.sort(key=_step_of_line)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
@@ -128,3 +138,9 @@ class RollbackReport:
             out.append(f"undone but not verified (declared read-back not run{hint}): {steps}")
         out.append("rollback complete" if self.complete else "rollback INCOMPLETE")
         return "\n".join(out)
+
+
+def _step_of_line(line: str) -> int:
+    """The sort key of a report line: its step, newest first (`step N  ...`); other lines go last."""
+    words = line.split(maxsplit=2)
+    return -int(words[1]) if len(words) > 1 and words[0] == "step" and words[1].isdigit() else 1

@@ -18,7 +18,7 @@ steps after a checkpoint) covers only those steps: the planner and the executor 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -201,7 +201,9 @@ class RollbackWalk:
     """The run's steps as rollback actions, newest first, each decided once the newer ones are known.
 
     Iterate it once. Call `still_stands(step)` for a `compensate` action whose undo did not happen,
-    before taking the next action.
+    before taking the next action. Or take it as a frontier, to undo independent steps at once:
+    `ready()` gives the steps all of whose dependents are done, and `done(step, stands)` says how each
+    `compensate` action ended.
     """
 
     def __init__(
@@ -231,6 +233,7 @@ class RollbackWalk:
                             for step in snapshot.steps]
         self._blockers = Blockers(self._depends_on, [entry.requires if entry is not None else ()
                                                      for entry in self._entries])
+        self._frontier: _Frontier | None = None
 
     def entry(self, step: int) -> ToolEntry | None:
         """The manifest entry in force for a step's tool."""
@@ -251,43 +254,78 @@ class RollbackWalk:
         return tuple(s for s in after if scope.covers(s)) if scope is not None and scope.filtered else after
 
     def __iter__(self) -> Iterator[Action]:
-        scope = self.scope
-        walked: list[StepState] = []
-        for step in reversed(self.snapshot.steps[self._first:]):
-            if scope is not None and scope.filtered and not scope.covers(step):
-                if step.status.stands or step.status.unresolved:  # kept: it holds back what it depends on
-                    self._blockers.stands(step.index)
-                continue
-            walked.append(step)
-        for step in (self._by_deadline(walked) if self.deadline_first else walked):
+        if self.deadline_first:
+            yield from self._one_at_a_time()
+            return
+        for step in self._walked():
             action = self._decide(step)
             if action.leaves_standing:
                 self._blockers.stands(step.index)
             yield action
 
-    def _by_deadline(self, steps: list[StepState]) -> Iterator[StepState]:
-        """`steps` (newest first) in deadline order: a step becomes ready once every step of them that
-        depends on it was taken; of the ready ones, the soonest-closing undo window first, then newest."""
-        covered = {step.index for step in steps}
+    def _walked(self) -> list[StepState]:
+        """The steps the walk decides, newest first. A step outside the scope that stands is marked so,
+        since it holds back what it depends on."""
+        scope = self.scope
+        walked: list[StepState] = []
+        for step in reversed(self.snapshot.steps[self._first:]):
+            if scope is not None and scope.filtered and not scope.covers(step):
+                if step.status.stands or step.status.unresolved:
+                    self._blockers.stands(step.index)
+                continue
+            walked.append(step)
+        return walked
+
+    def ready(self, limit: int | None = None) -> list[Action]:
+        """The actions of the steps that are ready now: every step of the walk that depends on them is
+        done. Each step comes once. A `compensate` action is in flight until `done(step, stands)` is
+        called for it; any other action is done as it is returned, which may make more steps ready (they
+        come in the same list). At most `limit` `compensate` actions are returned (None: all that are
+        ready); the rest wait for the next call. Ready steps come newest first, or by their undo windows
+        with `deadline_first`. Don't mix with iterating the walk."""
+        frontier = self._frontier if self._frontier is not None else self._start_frontier()
+        actions: list[Action] = []
+        taken = 0
+        while frontier.heap and (limit is None or taken < limit):
+            action = self._decide(self.snapshot.step(frontier.pop()))
+            actions.append(action)
+            if action.kind is ActionKind.COMPENSATE:
+                taken += 1
+            else:
+                self.done(action.step, action.leaves_standing)
+        return actions
+
+    def done(self, step: int, stands: bool) -> None:
+        """Record that `step`'s action is over, and whether the step still stands (its undo failed, waits
+        or was not run): the steps it depends on may now be ready."""
+        assert self._frontier is not None, "done() follows ready()"
+        if stands:
+            self._blockers.stands(step)
+        self._frontier.release(step)
+
+    @property
+    def finished(self) -> bool:
+        """Whether every step was given by `ready` and is done."""
+        return self._frontier is not None and self._frontier.left == 0
+
+    def _one_at_a_time(self) -> Iterator[Action]:
+        """The walk in frontier order, one step at a time, each done once the caller has handled it."""
+        while batch := self.ready(limit=1):
+            for action in batch:
+                yield action
+                if action.kind is ActionKind.COMPENSATE:
+                    self.done(action.step, action.leaves_standing)
+
+    def _start_frontier(self) -> _Frontier:
+        walked = self._walked()
         deps = dependencies_of([s.tool for s in self.snapshot.steps], self._depends_on,
                                [e.requires if e is not None else () for e in self._entries])
-        waiting_on = {index: 0 for index in covered}  # dependents not taken yet
-        for dependent, targets in deps.items():
-            if dependent in covered:
-                for target in targets:
-                    if target in covered:
-                        waiting_on[target] += 1
-        ready = [(self._closes(step), -step.index) for step in steps if waiting_on[step.index] == 0]
-        heapq.heapify(ready)
-        while ready:
-            _, negative = heapq.heappop(ready)
-            index = -negative
-            yield self.snapshot.step(index)
-            for target in deps.get(index, {}):
-                if target in covered:
-                    waiting_on[target] -= 1
-                    if waiting_on[target] == 0:
-                        heapq.heappush(ready, (self._closes(self.snapshot.step(target)), -target))
+        key = self._by_window if self.deadline_first else _newest_first
+        self._frontier = _Frontier(walked, deps, key)
+        return self._frontier
+
+    def _by_window(self, step: StepState) -> tuple[str, int]:
+        return self._closes(step), -step.index
 
     def _closes(self, step: StepState) -> str:
         """When the step's undo window closes (RFC 3339, which sorts as time); "~" (after any) for none."""
@@ -314,3 +352,39 @@ class RollbackWalk:
         if step.denied_approval is not None and comp is not None and comp.needs_approval:
             return replace(action, denied_approval=step.denied_approval)
         return action
+
+
+def _newest_first(step: StepState) -> tuple[str, int]:
+    return "", -step.index
+
+
+class _Frontier:
+    """The walked steps that may be decided now: those whose walked dependents are all done."""
+
+    def __init__(self, steps: list[StepState], deps: dict[int, dict[int, str]],
+                 key: Callable[[StepState], tuple[str, int]]) -> None:
+        """`steps`: the walked steps; `deps`: what each step depends on; `key`: the order of ready steps."""
+        self._covered = {step.index: step for step in steps}
+        self._deps = deps
+        self._key = key
+        self._waiting_on = dict.fromkeys(self._covered, 0)  # walked dependents not done yet
+        for dependent, targets in deps.items():
+            if dependent in self._covered:
+                for target in targets:
+                    if target in self._covered:
+                        self._waiting_on[target] += 1
+        self.heap = [(key(step), step.index) for step in steps if self._waiting_on[step.index] == 0]
+        heapq.heapify(self.heap)
+        self.left = len(steps)
+
+    def pop(self) -> int:
+        return heapq.heappop(self.heap)[1]
+
+    def release(self, step: int) -> None:
+        """`step` is done: each step it depends on waits for one dependent fewer."""
+        self.left -= 1
+        for target in self._deps.get(step, {}):
+            if target in self._covered:
+                self._waiting_on[target] -= 1
+                if self._waiting_on[target] == 0:
+                    heapq.heappush(self.heap, (self._key(self._covered[target]), target))

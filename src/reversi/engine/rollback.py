@@ -1,4 +1,8 @@
-"""The rollback executor: newest first, one step at a time, journaling before and after each attempt.
+"""The rollback executor: newest first, journaling before and after each attempt.
+
+By default it undoes one step at a time. With `concurrency` N above one, it undoes up to N steps at
+once, taking the walk as a frontier: a step is started only once every step that depends on it is
+done, so no undo ever runs while a dependent stands; each step keeps its own journal entries and key.
 
 The executor walks the run with the same `RollbackWalk` the planner uses, and tells it what really
 happened: a step whose undo failed, or waits for an approval, still stands, so what it depends on
@@ -15,9 +19,10 @@ import asyncio
 import inspect
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 from reversi.core.backoff import Retry
 from reversi.core.checkpoints import RollbackScope
@@ -47,7 +52,7 @@ from reversi.core.walk import RollbackWalk, reference_context
 from reversi.engine import tracing
 from reversi.engine.approvals import compensation_approval
 from reversi.engine.lineage import lineage_secret, run_lineage
-from reversi.errors import ConfigError, NotFound, ToolAnsweredError
+from reversi.errors import BadInput, ConfigError, NotFound, ToolAnsweredError
 from reversi.store.base import Store
 from reversi.store.leases import Lease
 from reversi.store.queries import Queries
@@ -81,6 +86,23 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
+def _off_the_loop(options: RollbackOptions, pool: ThreadPoolExecutor) -> RollbackOptions:
+    """`options` with its sync compensation, check and read-back run in `pool` rather than on the loop."""
+
+    def off(fn: Callable[..., Any] | None) -> Any:
+        if fn is None or inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
+            return fn
+
+        async def in_pool(*args: Any) -> Any:
+            result = await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+            return await result if inspect.isawaitable(result) else result  # a sync callable may hand back a coroutine
+
+        return in_pool
+
+    return replace(options, compensate=off(options.compensate), verify=off(options.verify),
+                   verifier=off(options.verifier))
+
+
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
@@ -101,6 +123,24 @@ class RollbackOptions:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # what undo windows are judged by
     deadline_first: bool = False  # take ready steps by their undo windows, soonest first (`RollbackWalk`)
     follow_up: Callable[[dict[str, Any]], Any] | None = None  # told of each follow-up opened (an issue tracker)
+    concurrency: int = 1  # how many independent steps are undone at once (1: one at a time, newest first)
+
+    def __post_init__(self) -> None:
+        check_concurrency(self.concurrency)
+
+
+MAX_CONCURRENCY = 64
+
+
+def check_concurrency(n: int) -> int:
+    """`n` if it is a number of steps a rollback may undo at once.
+
+    Raises:
+        BadInput: it is not an integer from 1 to MAX_CONCURRENCY.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CONCURRENCY:
+        raise BadInput(f"concurrency must be a whole number from 1 to {MAX_CONCURRENCY}, not {n!r}")
+    return n
 
 
 @dataclass
@@ -115,6 +155,8 @@ class RollbackExecutor:
     lease: Lease | None = None
     # The report as it grows while `execute` runs, for progress displays (`progress` is told when it grows).
     report: RollbackReport | None = field(default=None, init=False, repr=False)
+    # The steps being undone right now (one at most, unless `concurrency` is above one).
+    in_flight: set[int] = field(default_factory=set, init=False, repr=False)
 
     async def execute(self, run_id: str, scope: RollbackScope | None = None) -> RollbackReport:
         """Undo every standing step of `run_id` that can be undone (of those `scope` covers, when given:
@@ -141,20 +183,69 @@ class RollbackExecutor:
         if self.options.compensate is None and walk.needs_compensator():
             raise ConfigError(NO_COMPENSATOR)
         report = self.report = RollbackReport(run_id, scope=scope)
-        total = len(walk.steps)
-        for done, action in enumerate(walk, start=1):
-            step = snapshot.step(action.step)
-            if action.kind is ActionKind.COMPENSATE:
-                assert action.compensation is not None
-                label = f"step {step.index}  {step.tool}"
-                if not await self._undo(snapshot, step, action.compensation, report, label):
-                    walk.still_stands(step.index)
-            else:
-                _report_unchanged(action, report)
-            if self.options.progress is not None:
-                await _call(self.options.progress, done, total)
+        if self.options.concurrency > 1:
+            await self._walk_at_once(snapshot, walk, report)
+        else:
+            await self._walk_in_turn(snapshot, walk, report)
         await self._follow_ups(snapshot, walk, report)
         return report
+
+    async def _walk_in_turn(self, snapshot: RunSnapshot, walk: RollbackWalk, report: RollbackReport) -> None:
+        """Undo the steps one at a time, in the walk's order."""
+        total = len(walk.steps)
+        for done, action in enumerate(walk, start=1):
+            if action.kind is ActionKind.COMPENSATE:
+                self.in_flight = {action.step}
+                if not await self._compensate(snapshot, action, report):
+                    walk.still_stands(action.step)
+                self.in_flight = set()
+            else:
+                _report_unchanged(action, report)
+            await self._progress(done, total)
+
+    async def _walk_at_once(self, snapshot: RunSnapshot, walk: RollbackWalk, report: RollbackReport) -> None:
+        """Undo up to `concurrency` steps at once, each as soon as every step that depends on it is done.
+        Sync callables run in a pool of as many threads, so a blocking compensator overlaps too."""
+        limit, total, done = self.options.concurrency, len(walk.steps), 0
+        pool = ThreadPoolExecutor(limit, thread_name_prefix="reversi-rollback")
+        executor = replace(self, options=_off_the_loop(self.options, pool))
+        running: dict[asyncio.Task[bool], int] = {}
+        try:
+            while True:
+                for action in walk.ready(limit - len(running)):
+                    if action.kind is ActionKind.COMPENSATE:
+                        self.in_flight.add(action.step)
+                        running[asyncio.create_task(executor._compensate(snapshot, action, report))] = action.step
+                    else:
+                        _report_unchanged(action, report)
+                        done += 1
+                        await self._progress(done, total)
+                if not running:
+                    break
+                finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    step = running.pop(task)
+                    undone = task.result()  # a Fenced or StoreUnavailable stops the whole rollback
+                    self.in_flight.discard(step)
+                    walk.done(step, stands=not undone)
+                    done += 1
+                    await self._progress(done, total)
+        finally:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            self.in_flight.clear()
+            pool.shutdown(wait=False)
+        report.newest_first()
+
+    async def _compensate(self, snapshot: RunSnapshot, action: Action, report: RollbackReport) -> bool:
+        assert action.compensation is not None
+        step = snapshot.step(action.step)
+        return await self._undo(snapshot, step, action.compensation, report, f"step {step.index}  {step.tool}")
+
+    async def _progress(self, done: int, total: int) -> None:
+        if self.options.progress is not None:
+            await _call(self.options.progress, done, total)
 
     async def _follow_ups(self, snapshot: RunSnapshot, walk: RollbackWalk, report: RollbackReport) -> None:
         """Open a follow-up for each step the rollback leaves in the world whose entry declares one (once
@@ -531,26 +622,26 @@ def _attempts(n: int) -> str:
 def _report_unchanged(action: Action, report: RollbackReport) -> None:
     """Report a step the rollback leaves as it is, with the walk's reason."""
     step, reason = action.step, action.reason or ""
-    kind = action.kind
-    if kind is ActionKind.SKIP:
-        report.skipped.append(step)
-        if reason == Reason.ALREADY_COMPENSATED:
-            report.already_undone.append(step)
-    elif kind is ActionKind.UNRESOLVED:
-        report.unresolved.append(step)
-    elif kind is ActionKind.UNMANIFESTED:
-        report.unmanifested.append(step)
-    elif kind is ActionKind.UNRECOVERABLE:
-        report.unrecoverable.append(Unrecoverable(step, reason))
-    else:
-        report.deferred.append(Deferred(step, action.blocked_by, action.blocked_by_runs))
-    report.lines.append(f"step {step}  {action.tool}  {_REPORTED_AS[kind]}  {reason}")
-
-
-_REPORTED_AS = {
-    ActionKind.SKIP: "skipped",
-    ActionKind.UNRESOLVED: "unresolved",
-    ActionKind.UNMANIFESTED: "unmanifested",
-    ActionKind.UNRECOVERABLE: "unrecoverable",
-    ActionKind.DEFER: "deferred",
-}
+    match action.kind:
+        case ActionKind.SKIP:
+            said = "skipped"
+            report.skipped.append(step)
+            if reason == Reason.ALREADY_COMPENSATED:
+                report.already_undone.append(step)
+        case ActionKind.UNRESOLVED:
+            said = "unresolved"
+            report.unresolved.append(step)
+        case ActionKind.UNMANIFESTED:
+            said = "unmanifested"
+            report.unmanifested.append(step)
+        case ActionKind.UNRECOVERABLE:
+            said = "unrecoverable"
+            report.unrecoverable.append(Unrecoverable(step, reason))
+        case ActionKind.DEFER:
+            said = "deferred"
+            report.deferred.append(Deferred(step, action.blocked_by, action.blocked_by_runs))
+        case ActionKind.COMPENSATE:
+            raise AssertionError(f"step {step} is to be compensated, not reported unchanged")
+        case unknown:
+            assert_never(unknown)
+    report.lines.append(f"step {step}  {action.tool}  {said}  {reason}")

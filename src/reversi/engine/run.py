@@ -83,6 +83,7 @@ class RollbackArguments(TypedDict, total=False):
     clock: Callable[[], datetime] | None  # the time undo windows are judged by (default: the system's clock)
     deadline_first: bool  # take the steps whose undo windows close soonest first, never past a dependent
     follow_up: Callable[[dict[str, Any]], Any] | None  # told of each follow-up opened (default: follow_up_cmd)
+    concurrency: int  # how many independent steps are undone at once (default 1: one at a time)
 
 _NO_RESULT: Any = object()
 
@@ -469,6 +470,7 @@ class Run:
                 progress=options.get("progress"),
                 job=options.get("job"),
                 deadline_first=options.get("deadline_first", False),
+                concurrency=options.get("concurrency", 1),
                 clock=options.get("clock") or _system_clock,
                 follow_up=options.get("follow_up") or self._ledger.follow_up_hook(),
             ),
@@ -491,8 +493,10 @@ class Run:
         decision of `actor`; `progress(done, total)`, told after each step; `manifests`, instead of
         the ledger's; `to` (a checkpoint's name) or `after_step` (a step number), to undo only the steps
         after it and keep the earlier ones; `deadline_first`, to take the steps whose undo windows close
-        soonest first (never one while a step that depends on it stands); `clock()`, the time undo
-        windows are judged by. Each callable may be async.
+        soonest first (never one while a step that depends on it stands); `concurrency`, to undo up to
+        that many independent steps at once (1-64; default 1, one at a time; never a step while one that
+        depends on it stands; sync callables then run in threads); `clock()`, the time undo windows are
+        judged by. Each callable may be async.
 
         Raises:
             BadInput, NotFound: as `scope`.
