@@ -1,7 +1,8 @@
 """Run every benchmark and print one table: `python -m bench` or `python bench/run.py`.
 
     python -m bench [--quick]
-                    [--only journal,planner,rollback,encryption,lineage,server,gateway,console,scale,gateway-http]
+                    [--only journal,planner,rollback,concurrent,encryption,lineage,server,gateway,console,scale,
+                            gateway-http]
                     [--no-pg] [--pg-steps N]
 
 PostgreSQL comes from REVERSI_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/test); the
@@ -23,11 +24,11 @@ import sqlite3
 import subprocess
 import time
 
-from bench import encryption, journal, lineage, planner, rollback
+from bench import concurrent, encryption, journal, lineage, planner, rollback
 from bench.common import ROOT, Result, pg_unreachable, pg_url, print_table
 
-BENCHES = ("journal", "planner", "rollback", "encryption", "lineage", "server", "gateway", "console", "scale",
-           "gateway-http")
+BENCHES = ("journal", "planner", "rollback", "concurrent", "encryption", "lineage", "server", "gateway", "console",
+           "scale", "gateway-http")
 # These run as their own processes (each starts servers and clients) and print their own tables.
 SEPARATE = {"server": "bench_server.py", "gateway": "bench_gateway.py", "console": "bench_console.py",
             "scale": "bench_scale.py", "gateway-http": "bench_gateway_http.py"}
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             results += encryption.bench(args.quick)
         elif name == "lineage":
             results += lineage.bench(args.quick)
+        elif name == "concurrent":
+            results += concurrent.bench(args.quick)
         else:
             results += rollback.bench(args.quick, args.pg_steps)
         print(f"  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)

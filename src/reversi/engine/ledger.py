@@ -35,6 +35,7 @@ from reversi.core.models import (
 )
 from reversi.core.scopes import ScopePlan, ScopeReport, Selection
 from reversi.core.sensitive import Masker, SensitivePath
+from reversi.core.surfaces import Surface
 from reversi.core.times import parse_time
 from reversi.core.windows import Closing
 from reversi.engine import access, approvals, drills, encryption, erasure, halts, incidents, jobs, keys, retention
@@ -101,9 +102,10 @@ class Ledger:
         return Ledger(self.store, self.manifests, principal=principal, settings=self.settings, owns_store=False,
                       _runs=self._runs, _recorder=self.recorder)
 
-    def for_principal(self, principal: Principal) -> PrincipalLedger:
-        """The ledger as `principal` may use it: its role and tenant applied to every call (the surfaces' door)."""
-        return PrincipalLedger(self, principal)
+    def for_principal(self, principal: Principal, surface: Surface = Surface.SDK) -> PrincipalLedger:
+        """The ledger as `principal` may use it through `surface`: its role and tenant applied to every
+        call, the surface's defaults to what a call leaves out (the surfaces' door)."""
+        return PrincipalLedger(self, principal, surface)
 
     def rotate_data(self, *, batch: int = 200, on_batch: Callable[[int], None] | None = None) -> Rotation:
         """Move every data key onto the current key-encryption key; see `encryption.rotate_data`."""

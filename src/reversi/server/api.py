@@ -18,7 +18,7 @@ from reversi.engine.approvals import approval_page_key
 from reversi.engine.capture import Captured
 from reversi.engine.commands import command_reader
 from reversi.engine.keys import Role
-from reversi.errors import BadInput, NoCompensator, NoReader
+from reversi.errors import BadInput, NoReader
 from reversi.server import bodies
 from reversi.server.endpoint import Call, Endpoint, Param, Runs, is_whole_number, offset_page, page, reply
 
@@ -120,11 +120,9 @@ def start_rollback(call: Call) -> Response:
     body = call.body(bodies.Rollback)
     if not body.confirm:
         return reply(call.ledger.plan(run.id, to=body.to, after_step=body.after_step).to_dict())
-    run.scope(to=body.to, after_step=body.after_step)  # a bad scope says so, whatever else is missing
-    if not call.server.compensator_cmd:
-        raise NoCompensator()
-    job = call.ledger.submit_rollback(run.id, actor=body.actor, approve_compensations=body.approve_compensations,
-                                      attempts=body.retries, to=body.to, after_step=body.after_step)
+    job = call.ledger.submit_rollback(run.id, has_compensator=bool(call.server.compensator_cmd), actor=body.actor,
+                                      approve_compensations=body.approve_compensations, attempts=body.retries,
+                                      to=body.to, after_step=body.after_step)
     call.server.wake_worker()
     return reply(job.to_dict(), 202)
 
@@ -147,9 +145,8 @@ def start_scope_rollback(call: Call) -> Response:
         return reply(call.ledger.plan_scope(selection).to_dict())
     if body.reason is not None and not body.contain:
         raise BadInput("reason is the halt's reason: give it with contain: true")
-    if not call.server.compensator_cmd:
-        raise NoCompensator()
-    job = call.ledger.submit_scope_rollback(selection, actor=body.actor_name, contain=body.contain,
+    job = call.ledger.submit_scope_rollback(selection, has_compensator=bool(call.server.compensator_cmd),
+                                            actor=body.actor_name, contain=body.contain,
                                             reason=body.reason, approve_compensations=body.approve_compensations,
                                             attempts=body.retries)
     call.server.wake_worker()
