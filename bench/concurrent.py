@@ -20,9 +20,8 @@ import argparse
 import asyncio
 from typing import Any
 
-from bench.common import Result, note, print_table, temp_dir, timed
-
 import reversi
+from bench.common import Result, note, print_table, temp_dir, timed
 
 STEPS = 500
 QUICK_STEPS = 100

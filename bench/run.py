@@ -34,6 +34,10 @@ SEPARATE = {"server": "bench_server.py", "gateway": "bench_gateway.py", "console
             "scale": "bench_scale.py", "gateway-http": "bench_gateway_http.py"}
 
 
+IN_PROCESS = {"journal": journal.bench, "planner": planner.bench, "concurrent": concurrent.bench,
+              "encryption": encryption.bench, "lineage": lineage.bench}
+
+
 def header() -> str:
     import reversi
 
@@ -71,18 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in (c for c in chosen if c not in SEPARATE):
         t0 = time.perf_counter()
         print(f"\n== {name}", file=sys.stderr, flush=True)
-        if name == "journal":
-            results += journal.bench(args.quick)
-        elif name == "planner":
-            results += planner.bench(args.quick)
-        elif name == "encryption":
-            results += encryption.bench(args.quick)
-        elif name == "lineage":
-            results += lineage.bench(args.quick)
-        elif name == "concurrent":
-            results += concurrent.bench(args.quick)
-        else:
-            results += rollback.bench(args.quick, args.pg_steps)
+        results += rollback.bench(args.quick, args.pg_steps) if name == "rollback" else IN_PROCESS[name](args.quick)
         print(f"  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
     if results:
         print()
