@@ -12,6 +12,7 @@ import click
 
 from reversi.cli.context import echo, echo_json, json_option, manifest_option, state
 from reversi.core import redaction
+from reversi.core.surfaces import Surface
 
 if TYPE_CHECKING:
     from reversi.cli.progress import RollbackProgress
@@ -164,7 +165,8 @@ def _no_checkpoint(to: str | None, after_step: int | None, deadline_first: bool)
 @click.option("--compensator-cmd", metavar="CMD", help="Runs each undo: the call JSON on stdin.")
 @click.option("--verify-cmd", metavar="CMD", help="Checks each undo is visible: exit 0 confirms.")
 @click.option("--reader-cmd", metavar="CMD", help="Runs declared read-backs: {tool, arguments} on stdin, JSON out.")
-@click.option("--retries", type=int, default=1, show_default=True, help="Attempts per compensation, 1-10.")
+@click.option("--retries", type=int, default=Surface.CLI.attempts, show_default=True,
+              help="Attempts per compensation, 1-10.")
 @click.option("--retry-base-ms", type=click.IntRange(min=0), default=250, show_default=True,
               help="First backoff delay.")
 @click.option("--retry-max-ms", type=click.IntRange(min=0), default=10_000, show_default=True,

@@ -39,6 +39,7 @@ from reversi.core.retention import cutoff
 from reversi.core.scopes import ScopePlan, ScopeReport, Selection
 from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding
+from reversi.core.surfaces import Surface
 from reversi.core.windows import Closing
 from reversi.engine import approvals, erasure, halts, incidents, jobs, keys, scope_jobs
 from reversi.engine.access import (
@@ -61,7 +62,7 @@ from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.rollback import Compensate, ReadBack
 from reversi.engine.run import RollbackArguments, Run
 from reversi.engine.scope_jobs import ScopeJob
-from reversi.errors import BadInput, Forbidden, NotFound
+from reversi.errors import BadInput, Forbidden, NoCompensator, NotFound
 from reversi.store.keys import KeyRow
 from reversi.store.queries import Queries
 
@@ -95,11 +96,12 @@ class Attention(Enum):
 
 
 class PrincipalLedger:
-    """The ledger acting as `principal`, with its role and tenant applied to every call."""
+    """The ledger acting as `principal` through `surface`, with its role and tenant applied to every call."""
 
-    def __init__(self, ledger: Ledger, principal: Principal) -> None:
+    def __init__(self, ledger: Ledger, principal: Principal, surface: Surface = Surface.SDK) -> None:
         self._base = ledger
         self.principal = principal
+        self.surface = surface
 
     @property
     def _ledger(self) -> Ledger:
@@ -395,19 +397,25 @@ class PrincipalLedger:
 
     # -- rollback jobs -----------------------------------------------------------------------------
 
-    def submit_rollback(self, run_id: str, *, actor: str | None = None, approve_compensations: bool = False,
-                        attempts: int = 3, to: str | None = None, after_step: int | None = None) -> jobs.Job:
+    def submit_rollback(self, run_id: str, *, has_compensator: bool, actor: str | None = None,
+                        approve_compensations: bool = False, attempts: int | None = None, to: str | None = None,
+                        after_step: int | None = None) -> jobs.Job:
         """Queue a rollback job of the run (see `jobs.submit_rollback`): of the steps after checkpoint
-        `to` or step `after_step` when given.
+        `to` or step `after_step` when given. `has_compensator`: whether what runs the queued jobs has a
+        compensator to run them with; `attempts`: per compensation (None: the surface's default).
 
         Raises:
             Forbidden: not an operator of the run's tenant.
             BadInput, NotFound: as `Run.scope`.
+            NoCompensator: no compensator (once the run and the scope are known good).
             RollbackInProgress, BadInput: as `jobs.submit_rollback`.
         """
         scope = self.get_run(run_id, Access.OPERATE).scope(to=to, after_step=after_step)
+        if not has_compensator:
+            raise NoCompensator()
         return jobs.submit_rollback(self._base.store, run_id, actor=actor or self.principal.name,
-                                    approve_compensations=approve_compensations, attempts=attempts,
+                                    approve_compensations=approve_compensations,
+                                    attempts=self.surface.attempts if attempts is None else attempts,
                                     principal=self.principal.name, scope=scope)
 
     def latest_job(self, run_id: str) -> jobs.Job:
@@ -440,18 +448,23 @@ class PrincipalLedger:
         within = self._within(selection, reading=True)
         return incidents.plan_scope(self._base, selection, within, masker=self._base.masker())
 
-    def submit_scope_rollback(self, selection: Selection, *, actor: str | None = None,
-                              approve_compensations: bool = False, attempts: int = 1, contain: bool = False,
-                              reason: str | None = None) -> ScopeJob:
+    def submit_scope_rollback(self, selection: Selection, *, has_compensator: bool, actor: str | None = None,
+                              approve_compensations: bool = False, attempts: int | None = None,
+                              contain: bool = False, reason: str | None = None) -> ScopeJob:
         """Queue a rollback of `selection` in this principal's reach (see `scope_jobs`); with `contain`
-        (an admin's), halt the scope and revoke `key`'s keys first, before it is queued.
+        (an admin's), halt the scope and revoke `key`'s keys first, before it is queued. `has_compensator`
+        and `attempts` as for `submit_rollback`.
 
         Raises:
             Forbidden: not an operator; `contain` without an admin key; a confined key names another tenant.
             BadInput: as `incidents.contain`, or `attempts` not 1-10.
+            NoCompensator: no compensator (before anything is contained).
         """
         within = self._within(selection)
+        attempts = self.surface.attempts if attempts is None else attempts
         Retry(attempts=attempts)  # before anything is contained
+        if not has_compensator:
+            raise NoCompensator()
         contained = self._contain(selection, within, reason) if contain else []
         return scope_jobs.submit_scope_rollback(
             self._base, selection, actor=actor or self.principal.name, principal=self.principal.name, within=within,

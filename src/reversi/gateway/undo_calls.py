@@ -10,10 +10,11 @@ from mcp import types
 
 from reversi.core.backoff import Retry
 from reversi.core.calls import CALL_META_KEY, IDEMPOTENCY_META_KEY, CallId
+from reversi.core.surfaces import Surface
 from reversi.gateway.upstream import UpstreamPool
 from reversi.gateway.upstream_calls import call_upstream
 
-ROLLBACK_RETRY = Retry(attempts=3, base_ms=250)
+ROLLBACK_RETRY = Retry(attempts=Surface.GATEWAY.attempts, base_ms=250)
 
 
 class UndoCalls:

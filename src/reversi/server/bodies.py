@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_core import PydanticCustomError
 
 from reversi.core.json_values import has_lone_surrogate, parse_json
+from reversi.core.surfaces import Surface
 from reversi.errors import BadInput
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -75,7 +76,7 @@ class CloseFollowUp(Body):
 class Rollback(Body):
     confirm: bool = False
     approve_compensations: bool = False
-    retries: Annotated[int, Field(ge=1, le=10)] = 1
+    retries: Annotated[int, Field(ge=1, le=10)] = Surface.API.attempts
     actor: str | None = None
     to: str | None = None  # a checkpoint's name: only the steps after it (the engine checks the name)
     after_step: int | None = None  # or a step number: only the steps after it
@@ -98,7 +99,7 @@ class ScopeRollback(ScopeOfRuns):
     contain: bool = False
     reason: str | None = None
     approve_compensations: bool = False
-    retries: Annotated[int, Field(ge=1, le=10)] = 1
+    retries: Annotated[int, Field(ge=1, le=10)] = Surface.API.attempts
     actor_name: str | None = Field(default=None, alias="by")
 
 

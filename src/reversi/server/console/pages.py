@@ -25,6 +25,7 @@ from starlette.templating import Jinja2Templates
 
 from reversi.core.json_values import compact
 from reversi.core.models import who_acted
+from reversi.core.surfaces import Surface
 from reversi.engine.access import Access, require_role
 from reversi.engine.commands import command_reader
 from reversi.engine.keys import Principal, Role
@@ -33,7 +34,6 @@ from reversi.errors import (
     BodyTooLarge,
     CsrfRefused,
     Forbidden,
-    NoCompensator,
     NoReader,
     ReversiError,
     Unauthorized,
@@ -76,7 +76,8 @@ class Console:
         self.templates.env.globals.update(steps=views.step_list, pretty=views.pretty, compact=views.compact,
                                           age=views.age, refresh_ms=views.REFRESH_MS, who=who_acted,
                                           linked_ids=views.linked_ids, clock=views.clock,
-                                          closing_within=views.CLOSING_WITHIN)
+                                          closing_within=views.CLOSING_WITHIN,
+                                          rollback_attempts=Surface.CONSOLE.attempts)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -149,7 +150,7 @@ class Console:
         return page
 
     def ledger_for(self, principal: Principal) -> PrincipalLedger:
-        return self.state.ledger.for_principal(principal)
+        return self.state.ledger.for_principal(principal, Surface.CONSOLE)
 
     # -- sign in and out ---------------------------------------------------------------------------
 
@@ -244,12 +245,10 @@ class Console:
         form = await request.form()
         try:
             ledger = self.ledger_for(principal)
-            await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
-            if not self.state.compensator_cmd:
-                raise NoCompensator()
             to = form.get("to")
             await run_in_threadpool(lambda: ledger.submit_rollback(
-                run_id, approve_compensations=form.get("approve_compensations") == "on", attempts=3,
+                run_id, has_compensator=bool(self.state.compensator_cmd),
+                approve_compensations=form.get("approve_compensations") == "on",
                 to=to if isinstance(to, str) and to else None))
         except ReversiError as exc:
             return self.after(request, f"/runs/{run_id}", "rollback", rollback_error=exc.message)
@@ -332,13 +331,12 @@ class Console:
         fields = forms.scope_fields(form)
         back = "/scopes?" + urlencode({k: v for k, v in fields.items() if v})
         try:
-            if not self.state.compensator_cmd:
-                raise NoCompensator()
             selection = forms.selection(fields)
             ledger = self.ledger_for(principal)
             contain = form.get("contain") == "on"
             job = await run_in_threadpool(lambda: ledger.submit_scope_rollback(
-                selection, attempts=3, contain=contain, reason=str(form.get("reason") or "") or None))
+                selection, has_compensator=bool(self.state.compensator_cmd), contain=contain,
+                reason=str(form.get("reason") or "") or None))
         except ReversiError as exc:
             response = self.after(request, back)
             self.sessions.flash(request, response, "/scopes", {"flash_error": exc.message})  # by path, not query
