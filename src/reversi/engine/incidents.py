@@ -142,9 +142,9 @@ async def rollback_scope(
         undone = 0
         for run_id in todo:
             if check is not None:
-                check()  # a job's worker that was taken over stops here (Fenced)
+                await asyncio.to_thread(check)  # a job's worker that was taken over stops here (Fenced)
             try:
-                done = await ledger.get_run(run_id).arollback(compensate, **each)
+                done = await (await asyncio.to_thread(ledger.get_run, run_id)).arollback(compensate, **each)
             except RollbackInProgress:  # another rollback (a run, an overlapping scope) holds it: left to that one
                 if run_id not in report.in_progress:
                     report.in_progress.append(run_id)

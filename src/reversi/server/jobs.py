@@ -4,6 +4,8 @@ It looks for work when told a job was queued here, and every `poll_s` seconds ot
 picks up jobs queued by other servers, jobs whose server died (their run's lease is free again) and
 jobs whose server stopped past its lease (taken over; that server's writes are refused if it wakes).
 On shutdown the running jobs are cancelled between two journal writes and put back in the queue.
+The loop only waits: every read and write of the store (claims, progress, the lease's release)
+runs in a thread, so one slow transaction never holds up the other jobs.
 """
 
 from __future__ import annotations
@@ -81,7 +83,11 @@ class JobWorker:
         self._wake = asyncio.Event()
         self._ready.set()
         while not self._stopping:
-            self._claim_jobs()
+            for (job, lease), run in await asyncio.to_thread(self._claim_jobs):
+                if self._stopping:  # stopped while claiming: left to the next worker
+                    await asyncio.to_thread(lease.release)
+                else:
+                    self._active[job.job_id] = asyncio.ensure_future(run(job, lease))
             self._wake.clear()
             waiting = asyncio.ensure_future(self._wake.wait())
             await asyncio.wait([waiting, *self._active.values()], timeout=self.poll_s,
@@ -91,31 +97,37 @@ class JobWorker:
         if self._active:
             await asyncio.wait(list(self._active.values()))
 
-    def _claim_jobs(self) -> None:
-        self._claim("rollback jobs", self.ledger.unfinished_jobs, self.runner.claim, self._run)
-        self._claim("rollback jobs of many runs", lambda: unfinished_scope_jobs(self.ledger), self.scopes.claim,
-                    self._run_scope)
+    def _claim_jobs(self) -> list[tuple[tuple[Any, Lease], Callable[..., Awaitable[None]]]]:
+        """Claim the unfinished jobs this worker has room for (in a thread of its own: it reads and writes
+        the store), each with the coroutine that runs it."""
+        room = self.max_jobs - len(self._active)
+        found = self._claim("rollback jobs", self.ledger.unfinished_jobs, self.runner.claim, room)
+        found += self._claim("rollback jobs of many runs", lambda: unfinished_scope_jobs(self.ledger),
+                             self.scopes.claim, room - len(found))
+        return [(claimed, self._run if isinstance(claimed[0], Job) else self._run_scope) for claimed in found]
 
     def _claim(self, what: str, unfinished: Callable[[], Sequence[Job | ScopeJob]],
-               claim: Callable[[str], Any], run: Callable[..., Awaitable[None]]) -> None:
-        """Claim and start the unfinished jobs of one kind this worker has room for."""
-        if len(self._active) >= self.max_jobs:
-            return
+               claim: Callable[[str], Any], room: int) -> list[tuple[Any, Lease]]:
+        """Claim up to `room` unfinished jobs of one kind that this worker is not running already."""
+        if room <= 0:
+            return []
         try:
             jobs = unfinished()
         except StoreUnavailable as exc:
             log.warning("cannot look for %s: %s", what, exc.message)
-            return
+            return []
+        found: list[tuple[Any, Lease]] = []
         for job in jobs:
-            if job.job_id in self._active or len(self._active) >= self.max_jobs:
+            if job.job_id in self._active or len(found) >= room:
                 continue
             try:
                 claimed = claim(job.job_id)
             except StoreUnavailable as exc:
                 log.warning("cannot claim rollback job %s: %s", job.job_id, exc.message)
-                return
+                break
             if claimed is not None:
-                self._active[job.job_id] = asyncio.ensure_future(run(*claimed))
+                found.append(claimed)
+        return found
 
     async def _run(self, job: Job, lease: Lease) -> None:
         await self._hold(f"rollback job {job.job_id} of {job.row.run_id}", lease, lambda: self.runner.run(job, lease),
@@ -132,8 +144,9 @@ class JobWorker:
 
     async def _hold(self, name: str, lease: Lease, run: Callable[[], Awaitable[Any]],
                     requeue: Callable[[], None]) -> None:
-        """Run a claimed job under its lease: taken over, it stops; on shutdown it goes back to the queue."""
-        with lease:
+        """Run a claimed job under its lease: taken over, it stops; on shutdown it goes back to the queue.
+        The lease is let go of in a thread (that is a write)."""
+        try:
             try:
                 log.info("%s: running", name)
                 await run()
@@ -141,11 +154,14 @@ class JobWorker:
                 log.warning("%s: %s", name, exc.message)
             except asyncio.CancelledError:
                 with contextlib.suppress(StoreUnavailable, Fenced):  # taken over: the job is another's now
-                    requeue()
+                    # shielded: the task is being cancelled, and the write must still land
+                    await asyncio.shield(asyncio.to_thread(requeue))
                 log.info("%s: stopped by shutdown, left to resume", name)
                 raise
             except StoreUnavailable as exc:
                 log.warning("%s: store unavailable, will retry: %s", name, exc.message)
+        finally:
+            await asyncio.shield(asyncio.to_thread(lease.release))
 
     def _count(self, job: Job) -> None:
         self._counted(f"rollback job {job.job_id} of {job.row.run_id}", job.row.report, job.row.error)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reversi.errors import BadInput
+from reversi.store import loop_watch
 
 if TYPE_CHECKING:
     from reversi.store.data_keys import Vault
@@ -52,6 +53,7 @@ class Statements:
     """
 
     def __init__(self, cur: Cursor, dialect: Dialect) -> None:
+        loop_watch.check()
         self._cur = cur
         self._dialect = dialect
 
