@@ -54,7 +54,7 @@ from bench.common import (
     write_manifest,
 )
 from reversi.engine.keys import create_key
-from reversi.store.base import open_store
+from reversi.store.factory import open_store
 
 CLIENTS = 32
 RATE_TARGET = 1_500

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from reversi.store.base import migrations, statements  # noqa: E402
+from reversi.store.schema import Backend, install_statements  # noqa: E402
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -151,9 +151,9 @@ def write_manifest(directory: Path, text: str, name: str = "tools.yaml") -> str:
     return str(path)
 
 
-def schema_statements() -> list[str]:
-    """The ledger's schema, from the same migrations the store applies."""
-    return [s for _, script in migrations() for s in statements(script)]
+def schema_statements(backend: Backend) -> list[str]:
+    """The ledger's schema, from the same SQL files a fresh store is made with."""
+    return install_statements(backend)
 
 
 def raw_sqlite(path: Path) -> sqlite3.Connection:
@@ -163,7 +163,7 @@ def raw_sqlite(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("BEGIN IMMEDIATE")
-    for statement in schema_statements():
+    for statement in schema_statements("sqlite"):
         conn.execute(statement)
     conn.execute("COMMIT")
     return conn
@@ -211,7 +211,7 @@ def raw_pg(url: str) -> Any:
 
     conn = psycopg.connect(url, autocommit=True)
     with conn.transaction():
-        for statement in schema_statements():
+        for statement in schema_statements("postgresql"):
             conn.execute(statement.encode())
     return conn
 

@@ -81,3 +81,25 @@ def test_times_are_formatted_and_json_is_compacted_in_one_place_each() -> None:
             if pattern in text:
                 places.add(path.relative_to(SRC).as_posix())
     assert found == ONE_PLACE
+
+
+# What the store's interface may not reach, even inside a function: a back end (which imports the interface)
+# or the factory that picks one (which imports them).
+BACK_ENDS = {"reversi.store.sqlite", "reversi.store.postgres", "reversi.store.factory", "sqlite3", "psycopg"}
+
+
+def imported_modules(source: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return found
+
+
+def test_the_store_interface_imports_no_back_end() -> None:
+    imported = imported_modules((SRC / "store" / "base.py").read_text())
+
+    assert {m for m in imported if m in BACK_ENDS or m.split(".")[0] in BACK_ENDS} == set()
+    assert imported_modules("def f():\n    from reversi.store import sqlite\n") & BACK_ENDS

@@ -80,3 +80,12 @@ def test_each_framework_example_runs_from_the_wheel_at_the_newest_framework(
 ) -> None:
     done = _run([str(installed / "python"), "-c", code], tmp_path)
     assert done.returncode == 0, f"{where} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+def test_the_wheel_holds_every_sql_file_of_the_store(installed: Path, tmp_path: Path) -> None:
+    listing = ("import importlib.resources as r; s = r.files('reversi.store'); m = s.joinpath('migrations')\n"
+               "print(*(f.name for f in [*s.iterdir(), *m.iterdir()] if f.name.endswith('.sql')))")
+    said = _run([str(installed / "python"), "-c", listing], tmp_path)
+    store = ROOT / "src" / "reversi" / "store"
+    shipped = sorted(p.name for p in [*store.glob("*.sql"), *store.glob("migrations/*.sql")])
+    assert said.returncode == 0 and sorted(said.stdout.split()) == shipped, said.stderr

@@ -23,7 +23,8 @@ from typing import Any
 import reversi
 from reversi.engine.commands import command_compensator, command_reader
 from reversi.errors import ReversiError
-from reversi.store.base import Store, open_store
+from reversi.store.base import Store
+from reversi.store.factory import open_store
 from reversi.store.postgres import PostgresStore
 from reversi.store.sqlite import SQLiteStore
 

@@ -14,7 +14,7 @@ from reversi.engine.keys import (
     store_has_keys,
 )
 from reversi.errors import BadInput, Conflict, NotFound
-from reversi.store.base import open_store
+from reversi.store.factory import open_store
 
 
 def test_a_key_authenticates_as_its_principal_until_revoked(db_url: str) -> None:

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from reversi.core.models import EventType, Mode, NewEvent, RunRecord, Scope
-from reversi.store.base import open_store
+from reversi.store.factory import open_store
 from reversi.store.queries import Queries
 
 WAIT_S = 30

@@ -33,7 +33,7 @@ from reversi.demo.fakes.stripe import KEY as STRIPE_KEY
 from reversi.demo.shop import SHOP, Fakes, Shop
 from reversi.engine.config import load_settings
 from reversi.errors import ConfigError
-from reversi.store.base import DEFAULT_URL
+from reversi.store.factory import DEFAULT_URL
 
 Echo = Callable[[str], None]
 

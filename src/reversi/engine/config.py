@@ -19,7 +19,7 @@ import yaml
 from reversi.core.models import Mode
 from reversi.core.times import parse_duration
 from reversi.errors import BadInput, ConfigError
-from reversi.store.base import DEFAULT_URL, STORE_URL_FORMS, is_store_url
+from reversi.store.factory import DEFAULT_URL, STORE_URL_FORMS, is_store_url
 from reversi.store.leases import DEFAULT_LEASE_S
 
 CONFIG_KEYS = frozenset({"db", "manifests", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd", "upstreams",

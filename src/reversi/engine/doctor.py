@@ -19,7 +19,8 @@ from reversi.engine.config import load_settings
 from reversi.engine.encryption import ENCRYPTION_KEYS, keyring_from_env
 from reversi.errors import ReversiError
 from reversi.private_files import FILE_MODE, FOLDER_MODE
-from reversi.store.base import Store, open_store
+from reversi.store.base import Store
+from reversi.store.factory import open_store
 
 __all__ = ["Finding", "examine"]
 

@@ -51,7 +51,8 @@ from reversi.engine.recorder import Recorder
 from reversi.engine.rollback import Compensate, ReadBack
 from reversi.engine.run import RollbackArguments, Run, run_coroutine
 from reversi.errors import BadInput, Forbidden, NotFound, Refused, WriteConflict
-from reversi.store.base import Store, open_store
+from reversi.store.base import Store
+from reversi.store.factory import open_store
 from reversi.store.keys import KeyRow
 
 _RUNS_KEPT = 4096  # run records kept by `run_record`

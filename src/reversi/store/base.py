@@ -1,18 +1,16 @@
-"""The one interface every back end implements, and the choice of back end by URL."""
+"""The one interface every back end implements (`reversi.store.factory` picks one by URL)."""
 
 from __future__ import annotations
 
 import abc
-import re
 import secrets
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from importlib import resources
 from typing import TypeVar
 
 from reversi.core.envelope import Keyring
 from reversi.core.models import utc_now
-from reversi.errors import BadInput, RollbackInProgress, WriteConflict
+from reversi.errors import RollbackInProgress, WriteConflict
 from reversi.store.data_keys import CLEAR, Vault
 from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import DEFAULT_LEASE_S, Lease, ProcessLock, claim, held
@@ -21,35 +19,6 @@ from reversi.store.statements import Dialect
 
 T = TypeVar("T")
 _RETRIES = 3
-
-DEFAULT_URL = "sqlite:///.reversi/reversi.db"
-
-
-def migrations() -> list[tuple[int, str]]:
-    """The numbered migrations, in order, as (version, list of statements joined by ';')."""
-    found = []
-    for entry in resources.files("reversi.store.migrations").iterdir():
-        match = re.fullmatch(r"(\d{4})_\w+\.sql", entry.name)
-        if match:
-            found.append((int(match.group(1)), entry.read_text()))
-    return sorted(found)
-
-
-# The store's own secrets, made with its schema (so that no read has to write one later, on a replica say).
-MADE_SECRETS = ("masking",)
-SECRET_INSERT = "INSERT INTO store_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING"
-
-
-def new_secrets() -> list[tuple[str, str, str]]:
-    """A fresh value of each of `MADE_SECRETS`, for `SECRET_INSERT` once the migrations ran."""
-    return [(name, secrets.token_hex(32), utc_now()) for name in MADE_SECRETS]
-
-
-def statements(script: str) -> list[str]:
-    """Split a migration into statements (no statement of ours contains a ';' inside)."""
-    lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
-
 
 class Store(abc.ABC):
     """A ledger back end: transactions over the shared queries, and the per-run rollback lock."""
@@ -164,7 +133,7 @@ class Store(abc.ABC):
         """
         kept: dict[str, bytes] = self.__dict__.setdefault("_secrets", {})
         if name not in kept:
-            with self.read() as q:  # made with the schema (`MADE_SECRETS`): a read finds it
+            with self.read() as q:  # made with the schema (`schema.MADE_SECRETS`): a read finds it
                 found = q.read_secret(name)
             if found is None:
                 made, now = secrets.token_hex(32), utc_now()
@@ -190,30 +159,3 @@ def _gave_up(exc: Exception) -> WriteConflict:
     if isinstance(exc, WriteConflict):
         return exc
     return WriteConflict(f"the store kept undoing a write to break lock cycles ({_RETRIES + 1} attempts): {exc}")
-
-
-STORE_URL_FORMS = "sqlite:///PATH or postgresql://..."
-
-
-def is_store_url(url: str) -> bool:
-    """Whether `url` names a back end this package has (it may still be unreachable)."""
-    return url.startswith(("sqlite:///", "postgresql://", "postgres://"))
-
-
-def open_store(url: str | None = None) -> Store:
-    """Open (creating and migrating as needed) the store named by `url`.
-
-    Raises:
-        BadInput: the URL names no supported back end.
-        StoreUnavailable: the store cannot be reached.
-    """
-    url = url or DEFAULT_URL
-    if url.startswith("sqlite:///"):
-        from reversi.store.sqlite import SQLiteStore
-
-        return SQLiteStore(url)
-    if url.startswith(("postgresql://", "postgres://")):
-        from reversi.store.postgres import PostgresStore
-
-        return PostgresStore(url)
-    raise BadInput(f"unsupported store URL {url!r}: use {STORE_URL_FORMS}")

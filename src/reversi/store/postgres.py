@@ -15,11 +15,12 @@ from psycopg.pq import TransactionStatus
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from reversi.errors import StoreUnavailable, WriteConflict
-from reversi.store.base import SECRET_INSERT, Store, migrations, new_secrets, statements
+from reversi.store.base import Store
 from reversi.store.data_keys import CLEAR
 from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
+from reversi.store.schema import migrate
 from reversi.store.statements import Cursor, Dialect
 
 _DEAD_HOLDER_GRACE_S = (0.02, 0.05, 0.1, 0)
@@ -286,19 +287,9 @@ class PostgresStore(Store):
         conn = self._writer.conn
         with self._writer.mutex, conn.transaction():
             cur = conn.cursor()
+            # The migration lock: an advisory lock of this schema's, let go of at the commit.
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._schema, "migrations"),))
-            cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
-            done = {row[0] for row in cur.execute("SELECT version FROM schema_migrations").fetchall()}
-            applied = False
-            for version, script in migrations():
-                if version in done:
-                    continue
-                applied = True
-                for statement in statements(script):
-                    cur.execute(statement.encode())
-                cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
-            for row in new_secrets() if applied else ():
-                cur.execute(SECRET_INSERT.replace("?", "%s").encode(), row)
+            migrate(cur, "postgresql", self._dialect.sql)
 
     @contextmanager
     def read(self) -> Iterator[Queries]:

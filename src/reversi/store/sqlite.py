@@ -15,11 +15,12 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from reversi.errors import StoreUnavailable
 from reversi.private_files import FILE_MODE, make_private_folders, private_file
-from reversi.store.base import SECRET_INSERT, Store, migrations, new_secrets, statements
+from reversi.store.base import Store
 from reversi.store.data_keys import CLEAR
 from reversi.store.group_commit import GroupCommit, WouldWait
 from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
+from reversi.store.schema import migrate
 from reversi.store.statements import Cursor, Dialect
 
 BUSY_TIMEOUT_MS = 10_000
@@ -127,19 +128,9 @@ class SQLiteStore(Store):
             raise
 
     def _migrate(self) -> None:
+        # BEGIN IMMEDIATE is the migration lock: it holds off every other writer of the file.
         with self._transaction("BEGIN IMMEDIATE") as cur:
-            cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
-            done = {row[0] for row in cur.execute("SELECT version FROM schema_migrations")}
-            applied = False
-            for version, script in migrations():
-                if version in done:
-                    continue
-                applied = True
-                for statement in statements(script):
-                    cur.execute(statement)
-                cur.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
-            for row in new_secrets() if applied else ():
-                cur.execute(SECRET_INSERT, row)
+            migrate(cur, "sqlite", self._dialect.sql)
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:

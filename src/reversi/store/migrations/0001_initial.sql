@@ -1,5 +1,5 @@
+-- Written for both SQLite and PostgreSQL.
 -- The ledger: runs, the immutable facts of each step, and the append-only journal of events.
--- Portable SQL: the same file runs on SQLite and PostgreSQL. JSON is stored as text.
 
 CREATE TABLE runs (
     run_id      TEXT PRIMARY KEY,

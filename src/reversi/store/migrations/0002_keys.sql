@@ -1,3 +1,4 @@
+-- Written for both SQLite and PostgreSQL.
 -- API keys: who a request over HTTP acts as. Only a hash of each secret is kept.
 
 CREATE TABLE api_keys (

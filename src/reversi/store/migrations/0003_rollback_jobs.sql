@@ -1,3 +1,4 @@
+-- Written for both SQLite and PostgreSQL.
 -- Rollback jobs started over HTTP: queued, then running under the run's rollback lock, then done.
 -- A job left `running` by a server that died is picked up again by the next server whose worker
 -- gets the run's lock: the journal, not this table, says which steps are already undone.

@@ -1,3 +1,4 @@
+-- Written for both SQLite and PostgreSQL.
 -- Who holds each run's rollback. A holder claims the run with the next fencing token and renews its
 -- lease while it works; every journal write of its rollback checks, in the same transaction, that the
 -- token is still the run's, so a holder that was taken over (its lease ran out while it was stopped)

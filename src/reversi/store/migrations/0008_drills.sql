@@ -1,3 +1,4 @@
+-- Written for both SQLite and PostgreSQL.
 -- Drills: a write tool called on a scratch server, undone through the engine, and the world read
 -- back before and after. Each row is the evidence of one drill, kept whole as JSON; the columns
 -- are what `reversi manifest coverage` looks drills up by.

@@ -1,3 +1,4 @@
+-- Written for both SQLite and PostgreSQL.
 -- Secrets the store keeps for itself, made on first use: the key of the masks that show sensitive
 -- values (`masking`), so that one value masks the same way in every process on this store.
 

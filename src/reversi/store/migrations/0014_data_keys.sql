@@ -1,3 +1,4 @@
+-- Written for both SQLite and PostgreSQL.
 -- Encryption at rest: each run's values are sealed under a data key of its own, kept here wrapped by a
 -- key-encryption key (`kek_id`) the operator holds. Erasing a run's values sets `wrapped` to NULL.
 

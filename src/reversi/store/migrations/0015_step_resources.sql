@@ -1,3 +1,4 @@
+-- Written for both SQLite and PostgreSQL.
 -- The resources each write touched (`reversi.core.resources`), as keyed hashes bound to the tenant:
 -- one row per step and resource, with the time its outcome was journaled (the journal order across
 -- runs). A step that touched a resource after another step depends on it, in any run of the tenant.

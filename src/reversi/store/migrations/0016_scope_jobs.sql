@@ -1,3 +1,4 @@
+-- Written for both SQLite and PostgreSQL.
 -- Rollback jobs of many runs (`reversi.engine.scope_jobs`): queued, running under a lease named after
 -- the job, then done. `selection` is the scope's JSON; `within` the tenant an operator confined to one
 -- asked from (NULL: any); `contained` what was stopped before it was queued (JSON lines).
