@@ -24,10 +24,12 @@ __all__ = ["AsyncLedger", "open_async"]
 
 
 async def open_async(
-    db: str | None = None, *, manifests: Sequence[str] = (), principal: str | None = None, config: str | None = None
+    db: str | None = None, *, manifests: Sequence[str] = (), principal: str | None = None, config: str | None = None,
+    durability: str | None = None,
 ) -> AsyncLedger:
     """`reversi.open` without blocking the loop (opening may migrate the store and read the manifests)."""
-    return AsyncLedger(await asyncio.to_thread(open, db, manifests=manifests, principal=principal, config=config))
+    return AsyncLedger(await asyncio.to_thread(open, db, manifests=manifests, principal=principal, config=config,
+                                               durability=durability))
 
 
 class AsyncLedger:

@@ -23,7 +23,10 @@ from reversi.store.factory import DEFAULT_URL, STORE_URL_FORMS, is_store_url
 from reversi.store.leases import DEFAULT_LEASE_S
 
 CONFIG_KEYS = frozenset({"db", "manifests", "kill_switch_file", "mode", "compensator_cmd", "reader_cmd", "upstreams",
-                         "retention", "sensitive_keys", "follow_up_cmd"})
+                         "retention", "sensitive_keys", "follow_up_cmd", "durability"})
+# `full`: a call's outcome is durable before the call returns; `intent`: only its `intended` is, and the
+# outcome is committed soon after (a crash before leaves the step `intended`, unresolved).
+DURABILITIES = ("full", "intent")
 RETENTION_INTERVAL_S = 3600.0  # how often a server applies `retention:` (REVERSI_RETENTION_INTERVAL_S)
 
 
@@ -41,6 +44,7 @@ class Settings:
     retention: timedelta | None = None  # prune settled runs older than this (`reversi prune`, the server)
     retention_interval_s: float = RETENTION_INTERVAL_S
     sensitive_keys: tuple[str, ...] = ()  # key names masked wherever values are shown, beside the default ones
+    durability: str = "full"  # one of DURABILITIES
 
 
 _MODES = tuple(m.value for m in Mode)
@@ -85,6 +89,11 @@ def _store_url(value: Any) -> str | None:
 
 def _mode(value: Any) -> str | None:
     return None if value in _MODES else f"must be {' or '.join(_MODES)}, not {value!r}"
+
+
+def durability_problem(value: Any) -> str | None:
+    """What is wrong with `value` as a durability (None: nothing)."""
+    return None if value in DURABILITIES else f"must be {' or '.join(DURABILITIES)}, not {value!r}"
 
 
 def _command(value: Any) -> str | None:
@@ -133,7 +142,7 @@ def _duration(value: Any) -> str | None:
 
 _CHECKS = {"db": _store_url, "manifests": _paths, "kill_switch_file": _text, "mode": _mode,
            "compensator_cmd": _command, "reader_cmd": _command, "follow_up_cmd": _command, "upstreams": _upstreams,
-           "retention": _duration, "sensitive_keys": _names}
+           "retention": _duration, "sensitive_keys": _names, "durability": durability_problem}
 
 
 def _mode_from_env() -> str | None:
@@ -142,6 +151,19 @@ def _mode_from_env() -> str | None:
     if problem:
         raise ConfigError(f"REVERSI_MODE {problem}")
     return value or None
+
+
+def _durability(data: dict[str, Any], explicit: str | None) -> str:
+    if explicit is not None:
+        problem = durability_problem(explicit)
+        if problem:
+            raise ConfigError(f"durability {problem}")
+        return explicit
+    value = os.environ.get("REVERSI_DURABILITY")
+    problem = durability_problem(value) if value else None
+    if problem:
+        raise ConfigError(f"REVERSI_DURABILITY {problem}")
+    return value or data.get("durability") or "full"
 
 
 def _seconds_from_env(name: str, default: float, highest: float) -> float:
@@ -209,7 +231,8 @@ def _db_relative_to(base: Path, url: str) -> str:
 
 
 def load_settings(
-    *, config: str | None = None, db: str | None = None, manifests: tuple[str, ...] | list[str] = ()
+    *, config: str | None = None, db: str | None = None, manifests: tuple[str, ...] | list[str] = (),
+    durability: str | None = None,
 ) -> Settings:
     """Settings for this process; arguments are the command-line flags (highest precedence).
 
@@ -217,7 +240,8 @@ def load_settings(
         ConfigError: the config file is missing or unreadable, or has an unknown key or a value that is
             not what its key takes (the message names the file, the key and the value); REVERSI_MODE is
             not a mode, REVERSI_ROLLBACK_LEASE_S or REVERSI_RETENTION_INTERVAL_S not a number of seconds in
-            range, REVERSI_RETENTION not a duration; or a flag is empty.
+            range, REVERSI_RETENTION not a duration, `durability` or REVERSI_DURABILITY not one of
+            DURABILITIES; or a flag is empty.
     """
     if db is not None and not db.strip():
         raise ConfigError("the store URL is empty: give one, or leave it out for the default")
@@ -245,6 +269,7 @@ def load_settings(
         retention=_retention(data),
         retention_interval_s=_seconds_from_env("REVERSI_RETENTION_INTERVAL_S", RETENTION_INTERVAL_S, 604_800),
         sensitive_keys=tuple(data.get("sensitive_keys") or ()),
+        durability=_durability(data, durability),
     )
 
 

@@ -94,7 +94,7 @@ class Ledger:
         self.manifests = manifests
         self.principal = principal
         self.settings = settings
-        self.recorder = _recorder or Recorder(store, manifests, settings.kill_switch_file)
+        self.recorder = _recorder or Recorder(store, manifests, settings.kill_switch_file, settings.durability)
         self._owns_store = owns_store
         self._runs: BoundedCache[str, RunRecord] = _runs if _runs is not None else BoundedCache(_RUNS_KEPT)
 
@@ -131,8 +131,12 @@ class Ledger:
         return Masker(self.store.secret("masking"), frozenset(self.settings.sensitive_keys), paths)
 
     def close(self) -> None:
+        """Commit the outcomes still waiting (durability `intent`), then close the store if this ledger opened it."""
         if self._owns_store:
-            self.store.close()
+            try:
+                self.store.flush_writes()
+            finally:
+                self.store.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -536,17 +540,25 @@ class Ledger:
 
 
 def open(
-    db: str | None = None, *, manifests: Sequence[str] = (), principal: str | None = None, config: str | None = None
+    db: str | None = None, *, manifests: Sequence[str] = (), principal: str | None = None, config: str | None = None,
+    durability: str | None = None,
 ) -> Ledger:
     """Open the ledger in the store `db` (else REVERSI_DB, else `db:` in reversi.yaml, else the embedded
     SQLite file `.reversi/reversi.db`), with the manifests in force.
 
+    `durability` (else REVERSI_DURABILITY, else `durability:` in reversi.yaml, else `full`): with `full`,
+    a call's outcome is durable before `run.call` returns (two commits a call); with `intent`, only its
+    `intended` is waited for, and the outcome commits with the next write or within milliseconds (one
+    commit a call): a crash in between leaves the step `intended`, unresolved, never wrong.
+
     Raises:
+        ConfigError: `durability` is neither `full` nor `intent`.
         ManifestError: a manifest is invalid.
         ConfigError: REVERSI_ENCRYPTION_KEYS cannot be read as keys (see `reversi.engine.encryption`).
         StoreUnavailable: the store cannot be reached.
     """
-    return open_with(load_settings(config=config, db=db, manifests=tuple(manifests)), principal=principal)
+    return open_with(load_settings(config=config, db=db, manifests=tuple(manifests), durability=durability),
+                     principal=principal)
 
 
 def open_with(settings: Settings, *, principal: str | None = None) -> Ledger:

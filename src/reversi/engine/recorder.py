@@ -4,6 +4,11 @@ A call is checked, in order, against the kill file, the halts, enforce mode, for
 and forward approvals. The first that stops it is journaled as `refused` and raised; nothing is
 called. The checks that read the store run in the same write transaction as the `intended` they
 guard, so two processes racing for the same idempotency key or approval cannot both pass.
+
+Durability `full` (the default) commits the outcome before `outcome` returns. Durability `intent`
+hands it to the store to commit soon (`Store.defer_write`): the call's one waited-for commit is its
+`intended`, and a crash before the outcome commits leaves the step `intended`, unresolved. The
+outcome is queued ahead of any later write of this process, so the run's events keep their order.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class Recorder:
     store: Store
     manifests: ManifestSet
     kill_file: str | None = None
+    durability: str = "full"  # or "intent": outcomes are not waited for (see the module's docstring)
 
     def kill_reason(self) -> str | None:
         """The kill file's reason when it exists (`""` when it is empty), else None."""
@@ -231,12 +237,18 @@ class Recorder:
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
     ) -> None:
         """Journal what a call did: `succeeded` with its result, `failed` or `uncertain` with an error.
+        With durability `intent` it returns before the commit, and the two errors below are logged
+        rather than raised.
 
         Raises:
             NotFound: no such step.
             Conflict: the step already has an outcome.
         """
-        self.store.run_write(self._outcome_write(run, step, status, result, error), run.run_id)
+        write = self._outcome_write(run, step, status, result, error)
+        if self.durability == "intent":
+            self.store.defer_write(write, run.run_id)
+        else:
+            self.store.run_write(write, run.run_id)
 
     async def aoutcome(
         self,
@@ -250,7 +262,11 @@ class Recorder:
     ) -> None:
         """`outcome` for an event loop: the write joins the group commit without blocking the loop
         (`only_request` as for `Store.arun_write`)."""
-        await self.store.arun_write(self._outcome_write(run, step, status, result, error), only_request, run.run_id)
+        write = self._outcome_write(run, step, status, result, error)
+        if self.durability == "intent":
+            self.store.defer_write(write, run.run_id)
+        else:
+            await self.store.arun_write(write, only_request, run.run_id)
 
     def outcome_write(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None,

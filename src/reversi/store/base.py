@@ -86,6 +86,20 @@ class Store(abc.ABC):
                     raise _gave_up(exc) from exc
         raise AssertionError("unreachable")
 
+    def defer_write(self, fn: Callable[[Queries], object], order: str | None = None) -> None:
+        """Hand `fn` to be committed soon, without waiting for it (see `GroupCommit.defer`): a crash
+        before its commit loses it. A read or a write of this process opened after this call sees it;
+        `flush_writes` and `close` wait for it. Retried as `run_write` is; any other error is logged."""
+        self._group_commit.defer(fn, order, lambda exc: isinstance(exc, self._retryable_errors()))
+
+    def flush_writes(self) -> None:
+        """Wait until every write `defer_write` was given has committed.
+
+        Raises:
+            StoreUnavailable: the commit failed.
+        """
+        self._group_commit.flush()
+
     def _retryable_errors(self) -> tuple[type[Exception], ...]:
         return (WriteConflict, *self._retryable)
 

@@ -12,20 +12,34 @@ behind its batch, it hands the lead to the next waiting thread before it returns
 store. Each writer is woken once, when its own write is done (no thundering herd). The one
 exception: a loop whose caller says its request is the only one, finding nobody writing, writes on its own thread,
 provided the store can open the transaction without waiting (see `arun`).
+
+A write may also be deferred (`defer`): nobody waits for it. It stays queued until the next write
+takes it into its batch (ahead of that write, so a run's events keep their order), or until it has
+waited `DEFER_BOUND_S`, when a background thread commits it. `settled()` opens a transaction only
+after every write this process deferred has committed, so a read sees them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import collections
+import contextlib
+import logging
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Generic, TypeVar
 
 from reversi.store.queries import Queries
 
 T = TypeVar("T")
 _HELPER_IDLE_S = 5.0
+DEFER_BOUND_S = 0.01  # how long a deferred write waits for another write to share its commit
+_DEFER_ATTEMPTS = 4
+log = logging.getLogger("reversi.store")
 
 
 class KeepWrites(Exception):
@@ -44,7 +58,8 @@ class WouldWait(Exception):
 
 
 class _Slot(Generic[T]):
-    __slots__ = ("done", "error", "fn", "future", "order", "reads_halts", "result", "wake")
+    __slots__ = ("attempts", "deadline", "deferred", "done", "error", "fn", "future", "order", "reads_halts",
+                 "result", "retry", "wake")
 
     def __init__(
         self,
@@ -63,6 +78,10 @@ class _Slot(Generic[T]):
         self.error: BaseException | None = None
         self.future = future  # an event loop's waiter; None for a thread, which waits on `wake`
         self.wake = threading.Event() if future is None and waits else None
+        self.deferred = False  # nobody waits for it (`GroupCommit.defer`)
+        self.deadline = 0.0  # a deferred write's: when the background thread commits it
+        self.attempts = 0
+        self.retry: Callable[[BaseException], bool] | None = None
 
     def outcome(self) -> T:
         if self.error is not None:
@@ -77,8 +96,7 @@ def _finish(batch: list[_Slot[Any]]) -> None:
         slot.done = True
         if slot.future is not None:
             futures.setdefault(slot.future.get_loop(), []).append(slot.future)
-        else:
-            assert slot.wake is not None
+        elif slot.wake is not None:
             slot.wake.set()
     for loop, waiting in futures.items():
         loop.call_soon_threadsafe(_settle, waiting)
@@ -113,6 +131,11 @@ class GroupCommit:
         self._leading = False
         self._helper: threading.Thread | None = None
         self._helper_wake = threading.Event()
+        self._deferred: collections.deque[_Slot[Any]] = collections.deque()  # oldest first; done ones linger
+        self._pending = 0  # deferred writes not yet committed (nor given up on)
+        self._flusher: threading.Thread | None = None
+        self._local = threading.local()  # `depth`: how many transactions of ours this thread is inside
+        _LIVE.add(self)
 
     def run(self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False) -> T:
         """Run `fn` in a committed write transaction, possibly shared with concurrent callers; `order`
@@ -168,6 +191,70 @@ class GroupCommit:
         await slot.future  # cancelling this wait does not cancel the write: it lands, as from a thread
         return slot.outcome()
 
+    def defer(
+        self, fn: Callable[[Queries], object], order: str | None = None,
+        retry: Callable[[BaseException], bool] | None = None,
+    ) -> None:
+        """Queue `fn` to be committed soon, and return without waiting for it: with the next write's batch
+        (ahead of that write), else by a background thread once it has waited `DEFER_BOUND_S`. Nobody
+        hears how it went: when it raises, `retry(error)` says whether to run it again (at the head of
+        the queue, a few times at most); otherwise the error is logged and its writes are undone."""
+        slot: _Slot[Any] = _Slot(fn, waits=False, order=order)
+        slot.deferred, slot.retry, slot.deadline = True, retry, time.monotonic() + DEFER_BOUND_S
+        with self._lock:
+            self._queue.append(slot)
+            self._deferred.append(slot)
+            self._pending += 1
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_when_due, name="reversi-deferred-writes",
+                                                 daemon=True)
+                self._flusher.start()
+
+    def flush(self) -> None:
+        """Wait until every write deferred so far has committed (or been given up on). Inside a write of
+        this thread's it returns at once: that write's own batch holds whatever was queued before it.
+
+        Raises:
+            Exception: as the store's writes raise, when the commit fails.
+        """
+        for _ in range(_DEFER_ATTEMPTS):  # a deferred write tried again goes round once more
+            if not self._pending or self._depth():
+                return
+            self.run(_nothing)
+
+    @contextmanager
+    def settled(self) -> Iterator[None]:
+        """A block that sees every write this process deferred: `flush` first, unless this thread is
+        already inside a transaction of this store (flushing there could wait on itself)."""
+        depth = self._depth()
+        if not depth and self._pending:
+            self.flush()
+        self._local.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+
+    def _depth(self) -> int:
+        depth: int = getattr(self._local, "depth", 0)
+        return depth
+
+    def _flush_when_due(self) -> None:
+        """The background thread of `defer`: commit the oldest deferred write once it is due, if no other
+        write has taken it along by then; end when none is left."""
+        while True:
+            with self._lock:
+                while self._deferred and self._deferred[0].done:
+                    self._deferred.popleft()
+                if not self._deferred:
+                    self._flusher = None
+                    return
+                due = self._deferred[0].deadline - time.monotonic()
+                if due <= 0 and not self._leading and self._queue:
+                    self._leading = True
+                    self._hand_to_helper()
+            time.sleep(due if due > 0 else DEFER_BOUND_S)
+
     def _lead_if_idle(self) -> bool:
         with self._lock:
             if self._leading or self._queue:
@@ -217,7 +304,38 @@ class GroupCommit:
             else:
                 self._write_shared(batch)
         finally:
-            _finish(batch)
+            _finish(self._after_deferred(batch) if self._pending else batch)
+
+    def _after_deferred(self, batch: list[_Slot[Any]]) -> list[_Slot[Any]]:
+        """The slots of a written batch that are done: a deferred write that failed and may be tried again
+        goes back to the head of the queue instead (ahead of any later write of its run)."""
+        again, done, finished = [], [], 0
+        for slot in batch:
+            if not slot.deferred:
+                done.append(slot)
+            elif slot.error is not None and slot.attempts + 1 < _DEFER_ATTEMPTS and slot.retry is not None \
+                    and slot.retry(slot.error):
+                slot.attempts, slot.error, slot.result = slot.attempts + 1, None, None
+                again.append(slot)
+            else:
+                if slot.error is not None:
+                    log.warning("a deferred journal write failed, and its step stays as it was: %s", slot.error)
+                done.append(slot)
+                finished += 1
+        with self._lock:
+            self._queue[:0] = again
+            self._pending -= finished
+        return done
+
+    @contextmanager
+    def _inside(self) -> Iterator[None]:
+        """Mark this thread as inside one of our transactions (see `settled`)."""
+        depth = self._depth()
+        self._local.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
 
     def _write_shared(self, batch: list[_Slot[Any]]) -> None:
         # Every batch takes the locks of its runs in one order, so two processes' batches never wait
@@ -225,7 +343,7 @@ class GroupCommit:
         ordered = sorted(batch, key=lambda slot: (slot.order is None, slot.order or ""))
         begin = self._begin_halts if any(slot.reads_halts for slot in batch) else self._begin
         try:
-            with begin() as q:
+            with self._inside(), begin() as q:
                 for slot in ordered:
                     q.execute("SAVEPOINT reversi_write")
                     try:
@@ -247,7 +365,7 @@ class GroupCommit:
         self, slot: _Slot[Any], begin: Callable[[], AbstractContextManager[Queries]] | None = None
     ) -> None:
         try:
-            with (begin or (self._begin_halts if slot.reads_halts else self._begin))() as q:
+            with self._inside(), (begin or (self._begin_halts if slot.reads_halts else self._begin))() as q:
                 try:
                     slot.result = slot.fn(q)
                 except KeepWrites as kept:
@@ -256,3 +374,17 @@ class GroupCommit:
             raise
         except Exception as exc:
             slot.error, slot.result = exc, None
+
+def _nothing(q: Queries) -> None:
+    return None
+
+
+_LIVE: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Commit what is still deferred when the interpreter exits (a store closed already cannot be)."""
+    for group in list(_LIVE):
+        with contextlib.suppress(Exception):
+            group.flush()

@@ -7,7 +7,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 
 import psycopg
 import psycopg.errors
@@ -295,21 +295,26 @@ class PostgresStore(Store):
     def read(self) -> Iterator[Queries]:
         # On the writer's connection when it is free (or this thread is inside a write); else on one
         # of a few more, so that reads wait neither for a batch of writes to commit nor for each other.
-        if self._writer.mutex.acquire(blocking=False):
-            try:
-                yield from self._writer.read_held()
-            finally:
-                self._writer.mutex.release()
-            return
-        with self._readers.session() as session:
-            yield from session.read_held()
+        with self._group_commit.settled():
+            if self._writer.mutex.acquire(blocking=False):
+                try:
+                    yield from self._writer.read_held()
+                finally:
+                    self._writer.mutex.release()
+                return
+            with self._readers.session() as session:
+                yield from session.read_held()
 
-    def write(self) -> AbstractContextManager[Queries]:
-        return self._writer.transaction()
+    @contextmanager
+    def write(self) -> Iterator[Queries]:
+        with self._group_commit.settled(), self._writer.transaction() as q:
+            yield q
 
-    def write_holding_halts(self) -> AbstractContextManager[Queries]:
+    @contextmanager
+    def write_holding_halts(self) -> Iterator[Queries]:
         # In the round trip of the BEGIN: a statement begun after the lock sees a halt committed before it.
-        return self._writer.transaction(self._begin_holding_halts)
+        with self._group_commit.settled(), self._writer.transaction(self._begin_holding_halts) as q:
+            yield q
 
     def process_lock(self, run_id: str, token: int, *, dead_holder_grace: bool = False) -> ProcessLock | None:
         key = _lock_key(self._schema, "run", run_id, str(token))

@@ -177,12 +177,12 @@ class SQLiteStore(Store):
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
-        with self._transaction("BEGIN") as cur:
+        with self._group_commit.settled(), self._transaction("BEGIN") as cur:
             yield Queries(cur, self._dialect)
 
     @contextmanager
     def write(self) -> Iterator[Queries]:
-        with self._transaction("BEGIN IMMEDIATE") as cur:
+        with self._group_commit.settled(), self._transaction("BEGIN IMMEDIATE") as cur:
             yield Queries(cur, self._dialect)
 
     @contextmanager
