@@ -183,94 +183,38 @@ def test_a_coroutine_cancelled_while_waiting_still_gets_its_write_committed(stor
     assert [actor for actor, _ in journal(store)] == ["slow", "after"]
 
 
-def test_a_write_nobody_could_share_runs_on_the_loop_itself(store: Store) -> None:
-    """With `only_request` saying so and no batch in progress, the write skips the helper thread, on SQLite;
-    PostgreSQL writes are round trips over the network, which a loop must not wait for."""
+def test_a_loops_write_never_runs_on_the_loop_not_even_a_lone_one(store: Store) -> None:
+    """Every write of an event loop is written by the writer thread: the loop never waits for a commit."""
     where: list[int] = []
 
     def write(q: Queries) -> None:
         where.append(threading.get_ident())
-        q.append(RUN_ID, [event("inline")])
+        q.append(RUN_ID, [event("lone")])
 
-    async def main() -> None:
-        await store.arun_write(write, only_request=lambda: True)
-        await store.arun_write(write, only_request=lambda: False)
+    async def main() -> int:
+        await store.arun_write(write, only_request=lambda: True)  # a lone request, nobody writing
         await store.arun_write(write)
+        return threading.get_ident()
 
-    asyncio.run(main())
-    loop_thread = threading.get_ident()
-    assert (where[0] == loop_thread) is isinstance(store, SQLiteStore)
-    assert where[1] != loop_thread and where[2] != loop_thread
-    assert [actor for actor, _ in journal(store)] == ["inline"] * 3
+    loop_thread = asyncio.run(main())
+    assert len(where) == 2 and loop_thread not in where
+    assert [actor for actor, _ in journal(store)] == ["lone"] * 2
 
 
-def test_inline_writes_keep_their_errors_and_refusals(store: Store) -> None:
+def test_a_lone_loop_write_keeps_its_errors_and_refusals(store: Store) -> None:
     async def main() -> None:
         with pytest.raises(PermissionError, match="no"):
-            await store.arun_write(refused, only_request=lambda: True)
+            await store.arun_write(refused)
         with pytest.raises(ValueError, match="undone"):
-            await store.arun_write(failed, only_request=lambda: True)
-        await store.arun_write(lambda q: q.append(RUN_ID, [event("fine")]), only_request=lambda: True)
+            await store.arun_write(failed)
+        await store.arun_write(lambda q: q.append(RUN_ID, [event("fine")]))
 
     asyncio.run(main())
     assert [actor for actor, _ in journal(store)] == ["refused", "fine"]
 
 
-def test_requests_that_arrive_together_are_not_written_one_by_one_on_the_loop(store: Store) -> None:
-    """`only_request` is asked after the loop has run the other ready tasks, so a burst sees itself and
-    goes through the group commit, sharing transactions, instead of blocking the loop in turn."""
-    in_flight = 0
-    where: list[int] = []
-
-    async def request(n: int) -> None:
-        nonlocal in_flight
-        in_flight += 1
-        try:
-            def write(q: Queries) -> None:
-                where.append(threading.get_ident())
-                q.append(RUN_ID, [event(f"r{n}")])
-
-            await store.arun_write(write, only_request=lambda: in_flight <= 1)
-        finally:
-            in_flight -= 1
-
-    async def main() -> None:
-        await asyncio.gather(*(request(n) for n in range(8)))
-
-    asyncio.run(main())
-    assert threading.get_ident() not in where
-    assert sorted(actor for actor, _ in journal(store)) == sorted(f"r{n}" for n in range(8))
-
-
-def test_an_inline_write_waits_for_a_batch_in_progress_instead_of_running_beside_it(store: Store) -> None:
-    started, release = threading.Event(), threading.Event()
-    where: list[int] = []
-
-    def slow(q: Queries) -> None:
-        started.set()
-        release.wait(10)
-        q.append(RUN_ID, [event("slow")])
-
-    def write(q: Queries) -> None:
-        where.append(threading.get_ident())
-        q.append(RUN_ID, [event("next")])
-
-    async def main() -> None:
-        first = asyncio.ensure_future(store.arun_write(slow))
-        await asyncio.to_thread(started.wait, 10)
-        second = asyncio.ensure_future(store.arun_write(write, only_request=lambda: True))
-        await asyncio.sleep(0.05)
-        release.set()
-        await asyncio.gather(first, second)
-
-    asyncio.run(main())
-    assert where and where[0] != threading.get_ident()  # queued behind the batch, written by the helper
-    assert [actor for actor, _ in journal(store)] == ["slow", "next"]
-
-
 def test_a_lone_write_never_waits_on_the_loop_for_another_process_writing(tmp_path: Path) -> None:
-    """Another process holds SQLite's write lock: the loop hands the write over and keeps serving.
-    (SQLite only: it is the one store whose writes may run on the loop.)"""
+    """Another process holds SQLite's write lock: the writer thread waits for it, the loop keeps serving."""
     where: list[int] = []
 
     def write(q: Queries) -> None:
@@ -284,7 +228,7 @@ def test_a_lone_write_never_waits_on_the_loop_for_another_process_writing(tmp_pa
 
         async def main() -> int:
             ticks = 0
-            task = asyncio.ensure_future(store.arun_write(write, only_request=lambda: True))
+            task = asyncio.ensure_future(store.arun_write(write))
             while ticks < 20:  # the loop keeps running while the write waits for the lock
                 await asyncio.sleep(0.01)
                 ticks += 1
@@ -299,39 +243,9 @@ def test_a_lone_write_never_waits_on_the_loop_for_another_process_writing(tmp_pa
         assert [actor for actor, _ in journal(store)] == ["waited"]
 
 
-def test_a_lone_write_runs_on_the_loop_while_another_thread_reads(tmp_path: Path) -> None:
-    """The write that must not wait has a SQLite connection of its own: a long read by another thread
-    of the process (a console page, a rollback job) does not send it to the queue."""
-    where: list[int] = []
-
-    def write(q: Queries) -> None:
-        where.append(threading.get_ident())
-        q.append(RUN_ID, [event("beside a reader")])
-
-    with store_with_a_run(f"sqlite:///{tmp_path}/reversi.db") as store:
-        reading, done = threading.Event(), threading.Event()
-
-        def reader() -> None:
-            with store.read() as q:
-                q.run_events(RUN_ID)
-                reading.set()
-                done.wait(10)
-
-        thread = threading.Thread(target=reader)
-        thread.start()
-        try:
-            assert reading.wait(10)
-            asyncio.run(store.arun_write(write, only_request=lambda: True))
-        finally:
-            done.set()
-            thread.join(10)
-        assert where == [threading.get_ident()]
-        assert [actor for actor, _ in journal(store)] == ["beside a reader"]
-
-
-def test_an_in_memory_store_queues_its_loops_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`sqlite:///:memory:` is private to one connection, so it has no second one to write on only_request."""
+def test_an_in_memory_store_takes_its_loops_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sqlite:///:memory:` is private to its one connection, which the writer thread uses as any thread does."""
     monkeypatch.chdir(tmp_path)  # where the run locks' folder would go
     with store_with_a_run("sqlite:///:memory:") as store:
-        asyncio.run(store.arun_write(lambda q: q.append(RUN_ID, [event("in memory")]), only_request=lambda: True))
+        asyncio.run(store.arun_write(lambda q: q.append(RUN_ID, [event("in memory")])))
         assert [actor for actor, _ in journal(store)] == ["in memory"]

@@ -75,12 +75,12 @@ class Store(abc.ABC):
         self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None,
         *, reads_halts: bool = False,
     ) -> T:
-        """`run_write` for an event loop: `fn` runs on a writer thread, and the loop is not blocked;
-        except that with `only_request`, a write that nobody could share, on a store that can start it
-        without waiting (SQLite), runs on the loop itself (see `GroupCommit.arun`)."""
+        """`run_write` for an event loop: `fn` runs on the writer thread, and the loop is never blocked
+        (see `GroupCommit.arun`). `only_request` is no longer asked: a lone request's write leaves the
+        loop too (it is kept until the recorder's callers stop passing it)."""
         for attempt in range(_RETRIES + 1):
             try:
-                return await self._group_commit.arun(fn, only_request, order, reads_halts=reads_halts)
+                return await self._group_commit.arun(fn, order, reads_halts=reads_halts)
             except self._retryable_errors() as exc:
                 if attempt == _RETRIES:
                     raise _gave_up(exc) from exc

@@ -8,10 +8,10 @@ commits. With a single writer this is one transaction per call, as before.
 
 Writers wait in one of two ways. A thread (`run`) blocks on its own event; if writes queued up
 behind its batch, it hands the lead to the next waiting thread before it returns. An event loop
-(`arun`) waits on a future; its writes are led by a helper thread, so the loop never waits on the
-store. Each writer is woken once, when its own write is done (no thundering herd). The one
-exception: a loop whose caller says its request is the only one, finding nobody writing, writes on its own thread,
-provided the store can open the transaction without waiting (see `arun`).
+(`arun`) waits on a future; every write of every loop is led by one writer thread, so no loop ever
+waits on the store, not even for a lone request's commit (its fsync could take milliseconds, and
+the loop would answer nobody meanwhile). Each writer is woken once, when its own write is done (no
+thundering herd).
 
 A write may also be deferred (`defer`): nobody waits for it. It stays queued until the next write
 takes it into its batch (ahead of that write, so a run's events keep their order), or until it has
@@ -51,10 +51,6 @@ class KeepWrites(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(error)
         self.error = error
-
-
-class WouldWait(Exception):
-    """A write transaction could not be opened without waiting for another writer."""
 
 
 class _Slot(Generic[T]):
@@ -111,8 +107,6 @@ def _settle(futures: list[asyncio.Future[None]]) -> None:
 class GroupCommit:
     """Batches write functions into shared transactions opened by `begin`.
 
-    `begin_now`, where the store has one, opens a write transaction only if it can at once (else it
-    raises WouldWait): only then may an event loop write on its own thread, as it never waits there.
     `begin_halts` opens the transaction of a batch with a write that reads the halts
     (`Store.write_holding_halts`); without it, `begin` serves those too.
     """
@@ -120,11 +114,9 @@ class GroupCommit:
     def __init__(
         self,
         begin: Callable[[], AbstractContextManager[Queries]],
-        begin_now: Callable[[], AbstractContextManager[Queries]] | None = None,
         begin_halts: Callable[[], AbstractContextManager[Queries]] | None = None,
     ) -> None:
         self._begin = begin
-        self._begin_now = begin_now
         self._begin_halts = begin_halts or begin
         self._lock = threading.Lock()
         self._queue: list[_Slot[Any]] = []
@@ -158,29 +150,9 @@ class GroupCommit:
             self._pass_lead()
         return slot.outcome()
 
-    async def arun(
-        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None,
-        *, reads_halts: bool = False,
-    ) -> T:
-        """`run` for an event loop: wait for the commit without blocking the loop.
-
-        `only_request` is for a caller that can tell when nothing else on its loop is about to write (a server
-        answering a single request). If it still says so once the loop has run the tasks that were
-        ready, no batch is being written and the store can open a transaction without waiting
-        (`begin_now`), `fn` runs right here, on the loop, for one transaction: with nobody to share
-        the commit with, handing the write to the helper thread and back costs more than the write.
-        """
-        if only_request is not None and self._begin_now is not None:
-            await asyncio.sleep(0)  # requests that arrived together get to queue their writes first
-            if only_request() and self._lead_if_idle():
-                mine = _Slot(fn, waits=False, reads_halts=reads_halts)  # written here and now: nobody to wake
-                try:
-                    self._write_unshared(mine, self._begin_now)
-                    return mine.outcome()
-                except WouldWait:
-                    pass  # another thread or process is writing: queue, so the loop does not wait
-                finally:
-                    self._pass_lead()
+    async def arun(self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False) -> T:
+        """`run` for an event loop: `fn` is written by the writer thread, and the loop waits for its commit
+        without blocking."""
         slot = _Slot(fn, asyncio.get_running_loop().create_future(), order=order, reads_halts=reads_halts)
         with self._lock:
             self._queue.append(slot)
@@ -254,13 +226,6 @@ class GroupCommit:
                     self._leading = True
                     self._hand_to_helper()
             time.sleep(due if due > 0 else DEFER_BOUND_S)
-
-    def _lead_if_idle(self) -> bool:
-        with self._lock:
-            if self._leading or self._queue:
-                return False
-            self._leading = True
-            return True
 
     def _pass_lead(self) -> None:
         """After a thread's batch: give the lead to whoever queued up behind it, or drop it."""
@@ -361,19 +326,16 @@ class GroupCommit:
             if not isinstance(exc, Exception):
                 raise
 
-    def _write_unshared(
-        self, slot: _Slot[Any], begin: Callable[[], AbstractContextManager[Queries]] | None = None
-    ) -> None:
+    def _write_unshared(self, slot: _Slot[Any]) -> None:
         try:
-            with self._inside(), (begin or (self._begin_halts if slot.reads_halts else self._begin))() as q:
+            with self._inside(), (self._begin_halts if slot.reads_halts else self._begin)() as q:
                 try:
                     slot.result = slot.fn(q)
                 except KeepWrites as kept:
                     slot.error = kept.error
-        except WouldWait:
-            raise
         except Exception as exc:
             slot.error, slot.result = exc, None
+
 
 def _nothing(q: Queries) -> None:
     return None

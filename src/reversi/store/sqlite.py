@@ -17,7 +17,7 @@ from reversi.errors import StoreUnavailable
 from reversi.private_files import FILE_MODE, make_private_folders, private_file
 from reversi.store.base import Store
 from reversi.store.data_keys import CLEAR
-from reversi.store.group_commit import GroupCommit, WouldWait
+from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
 from reversi.store.schema import migrate
@@ -72,12 +72,12 @@ def _busy(exc: BaseException) -> bool:
 
 @retry(retry=retry_if_exception(_busy), stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000), wait=wait_random(0.01, 0.1),
        reraise=True)
-def _open_wal(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+def _open_wal(path: Path) -> sqlite3.Connection:
     """A connection in WAL mode. Switching a new file to WAL is refused, not waited for, while
     another process is doing the same: several processes opening a fresh store try again."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
     except sqlite3.Error:
@@ -89,12 +89,8 @@ def _open_wal(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Con
 class SQLiteStore(Store):
     """A SQLite file; the process lock of each rollback lease is an OS file lock beside it.
 
-    It holds two connections. Every read and write goes through the first, which waits for the file's
-    write lock. The second never waits (its busy timeout is 0): it serves `_write_now`, the write an
-    event loop makes only if it can start at once. Being its own connection, it needs no timeout
-    switched off and on around each of those writes, and a read in progress on the first does not
-    hold it back. The price: each connection has its own page cache, which SQLite drops at the
-    start of a transaction when the other connection has written since.
+    Every read and write goes through one connection, which waits for the file's write lock; an
+    event loop's writes reach it through the group commit's writer thread, never from the loop.
     """
 
     def __init__(self, url: str) -> None:
@@ -111,16 +107,11 @@ class SQLiteStore(Store):
             said = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise StoreUnavailable(f"cannot open the store at {self.path}: {said}") from exc
         self._mutex = threading.RLock()
-        self._now_mutex = threading.Lock()
-        self._now_conn: sqlite3.Connection | None = None
         self._reopen_needed = False
         self._dialect = _SQLiteDialect()
-        self._group_commit = GroupCommit(self.write, self._write_now)
+        self._group_commit = GroupCommit(self.write)
         try:
             self._migrate()
-            # An in-memory database is private to its connection: it gets no second one, and its
-            # event loops queue their writes.
-            self._now_conn = None if str(self.path) == ":memory:" else _open_wal(self.path, busy_timeout_ms=0)
         except BaseException as exc:
             self._conn.close()
             if isinstance(exc, sqlite3.Error):
@@ -155,25 +146,17 @@ class SQLiteStore(Store):
             raise
 
     def _reopen(self) -> None:
-        """Both connections opened anew, as a process starting now would open them (`_mutex` held).
+        """The connection opened anew, as a process starting now would open it (`_mutex` held).
 
         Raises:
             StoreUnavailable: the file cannot be opened (yet).
         """
-        with self._now_mutex:
-            try:
-                conn = _open_wal(self.path)
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
-            try:
-                now = _open_wal(self.path, busy_timeout_ms=0) if self._now_conn is not None else None
-            except sqlite3.Error as exc:
-                conn.close()
-                raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
-            for old in (self._conn, self._now_conn):
-                if old is not None:
-                    old.close()
-            self._conn, self._now_conn, self._reopen_needed = conn, now, False
+        try:
+            conn = _open_wal(self.path)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
+        self._conn.close()
+        self._conn, self._reopen_needed = conn, False
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
@@ -184,18 +167,6 @@ class SQLiteStore(Store):
     def write(self) -> Iterator[Queries]:
         with self._group_commit.settled(), self._transaction("BEGIN IMMEDIATE") as cur:
             yield Queries(cur, self._dialect)
-
-    @contextmanager
-    def _write_now(self) -> Iterator[Queries]:
-        """`write`, or WouldWait at once if another thread or process is writing to the store."""
-        if self._now_conn is None or self._reopen_needed or not self._now_mutex.acquire(blocking=False):
-            raise WouldWait()  # (a lost file is opened again on the path that waits)
-        try:
-            with (self._noting_lost_file(),
-                  _in_transaction(self._now_conn, "BEGIN IMMEDIATE", self.path, waits=False) as cur):
-                yield Queries(cur, self._dialect)
-        finally:
-            self._now_mutex.release()
 
     def lock_dir(self) -> Path:
         return self.path.with_name(self.path.name + ".locks")
@@ -221,26 +192,17 @@ class SQLiteStore(Store):
         return self._dialect
 
     def close(self) -> None:
-        with self._mutex, self._now_mutex:
-            if self._now_conn is not None:
-                self._now_conn.close()
+        with self._mutex:
             self._conn.close()
 
 
 @contextmanager
-def _in_transaction(conn: sqlite3.Connection, begin: str, path: Path, *,
-                    waits: bool = True) -> Iterator[sqlite3.Cursor]:
-    """Yield a cursor inside a transaction opened by `begin`, committed after, rolled back on error.
-
-    Without `waits`, a `begin` refused because another connection holds the write lock raises
-    WouldWait.
-    """
+def _in_transaction(conn: sqlite3.Connection, begin: str, path: Path) -> Iterator[sqlite3.Cursor]:
+    """Yield a cursor inside a transaction opened by `begin`, committed after, rolled back on error."""
     cur = conn.cursor()
     try:
         cur.execute(begin)
     except sqlite3.OperationalError as exc:
-        if not waits and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
-            raise WouldWait() from exc
         raise _unavailable(path, exc) from exc
     try:
         yield cur
