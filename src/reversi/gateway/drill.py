@@ -12,6 +12,7 @@ and those the user names with their arguments.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import shutil
 import subprocess
@@ -84,15 +85,18 @@ async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
     root = tempfile.mkdtemp(prefix="reversi-drill-")
     scratch = str(Path(root) / "data")  # the server's; the drill's store beside it, out of its sight
     Path(scratch).mkdir()
-    try:
+    try:  # the loop also serves the server's pipes: the seed and every store call run in threads
         if request.seed is not None:
-            _seed(request.seed, scratch, request.call_timeout)
-        with reversi.open(f"sqlite:///{root}/drill.db", manifests=request.manifests,
-                          config=request.config) as ledger:
+            await asyncio.to_thread(_seed, request.seed, scratch, request.call_timeout)
+        ledger = await asyncio.to_thread(reversi.open, f"sqlite:///{root}/drill.db", manifests=request.manifests,
+                                         config=request.config)
+        try:
             entry = drillable(ledger.manifests, request.tool)
             async with connected(upstream_spec(request.upstream, request.env, scratch)) as pool:
                 drill = await _drill(_Scratch(request, scratch, pool, ledger, entry))
-        evidence.record_drill(drill)
+        finally:
+            await asyncio.to_thread(ledger.close)
+        await asyncio.to_thread(evidence.record_drill, drill)
         return drill
     finally:
         if not request.keep:
@@ -210,7 +214,7 @@ async def _drill(s: _Scratch) -> Drill:
     reads = s.reads()
     before = await s.world(reads)
     args = s.placed(dict(s.request.args))
-    run = s.ledger.start_run(actor=_ACTOR, environment="drill")
+    run = await asyncio.to_thread(lambda: s.ledger.start_run(actor=_ACTOR, environment="drill"))
     try:  # as the gateway does: what the entry's capture reads before the call is journaled with it
         captured = await take_capture(s.entry, run.record, args, s.capture_read)
     except CaptureFailed as exc:
@@ -228,13 +232,14 @@ async def _drill(s: _Scratch) -> Drill:
     await s.ledger.aoutcome(run.record, step, StepStatus.SUCCEEDED, result=journaled_answer(raw))
     volatile = s.entry.volatile
     changed = differences(before, await s.world(reads), volatile=volatile)  # nothing changed: the undo proves nothing
-    action = next((a for a in run.plan().actions if a.step == step), None)
+    action = next((a for a in (await asyncio.to_thread(run.plan)).actions if a.step == step), None)
     alternative = action.compensation.alternative if action is not None and action.compensation else None
     # The scratch store's approvals are the drill's to grant: the person who drills is the one asking.
     report = await run.arollback(compensate=s.calls.compensate, verifier=s.calls.read_back, retry=ROLLBACK_RETRY,
                                  approve_compensations=True, actor=_ACTOR)
     after = await s.world(reads)
-    undo = [{"type": e.type, **e.data} for e in run.events() if e.step == step and e.type in _UNDO_EVENTS]
+    undo = [{"type": e.type, **e.data} for e in await asyncio.to_thread(run.events)
+            if e.step == step and e.type in _UNDO_EVENTS]
     read_back = next((e for e in reversed(undo) if e["type"] in ("verified", "verification_failed")), None)
     found = differences(before, after, volatile=volatile)
     residue = action.compensation.residue if action is not None and action.compensation else s.entry.residue
