@@ -125,6 +125,8 @@ async def test_settling_a_step_by_hand_checks_the_result_against_the_undo_its_se
 def test_a_listing_read_again_twice_between_calls_is_declared_whatever_its_address(tmp_path: Path) -> None:
     """Two restarts of an upstream between calls replace its listing twice; the new list may sit where a
     freed one did, so the gateway holds the lists it read, not their ids."""
+    from reversi.core.surfaces import Surface
+    from reversi.engine.keys import LOCAL_ADMIN
     from reversi.gateway.proxy import Proxy
     from reversi.gateway.upstream import UpstreamPool
 
@@ -139,11 +141,12 @@ def test_a_listing_read_again_twice_between_calls_is_declared_whatever_its_addre
 
     pool = UpstreamPool((UpstreamSpec("shop", command=("srv",), server_undo="trust"),))
     with reversi.open(f"sqlite:///{tmp_path}/r.db") as ledger:
-        proxy = Proxy(pool, ledger, no_run, 5.0)
+        door = ledger.for_principal(LOCAL_ADMIN, Surface.GATEWAY)
+        proxy = Proxy(pool, lambda ctx: door, no_run, 5.0)
         pool.upstreams[0].listed = listing("delete")
-        proxy._declare_undos()
+        proxy._declare_undos(door)
         pool.upstreams[0].listed = listing("delete")
         pool.upstreams[0].listed = listing("nuke")
-        proxy._declare_undos()
+        proxy._declare_undos(door)
         entry = ledger.manifests.lookup("create")
         assert entry is not None and entry.compensations[0].tool == "nuke"

@@ -14,6 +14,7 @@ import pytest
 from mcp import types
 
 import reversi
+from reversi.core.surfaces import Surface
 from reversi.engine.keys import Principal, Role
 from reversi.gateway.operator import Operator
 from reversi.gateway.options import UpstreamSpec
@@ -24,8 +25,6 @@ LOCK_HELD_S = 1.0
 MAX_STALL_S = 0.2
 
 
-async def _admin(ctx: Any) -> Principal:
-    return Principal("ops", Role.ADMIN)
 
 
 @pytest.mark.parametrize(("tool", "arguments"), [("reversi.halt", {"reason": "drill"}), ("reversi.resume", {}),
@@ -38,7 +37,8 @@ async def test_an_operator_tool_waiting_for_a_locked_store_never_stalls_the_even
     with reversi.open(f"sqlite:///{path}") as ledger:
         ledger.start_run("run_loop").begin("shop.create_order", {"id": 1})  # step 0 stays intended
         ledger.add_halt("earlier", by="ops")
-        operator = Operator(ledger, UpstreamPool((UpstreamSpec("idle", ("true",)),)), _admin, 5.0)
+        door = ledger.for_principal(Principal("ops", Role.ADMIN), Surface.GATEWAY)
+        operator = Operator(lambda ctx: door, UpstreamPool((UpstreamSpec("idle", ("true",)),)), 5.0)
         locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         locker.execute("BEGIN IMMEDIATE")  # another process's write transaction, held for a while
         release = threading.Timer(LOCK_HELD_S, lambda: locker.execute("COMMIT"))
@@ -57,7 +57,7 @@ async def test_an_operator_tool_waiting_for_a_locked_store_never_stalls_the_even
             tg.start_soon(tick)
             release.start()
             result = await operator.call_tool(
-                None,  # type: ignore[arg-type]  # the principal comes from `_admin`
+                None,  # type: ignore[arg-type]  # the door is the admin's, whatever the request
                 types.CallToolRequestParams(name=tool, arguments=arguments))
             tg.cancel_scope.cancel()
         took = time.monotonic() - started

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
 
 import anyio
 
@@ -20,6 +20,7 @@ from reversi.core.backoff import Retry
 from reversi.core.checkpoints import Checkpoint
 from reversi.core.follow_ups import FollowUpState
 from reversi.core.halts import can_stop_tenant
+from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
     Approval,
     Event,
@@ -55,6 +56,7 @@ from reversi.engine.access import (
     run_tenant,
 )
 from reversi.engine.capture import Captured
+from reversi.engine.config import Settings
 from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, Role
 from reversi.engine.lineage import lineage_secret, run_lineages
@@ -62,7 +64,7 @@ from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.rollback import Compensate, ReadBack
 from reversi.engine.run import RollbackArguments, Run
 from reversi.engine.scope_jobs import ScopeJob
-from reversi.errors import BadInput, Forbidden, NoCompensator, NotFound
+from reversi.errors import BadInput, Forbidden, NoCompensator, NotFound, Refused
 from reversi.store.keys import KeyRow
 from reversi.store.queries import Queries
 
@@ -384,6 +386,74 @@ class PrincipalLedger:
         record = await self.arun_record(run_id, Access.RECORD)
         write = self._base.recorder.outcome_write(record, step, status, result=result, error=error, reported=True)
         return await self._awrite(write, only_request, run_id)
+
+    # -- the gateway: the calls it forwards, in the runs it holds --------------------------------------
+    # The gateway reads each request's key just before, and keeps each run's record: these check the
+    # run against the principal in memory, and add no read to the journal's hot path.
+
+    def require(self, role: Role) -> None:
+        """Raises Forbidden unless this principal's role is at least `role` (an endpoint's own)."""
+        require_role(self.principal, role)
+
+    def check(self, run: RunRecord, access: Access) -> None:
+        """Raises Forbidden unless this principal may do `access` on `run`, a record the caller holds."""
+        check_run(self.principal, run, access)
+
+    @property
+    def manifests(self) -> ManifestSet:
+        """The manifests in force (the gateway declares its upstreams' undos on them)."""
+        return self._base.manifests
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force."""
+        return self._base.settings
+
+    def _forwarding(self, run: RunRecord) -> None:
+        if self.surface is not Surface.GATEWAY:
+            raise Forbidden("only the gateway journals the calls it forwards and sees answered")
+        check_run(self.principal, run, Access.RECORD)
+
+    async def abegin_forwarded(self, run: RunRecord, tool: str, args: Any, *, via: Mapping[str, Any],
+                               before: Captured | None = None,
+                               only_request: Callable[[], bool] | None = None) -> int:
+        """Journal `intended` for a call the gateway forwards to upstream `via` (see `Recorder.abegin`).
+
+        Raises:
+            Forbidden: another principal's run, or not the gateway.
+            Refused, BadInput: as `Recorder.begin`.
+        """
+        self._forwarding(run)
+        return await self._base.recorder.abegin(run, tool, args, only_request=only_request, via=via, before=before)
+
+    async def aforwarded_outcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
+                                 error: str | None = None, only_request: Callable[[], bool] | None = None) -> None:
+        """Journal what the gateway saw a forwarded call do; raises as `abegin_forwarded`, and NotFound
+        or Conflict as `Recorder.outcome`."""
+        self._forwarding(run)
+        await self._base.recorder.aoutcome(run, step, status, result=result, error=error, only_request=only_request)
+
+    async def acheckpoint(self, run: RunRecord, name: object) -> Checkpoint:
+        """Journal a checkpoint in the principal's own run, held by the caller (see `Recorder.checkpoint`).
+
+        Raises:
+            Forbidden: another principal's run.
+            BadInput, Conflict: as `Recorder.checkpoint`.
+        """
+        check_run(self.principal, run, Access.RECORD)
+        return await self._base.store.arun_write(self._base.recorder.checkpoint_write(run, name), order=run.run_id)
+
+    async def astopped(self, run: RunRecord, tool: str) -> bool:
+        """Whether a halt or the kill switch would refuse this call in the principal's own run now."""
+        check_run(self.principal, run, Access.RECORD)
+        return await anyio.to_thread.run_sync(self._base.recorder.stopped, run, tool)
+
+    async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused,
+                      only_request: Callable[[], bool] | None = None) -> NoReturn:
+        """Journal a call refused before any check (its capture failed) in the principal's own run, and
+        raise `refusal` (Forbidden instead for another principal's run)."""
+        check_run(self.principal, run, Access.RECORD)
+        await self._base.recorder.arefuse(run, tool, args, refusal, only_request)
 
     async def _awrite(self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None, run_id: str,
                       *, reads_halts: bool = False) -> T:

@@ -28,10 +28,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reversi.core.models import RunRecord
+from reversi.core.surfaces import Surface
 from reversi.distribution import version
-from reversi.engine.access import Access, bearer, check_run, require_role
-from reversi.engine.keys import Principal, Role, is_loopback, keyless_request_allowed
+from reversi.engine.access import Access, bearer
+from reversi.engine.keys import Role, is_loopback, keyless_request_allowed
 from reversi.engine.ledger import Ledger
+from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import ConfigError, Forbidden, ReversiError, Unauthorized
 from reversi.gateway.compensation_check import warn_of_misfits, warn_of_missing_compensations
 from reversi.gateway.metrics import GatewayMetrics
@@ -46,7 +48,7 @@ from reversi.mcp_results import is_modern
 
 log = logging.getLogger("reversi.gateway")
 
-PRINCIPAL_KEY = "reversi.principal"
+DOOR_KEY = "reversi.door"  # the request's principal-bound ledger, in its ASGI scope
 # The endpoints that need a key, and the role each needs: the agents' proxy, then the operator tools.
 GUARDED: tuple[tuple[str, Role], ...] = (("/mcp", Role.AGENT), ("/operator/mcp", Role.OPERATOR))
 NO_KEYS = "no keys in the store: serving loopback only; every request acts as the admin principal local"
@@ -57,7 +59,8 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 class _Guard:
-    """Authenticates each request, checks the run header, and hands the principal on in the scope."""
+    """Authenticates each request, checks the run header, and hands on the principal's door (its
+    `PrincipalLedger`) in the scope: what serves the request acts only through it."""
 
     def __init__(self, ledger: Ledger, role: Role, runs: RunBinder | None = None) -> None:
         self.ledger = ledger
@@ -65,9 +68,9 @@ class _Guard:
         self.runs = runs
         self.app: ASGIApp | None = None
 
-    def _admit(self, headers: Headers, scope: Scope) -> Principal:
-        """The request's principal, once it may use its endpoint and the run its `Reversi-Run-Id`
-        names (if any).
+    def _admit(self, headers: Headers, scope: Scope) -> PrincipalLedger:
+        """The ledger as the request's principal may use it, once it may use its endpoint and the run its
+        `Reversi-Run-Id` names (if any).
 
         Raises:
             Unauthorized: see `access.authenticate`.
@@ -79,40 +82,42 @@ class _Guard:
                                            headers.get("origin"), scheme=scope.get("scheme", "http"),
                                            own_port=server[1] if server else None)
         principal = self.ledger.authenticate(bearer(headers.get("authorization")), local_ok=local_ok)
-        require_role(principal, self.role)
+        door = self.ledger.for_principal(principal, Surface.GATEWAY)
+        door.require(self.role)
         run_id = headers.get("reversi-run-id")
         if self.role is Role.AGENT and run_id is not None:  # the operator endpoint records in no run
             known = self.runs.known(run_id) if self.runs is not None else None
             if known is not None:  # whose run it is never changes: no need to read it again
-                check_run(principal, known, Access.RECORD)
+                door.check(known, Access.RECORD)
             else:
-                self.ledger.for_principal(principal).run_to_continue(run_id)
-        return principal
+                door.run_to_continue(run_id)
+        return door
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.app is not None, "the gateway is still starting"
         headers = Headers(scope=scope)
         try:
-            principal = await anyio.to_thread.run_sync(self._admit, headers, scope)
+            door = await anyio.to_thread.run_sync(self._admit, headers, scope)
         except ReversiError as exc:  # answered before any of the body is read
             answer = _error(exc.http_status, exc.code, exc.message)
             if isinstance(exc, Unauthorized):
                 answer.headers["WWW-Authenticate"] = "Bearer"
             await answer(scope, receive, send)
             return
-        scope[PRINCIPAL_KEY] = principal
-        scope["user"] = owner(principal)  # the SDK serves a session to its opener only
+        scope[DOOR_KEY] = door
+        scope["user"] = owner(door.principal)  # the SDK serves a session to its opener only
         replay = await whole_body(receive)
         if replay is not None:
             await self.app(scope, replay, send)
 
 
-def _principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
+def door_of(ctx: ServerRequestContext[Any, Any]) -> PrincipalLedger:
+    """The door `_Guard` handed on with the request."""
     request = ctx.request
-    principal = request.scope.get(PRINCIPAL_KEY) if isinstance(request, Request) else None
-    if not isinstance(principal, Principal):
+    door = request.scope.get(DOOR_KEY) if isinstance(request, Request) else None
+    if not isinstance(door, PrincipalLedger):
         raise Forbidden("no principal for this request")
-    return principal
+    return door
 
 
 class RunBinder:
@@ -122,8 +127,7 @@ class RunBinder:
     # stateless agent opens; one dropped is read from the store again when it comes back.
     KEPT_RUNS = 1024
 
-    def __init__(self, ledger: Ledger, mode: str) -> None:
-        self.ledger = ledger
+    def __init__(self, mode: str) -> None:
         self.mode = mode
         self.is_open: Callable[[str], bool] = lambda session: False
         self._runs: OrderedDict[str, RunRecord] = OrderedDict()
@@ -145,7 +149,7 @@ class RunBinder:
             self._runs.pop(run_id, None)
 
     async def run_for(self, ctx: ServerRequestContext[Any, Any]) -> RunRecord:
-        principal = _principal_of(ctx)
+        door = door_of(ctx)
         request = ctx.request
         assert isinstance(request, Request)
         run_id = request.headers.get("reversi-run-id")
@@ -156,9 +160,9 @@ class RunBinder:
                 run_id = self._sessions.get(session)
             record = self._runs.get(run_id) if run_id else None
             if record is None:
-                record = await anyio.to_thread.run_sync(lambda: self._open(principal, run_id, request))
+                record = await anyio.to_thread.run_sync(lambda: self._open(door, run_id, request))
             else:
-                check_run(principal, record, Access.RECORD)
+                door.check(record, Access.RECORD)
             self._keep(record)
             if session is not None and self.is_open(session):  # not if it ended while the run opened
                 self._sessions[session] = record.run_id
@@ -170,18 +174,14 @@ class RunBinder:
         while len(self._runs) > self.KEPT_RUNS:
             self._runs.popitem(last=False)
 
-    def _open(self, principal: Principal, run_id: str | None, request: Request) -> RunRecord:
-        run, _ = self.ledger.for_principal(principal).open_run(
+    def _open(self, door: PrincipalLedger, run_id: str | None, request: Request) -> RunRecord:
+        run, _ = door.open_run(
             run_id,
             actor=request.headers.get("reversi-actor", ""),
             environment=request.headers.get("reversi-environment", ""),
             mode=self.mode,
         )
         return run.record
-
-
-async def _principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:
-    return _principal_of(ctx)
 
 
 def _security(host: str, port: int) -> TransportSecuritySettings | None:
@@ -203,9 +203,9 @@ def create_app(options: GatewayOptions, ledger: Ledger, pool: UpstreamPool, port
     assert options.http is not None
     host = options.http[0]
     metrics = GatewayMetrics(pool)
-    runs = RunBinder(ledger, options.mode)
-    proxy = Proxy(pool, ledger, runs.run_for, options.call_timeout, metrics, checkpoint_tool=options.checkpoint_tool)
-    operator = Operator(ledger, pool, _principal_for, options.call_timeout)
+    runs = RunBinder(options.mode)
+    proxy = Proxy(pool, door_of, runs.run_for, options.call_timeout, metrics, checkpoint_tool=options.checkpoint_tool)
+    operator = Operator(door_of, pool, options.call_timeout)
     idle, security = options.session_idle_timeout, _security(host, port)
     managers = [
         Sessions(proxy.server(), idle_timeout=idle, security=security, on_end=runs.forget),

@@ -20,9 +20,11 @@ from mcp.server import ServerRequestContext
 
 from reversi.core.models import RunRecord
 from reversi.core.printable import TerminalFormatter, for_terminal
-from reversi.engine.config import load_settings, principal_from_env
+from reversi.core.surfaces import Surface
+from reversi.engine.config import load_settings
 from reversi.engine.keys import Principal, Role
 from reversi.engine.ledger import Ledger
+from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import ConfigError, ReversiError
 from reversi.gateway.options import (
     DEFAULT_CALL_TIMEOUT_S,
@@ -163,17 +165,18 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
         pool = UpstreamPool(options.upstreams, relay)
         await pool.start(tg)
         warn_of_misfits(pool, options.manifests, ledger.manifests)
+        # Whoever starts a stdio gateway holds the store: it acts as the local admin, under its own name.
+        door = ledger.for_principal(Principal(ledger.principal, Role.ADMIN), Surface.GATEWAY)
+
+        def door_for(ctx: ServerRequestContext[Any, Any]) -> PrincipalLedger:
+            return door
+
         if operator:
             warn_of_missing_compensations(pool, ledger.manifests)
-            principal = Principal(principal_from_env(), Role.ADMIN)
-
-            async def principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:
-                return principal
-
-            server = Operator(ledger, pool, principal_for, options.call_timeout).server()
+            server = Operator(door_for, pool, options.call_timeout).server()
         else:
-            run = await anyio.to_thread.run_sync(
-                lambda: ledger.start_run(
+            run, _ = await anyio.to_thread.run_sync(
+                lambda: door.open_run(
                     options.run_id,
                     actor=options.actor,
                     tenant=options.tenant,
@@ -187,7 +190,7 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
             async def run_for(ctx: ServerRequestContext[Any, Any]) -> RunRecord:
                 return record
 
-            server = Proxy(pool, ledger, run_for, options.call_timeout,
+            server = Proxy(pool, door_for, run_for, options.call_timeout,
                            checkpoint_tool=options.checkpoint_tool).server()
         async with agent_stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())

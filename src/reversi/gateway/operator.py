@@ -8,7 +8,6 @@ each compensation with its idempotency key in the call's `_meta` as `reversi/ide
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -19,11 +18,11 @@ from reversi.core import redaction
 from reversi.core.calls import current_call
 from reversi.core.scopes import Selection
 from reversi.engine.access import Access
-from reversi.engine.keys import Principal
-from reversi.engine.ledger import Ledger
+from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.engine.run import Run
 from reversi.errors import BadInput, NotFound, ReversiError
 from reversi.gateway.compensation_check import upstream_differences
+from reversi.gateway.proxy import DoorFor
 from reversi.gateway.results import from_error, structured
 from reversi.gateway.undo_calls import ROLLBACK_RETRY, UndoCalls
 from reversi.gateway.upstream import UpstreamPool
@@ -33,7 +32,6 @@ NO_MANIFESTS = ("no manifests in force: start the gateway with -m FILE, or set m
                 "REVERSI_MANIFEST")
 
 _MAX_STEP = 999_999_999  # as the HTTP API reads a step: nine digits at most
-PrincipalFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[Principal]]
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -202,12 +200,11 @@ def _scope(args: dict[str, Any]) -> dict[str, Any]:
 
 
 class Operator:
-    """The operator tools, acting as the principal `principal_for` names."""
+    """The operator tools, acting through the door `door_for` gives each request (its principal's)."""
 
-    def __init__(self, ledger: Ledger, pool: UpstreamPool, principal_for: PrincipalFor, call_timeout: float) -> None:
-        self.ledger = ledger
+    def __init__(self, door_for: DoorFor, pool: UpstreamPool, call_timeout: float) -> None:
+        self.door_for = door_for
         self.pool = pool
-        self.principal_for = principal_for
         self.call_timeout = call_timeout
         self.undo_calls = UndoCalls(pool, call_timeout)
 
@@ -233,19 +230,18 @@ class Operator:
             return from_error(NotFound(f"no operator tool {params.name}"))
         try:
             _no_unknown(params.name, params.arguments or {})
-            principal = await self.principal_for(ctx)
-            return await handler(principal, params.arguments or {})
+            door = self.door_for(ctx)
+            return await handler(door, params.arguments or {})
         except ReversiError as exc:
             return from_error(exc)
 
-    def _run(self, principal: Principal, args: dict[str, Any]) -> Run:
-        return self.ledger.for_principal(principal).get_run(_arg(args, "run_id", str), Access.OPERATE)
+    def _run(self, door: PrincipalLedger, args: dict[str, Any]) -> Run:
+        return door.get_run(_arg(args, "run_id", str), Access.OPERATE)
 
-    async def _plan(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        run = await anyio.to_thread.run_sync(self._run, principal, args)
-        door = self.ledger.for_principal(principal)
+    async def _plan(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+        run = await anyio.to_thread.run_sync(self._run, door, args)
         plan = await anyio.to_thread.run_sync(lambda: door.plan(run.id, **_scope(args)))
-        if not self.ledger.settings.manifests and plan.unmanifested:
+        if not door.settings.manifests and plan.unmanifested:
             plan = plan.noting(NO_MANIFESTS)
         return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
 
@@ -260,11 +256,10 @@ class Operator:
         warning = types.TextContent(text="\n".join(f"warning: {line}" for line in lines))
         return answer.model_copy(update={"content": [warning, *answer.content], "meta": {"reversi/warnings": lines}})
 
-    async def _execute(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        run = await anyio.to_thread.run_sync(self._run, principal, args)
+    async def _execute(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+        run = await anyio.to_thread.run_sync(self._run, door, args)
         scope = _scope(args)
         if not _arg(args, "confirm", bool, False):
-            door = self.ledger.for_principal(principal)
             plan = await anyio.to_thread.run_sync(lambda: door.plan(run.id, **scope))
             return await self._warned(run, structured(plan.to_dict(), plan.to_text()))
         report = await run.arollback(
@@ -272,20 +267,20 @@ class Operator:
             retry=ROLLBACK_RETRY,
             verifier=self.undo_calls.read_back,
             approve_compensations=_arg(args, "approve_compensations", bool, False),
-            actor=principal.name,
+            actor=door.principal.name,
             **scope,
         )
-        masker = await anyio.to_thread.run_sync(lambda: redaction.learn(self.ledger.masker(), run.snapshot().steps))
+        masker = await anyio.to_thread.run_sync(lambda: redaction.learn(door.masker(), run.snapshot().steps))
         shown = structured(redaction.report(masker, report.to_dict()), masker.text(report.to_text()))
         return await self._warned(run, shown)
 
-    async def _plan_scope(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+    async def _plan_scope(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
         selection = _selection(args)
-        plan = await anyio.to_thread.run_sync(self.ledger.for_principal(principal).plan_scope, selection)
+        plan = await anyio.to_thread.run_sync(door.plan_scope, selection)
         return structured(plan.to_dict(), plan.to_text())
 
-    async def _rollback_scope(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        selection, door = _selection(args), self.ledger.for_principal(principal)
+    async def _rollback_scope(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+        selection = _selection(args)
         contain, reason = _arg(args, "contain", bool, False), _arg(args, "reason", str, None)
         if not _arg(args, "confirm", bool, False):
             if contain:
@@ -295,25 +290,23 @@ class Operator:
         report = await door.arollback_scope(
             selection, self.undo_calls.compensate, contain=contain, reason=reason, retry=ROLLBACK_RETRY,
             verifier=self.undo_calls.read_back, approve_compensations=_arg(args, "approve_compensations", bool, False),
-            actor=principal.name)
-        masker = self.ledger.masker()
+            actor=door.principal.name)
+        masker = door.masker()
         return structured(redaction.report(masker, report.to_dict()), masker.text(report.to_text()))
 
-    async def _resolve(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+    async def _resolve(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)
         step = _arg(args, "step", int)
         status = _arg(args, "status", str)
         note = _arg(args, "note", str)
         actor = _arg(args, "actor", str, None)
         found = {"result": args["result"]} if "result" in args else {}
-        ledger = self.ledger.for_principal(principal)
         state = await anyio.to_thread.run_sync(
-            lambda: ledger.resolve(run_id, step, status, note=note, actor=actor, **found))
+            lambda: door.resolve(run_id, step, status, note=note, actor=actor, **found))
         return structured(state.to_dict(), f"step {step} of {run_id} is now {state.status.value}")
 
-    async def _reconcile(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+    async def _reconcile(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)
-        door = self.ledger.for_principal(principal)
 
         def read(tool: str, arguments: Any) -> Any:  # in the worker thread: the upstreams live on the loop
             return anyio.from_thread.run(self.undo_calls.read_back, tool, arguments, current_call())
@@ -322,19 +315,17 @@ class Operator:
         return structured({"run_id": run_id, "steps": [p.to_dict() for p in shown]},
                           "\n".join(p.describe() for p in shown) or "no step is unresolved")
 
-    async def _follow_ups(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+    async def _follow_ups(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)
-        door = self.ledger.for_principal(principal)
         found = await anyio.to_thread.run_sync(lambda: door.follow_ups(run_id, masked=True))
         return structured({"run_id": run_id, "follow_ups": [f.to_dict() for f in found]},
                           "\n".join(f.describe() for f in found) or f"{run_id} has no follow-ups")
 
-    async def _close_follow_up(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+    async def _close_follow_up(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
         run_id, step, note = _arg(args, "run_id", str), _arg(args, "step", int), _arg(args, "note", str)
         if not 0 <= step <= _MAX_STEP:
             raise BadInput("step must be a step number: a whole number from 0 to 999999999")
         actor = _arg(args, "actor", str, None)
-        door = self.ledger.for_principal(principal)
 
         def close() -> dict[str, Any]:
             door.close_follow_up(run_id, step, note, actor=actor)
@@ -343,25 +334,24 @@ class Operator:
         closed = await anyio.to_thread.run_sync(close)
         return structured(closed, f"closed {closed['follow_up_id']} (step {step} of {run_id})")
 
-    async def _list_runs(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+    async def _list_runs(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
         limit = _arg(args, "limit", int, 50)
         if not 1 <= limit <= 1000:
             raise BadInput("limit must be from 1 to 1000")
         status = _arg(args, "status", str, None)
-        ledger = self.ledger.for_principal(principal)
-        runs = await anyio.to_thread.run_sync(lambda: ledger.list_runs(status=status, limit=limit).items)
+        runs = await anyio.to_thread.run_sync(lambda: door.list_runs(status=status, limit=limit).items)
         items = [r.to_dict() for r in runs]
         text = "\n".join(f"{r['run_id']}  steps={r['steps']} standing={r['standing']} unresolved={r['unresolved']}"
                          for r in items)
         return structured({"runs": items}, text or "no runs")
 
-    async def _halt(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+    async def _halt(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
         reason = _arg(args, "reason", str)
-        halt = await anyio.to_thread.run_sync(lambda: self.ledger.for_principal(principal).add_halt(reason))
+        halt = await anyio.to_thread.run_sync(lambda: door.add_halt(reason))
         return structured(halt.to_dict(), f"{halt.halt_id}  {halt.reason}")
 
-    async def _resume(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
-        lifted = await anyio.to_thread.run_sync(self.ledger.for_principal(principal).lift_halts)
+    async def _resume(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+        lifted = await anyio.to_thread.run_sync(door.lift_halts)
         return structured({"lifted": lifted}, f"lifted {lifted}")
 
     def server(self) -> Server[Any]:

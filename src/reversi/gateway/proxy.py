@@ -24,7 +24,7 @@ from reversi.core.models import RunRecord, StepStatus
 from reversi.distribution import version
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, take_capture
-from reversi.engine.ledger import Ledger
+from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import BadInput, CaptureFailed, Refused, ReversiError
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, journaled_answer, structured, tool_error
@@ -37,6 +37,8 @@ log = logging.getLogger("reversi.gateway")
 
 RunFor = Callable[[ServerRequestContext[Any, Any]], Awaitable[RunRecord]]
 """Which run a request's calls belong to (raises a ReversiError when it may not have one)."""
+DoorFor = Callable[[ServerRequestContext[Any, Any]], PrincipalLedger]
+"""The ledger as the principal of a request may use it (raises a ReversiError when it has none)."""
 
 _IDENTITY = ("name", "version", "title", "description", "website_url", "icons")  # of the server info
 _PROGRESS_TOKEN = ("progressToken", "progress_token")  # on the wire; as the SDK's model names it
@@ -83,12 +85,13 @@ _LISTINGS: dict[str, Callable[..., Any]] = {
 
 
 class Proxy:
-    """Journals and forwards tool calls for the runs `run_for` assigns."""
+    """Journals and forwards tool calls for the runs `run_for` assigns, through the door `door_for` gives
+    each request (its principal's)."""
 
     def __init__(
         self,
         pool: UpstreamPool,
-        ledger: Ledger,
+        door_for: DoorFor,
         run_for: RunFor,
         call_timeout: float,
         metrics: GatewayMetrics | None = None,
@@ -97,7 +100,7 @@ class Proxy:
     ) -> None:
         """`checkpoint_tool`: offer the agent `reversi.checkpoint`, journaled in its run, never forwarded."""
         self.pool = pool
-        self.ledger = ledger
+        self.door_for = door_for
         self.run_for = run_for
         self.call_timeout = call_timeout
         self.metrics = metrics or GatewayMetrics(pool)
@@ -108,13 +111,13 @@ class Proxy:
         # new listing is never taken for one of these (an id alone may be reused once a list is freed).
         self._listings: tuple[list[dict[str, Any]], ...] = ()
 
-    def _declare_undos(self) -> None:
+    def _declare_undos(self, door: PrincipalLedger) -> None:
         """Give the ledger's manifests the undos the upstreams declare, when a listing changed since."""
         listings = tuple(upstream.listed for upstream in self.pool.upstreams)
         if len(listings) != len(self._listings) or any(a is not b for a, b in zip(listings, self._listings,
                                                                                   strict=True)):
             self._listings = listings
-            self.ledger.manifests.declare(self.pool.declared_undos())
+            door.manifests.declare(self.pool.declared_undos())
 
     def _only_request(self) -> bool:
         """Whether one tool call is being answered: its journal writes then need no group commit."""
@@ -124,7 +127,7 @@ class Proxy:
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> Any:
         await self.pool.refresh_tools(self.call_timeout)  # upstreams may add or drop tools while they run
-        self._declare_undos()
+        self._declare_undos(self.door_for(ctx))
         ours = [_CHECKPOINT_LISTING] if self.checkpoint_tool else []
         return passed_through("tools/list", {"tools": self.pool.listed_tools() + ours})
 
@@ -148,12 +151,13 @@ class Proxy:
         """A tool the upstream does not list is asked too, and journaled like any call: what it
         answers is the agent's answer, and a tool it offers without listing it may have effects."""
         arguments = params.arguments or {}
-        self._declare_undos()
         try:
+            door = self.door_for(ctx)
+            self._declare_undos(door)
             run = await self.run_for(ctx)
-            before = await self._capture(run, params.name, arguments)
+            before = await self._capture(door, run, params.name, arguments)
             with tracing.remote_parent((params.meta or {}).get("traceparent")):  # the agent's trace id, journaled
-                step = await self.ledger.abegin(
+                step = await door.abegin_forwarded(
                     run, params.name, arguments, only_request=self._only_request, via=route.upstream.identity,
                     before=before,
                 )
@@ -172,17 +176,17 @@ class Proxy:
                 raw = await upstream.request(request, self.call_timeout, _progress_relay(ctx, params.meta))
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                return await self._settle_failure(run, step, upstream, exc)
+                return await self._settle_failure(door, run, step, upstream, exc)
         if asks_for_input(raw):  # no outcome yet: a 2026 agent answers and calls again, which is a new step
             message = f"upstream {upstream.name} asked for input before answering (input_required)"
-            await self._journal(run, step, StepStatus.UNCERTAIN, error=message)
+            await self._journal(door, run, step, StepStatus.UNCERTAIN, error=message)
             if not is_modern(ctx.protocol_version):
                 return tool_error(f"{message}, which the agent's MCP revision cannot be asked: its effect is "
                                   f"unknown (step {step} of {run.run_id} is uncertain)")
         elif is_error(raw):
-            await self._journal(run, step, StepStatus.FAILED, error=error_text(raw))
+            await self._journal(door, run, step, StepStatus.FAILED, error=error_text(raw))
         else:
-            await self._journal(run, step, StepStatus.SUCCEEDED, result=journaled_answer(raw))
+            await self._journal(door, run, step, StepStatus.SUCCEEDED, result=journaled_answer(raw))
         return passed_through("tools/call", raw)
 
     async def _checkpoint(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any]) -> Any:
@@ -193,56 +197,61 @@ class Proxy:
                 raise BadInput(f"{CHECKPOINT_TOOL} has no argument {unknown[0][:40]!r} (its one argument: name)")
             if "name" not in arguments:
                 raise BadInput(f"{CHECKPOINT_TOOL} needs a name")
+            door = self.door_for(ctx)
             run = await self.run_for(ctx)
-            made = await self.ledger.acheckpoint(run, arguments["name"])
+            made = await door.acheckpoint(run, arguments["name"])
         except ReversiError as exc:
             return from_error(exc)
         return structured(made.to_dict(), f"checkpoint {made.name!r} after step {made.after_step} of {run.run_id}")
 
-    async def _capture(self, run: RunRecord, tool: str, arguments: dict[str, Any]) -> Captured | None:
+    async def _capture(self, door: PrincipalLedger, run: RunRecord, tool: str, arguments: dict[str, Any]
+                       ) -> Captured | None:
         """The manifest entry's capture of this call, read on the upstreams before it is forwarded; a
         capture that fails is journaled `refused` and raised (the call is not forwarded)."""
         async def read(name: str, args: Any) -> Any:
             return await call_upstream(self.pool, name, args, self.call_timeout, keep_text=True)
 
         try:
-            return await take_capture(self.ledger.manifests.lookup(tool), run, arguments, read,
-                                      stopped=lambda: self.ledger.astopped(run, tool))
+            return await take_capture(door.manifests.lookup(tool), run, arguments, read,
+                                      stopped=lambda: door.astopped(run, tool))
         except CaptureFailed as refusal:
-            await self.ledger.arefuse(run, tool, arguments, refusal, self._only_request)
+            await door.arefuse(run, tool, arguments, refusal, self._only_request)
             raise  # arefuse raised already
 
     async def _settle_failure(
-        self, run: RunRecord, step: int, upstream: Upstream, exc: BaseException
+        self, door: PrincipalLedger, run: RunRecord, step: int, upstream: Upstream, exc: BaseException
     ) -> types.CallToolResult:
         """Journal a call that got no answer, and say what happened; JSON-RPC errors and cancellation re-raise."""
         where = f"step {step} of {run.run_id}"
         if isinstance(exc, MCPError):
-            await self._journal(run, step, StepStatus.FAILED, error=f"{exc.code}: {exc.message}")
+            await self._journal(door, run, step, StepStatus.FAILED, error=f"{exc.code}: {exc.message}")
             raise exc
         if isinstance(exc, UpstreamUnavailable):
-            await self._journal(run, step, StepStatus.FAILED, error=f"{exc}; the call was not sent")
+            await self._journal(door, run, step, StepStatus.FAILED, error=f"{exc}; the call was not sent")
             return tool_error(f"{exc}; the call was not sent ({where} failed)")
         if isinstance(exc, TimeoutError):
             message = f"upstream {upstream.name} did not answer within {self.call_timeout:g} s"
         elif isinstance(exc, UpstreamLost):
             message = str(exc)
         elif isinstance(exc, anyio.get_cancelled_exc_class()):
-            await self._journal(run, step, StepStatus.UNCERTAIN, error="the call was cancelled before it answered")
+            cancelled = "the call was cancelled before it answered"
+            await self._journal(door, run, step, StepStatus.UNCERTAIN, error=cancelled)
             raise exc
         elif isinstance(exc, Exception):
             message = f"upstream {upstream.name}: {type(exc).__name__}: {exc}"
         else:
-            await self._journal(run, step, StepStatus.UNCERTAIN, error=f"interrupted: {type(exc).__name__}")
+            await self._journal(door, run, step, StepStatus.UNCERTAIN, error=f"interrupted: {type(exc).__name__}")
             raise exc
-        await self._journal(run, step, StepStatus.UNCERTAIN, error=message)
+        await self._journal(door, run, step, StepStatus.UNCERTAIN, error=message)
         return tool_error(f"{message}: its effect is unknown ({where} is uncertain)")
 
     async def _journal(
-        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
+        self, door: PrincipalLedger, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
+        error: str | None = None,
     ) -> None:
         try:
-            await self.ledger.aoutcome(run, step, status, result=result, error=error, only_request=self._only_request)
+            await door.aforwarded_outcome(run, step, status, result=result, error=error,
+                                          only_request=self._only_request)
             self.metrics.outcome(status.value)
         except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
             log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)
