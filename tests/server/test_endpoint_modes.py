@@ -4,6 +4,8 @@ way its endpoint runs, even when the cached principal answers without a journal 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from starlette.responses import Response
 from tests.server.conftest import Site
@@ -35,8 +37,8 @@ def test_an_async_handler_declared_for_a_thread_is_refused_when_registered() -> 
 
 
 def test_a_plain_handler_declared_for_the_loop_is_refused_when_registered() -> None:
-    with pytest.raises(TypeError, match="GET /v1/x: plain_handler is declared runs=Runs.LOOP but is a plain "
-                                        "function: the event loop would wait for it"):
+    with pytest.raises(TypeError, match=re.escape("GET /v1/x: plain_handler is declared runs=Runs.LOOP but is a "
+                                                  "plain function: the event loop would wait for it")):
         Endpoint("GET", "/v1/x", plain_handler, Role.AGENT, "x", {200: "X"}, runs=Runs.LOOP)
 
 
@@ -78,7 +80,7 @@ def test_a_revoked_operator_key_is_refused_on_the_loop_not_told_its_role_is_shor
     """The role check on the cached principal happens before any write: a revoked key hears 401 there too."""
     operator = site.client("acme-operator")
     run_id = site.client("agent").post("/v1/runs", json={}).json()["run_id"]
-    assert operator.post(f"/v1/runs/{run_id}/steps", json={"tool": "t"}).status_code == 403  # an operator records nothing
+    assert operator.post(f"/v1/runs/{run_id}/steps", json={"tool": "t"}).status_code == 403  # records nothing
     revoke_key(site.ledger.store, site.keys["acme-operator"].split("_")[1])
     refused = operator.post(f"/v1/runs/{run_id}/steps", json={"tool": "t"})
     assert refused.status_code == 401 and refused.json()["error"]["message"] == "unknown or revoked API key"
