@@ -1,7 +1,8 @@
-"""No event loop of the server waits on the store: neither uvicorn's, which answers every request, nor
-the job worker's, while rollback jobs of one run and of many run on it. Every store transaction is
-looked at as it opens (`loop_watch`): the test asserts none opened on a thread running a loop. It looks
-at threads, not at timings, so a loaded machine cannot make it pass or fail."""
+"""No event loop of the server waits on the store: neither uvicorn's, which answers every request (the
+API's and the console's), nor the job worker's, while rollback jobs of one run and of many run on it.
+Every store transaction is looked at as it opens (`loop_watch`): the test asserts none opened on a
+thread running a loop. It looks at threads, not at timings, so a loaded machine cannot make it pass
+or fail."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 from tests.server.conftest import Site, compensator_cmd, wait_for
+from tests.server.test_access import sign_in
 from tests.server.test_jobs import finished, record_jobs
 
 from reversi.store import loop_watch
@@ -41,6 +43,13 @@ def test_recording_and_rollback_jobs_never_open_a_store_transaction_on_an_event_
         done = wait_for(lambda: _scope_done(operator, scope.json()["job_id"]), "the scope job to finish")
         assert done["error"] is None
         assert all(s.status.value == "compensated" for run_id in many for s in site.ledger.get_run(run_id).steps())
+
+        browser = httpx.Client(base_url=site.url)  # the console's pages, signed in
+        site.clients.append(browser)
+        assert sign_in(browser, site.keys["operator"]).status_code in (200, 303)
+        for path in ("/", f"/runs/{one}", f"/runs/{one}/job", f"/runs/{one}/rollback.json", "/approvals", "/halts",
+                     f"/scopes/jobs/{scope.json()['job_id']}"):
+            assert browser.get(path).status_code == 200, path
     assert not on_a_loop, "a store transaction opened on an event loop:\n" + "\n".join(on_a_loop[:3])
 
 
