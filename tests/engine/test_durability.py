@@ -6,6 +6,7 @@ process's reads see every outcome it handed over; a run's events keep their orde
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 import time
@@ -151,3 +152,17 @@ def test_durability_comes_from_the_argument_then_the_environment_then_the_file(
     monkeypatch.setenv("REVERSI_DURABILITY", "full")
     assert load_settings(config=str(path)).durability == "full"
     assert load_settings(config=str(path), durability="intent").durability == "intent"
+
+
+def test_an_outcome_journaled_from_an_event_loop_is_seen_by_the_next_read(db_url: str) -> None:
+    with reversi.open(db_url, durability="intent") as ledger:
+        run = ledger.start_run()
+
+        async def record() -> int:  # as the gateway does: the outcome is handed over, not awaited
+            step = await ledger.abegin(run.record, "echo", {"n": 0})
+            await ledger.aoutcome(run.record, step, StepStatus.SUCCEEDED, result={"echoed": 0})
+            return step
+
+        step = asyncio.run(record())
+        state = run.steps()[step]
+        assert (state.status, state.result) == (StepStatus.SUCCEEDED, {"echoed": 0})
