@@ -57,7 +57,7 @@ class _Version(argparse.Action):
 
 # The flags of an agent's gateway that `reversi-gateway operator` has no use for: it serves one operator
 # on stdio and journals no run. Its help leaves them out, and giving one is an error.
-_AGENT_ONLY = {"http": "--http", "mode": "--mode", "run_id": "--run-id",
+_AGENT_ONLY = {"http": "--http", "mode": "--mode", "durability": "--durability", "run_id": "--run-id",
                "session_idle_timeout": "--session-idle-timeout", "checkpoint_tool": "--checkpoint-tool",
                "actor": "--actor", "tenant": "--tenant", "environment": "--environment"}
 
@@ -85,6 +85,9 @@ def _parser(*, operator: bool = False) -> argparse.ArgumentParser:
                         help="Manifest file. Repeatable.")
     parser.add_argument("--mode", choices=["observe", "enforce"],
                         help=agent("Mode of the runs opened (default observe)."))
+    parser.add_argument("--durability", choices=["full", "intent"],
+                        help=agent("What a call waits for before its answer is passed on: its outcome's commit "
+                                   "too (full, the default), or only its intended (intent)."))
     parser.add_argument("--run-id", metavar="RUN", help=agent("stdio: continue this run, or create it under this id."))
     parser.add_argument("--db", metavar="URL", help="The store (sqlite:///PATH or postgresql://...).")
     parser.add_argument("--http", metavar="HOST:PORT", help=agent("Serve streamable HTTP at /mcp and /operator/mcp."))
@@ -115,7 +118,7 @@ def parse_options(argv: Sequence[str], *, operator: bool = False) -> GatewayOpti
             f"`reversi-gateway operator` serves one operator on stdio and journals no run: drop {', '.join(given)}"
             " (over HTTP the operator tools are at /operator/mcp of `reversi-gateway --http`)"
         )
-    settings = load_settings(config=args.config, db=args.db, manifests=tuple(args.manifest))
+    settings = load_settings(config=args.config, db=args.db, manifests=tuple(args.manifest), durability=args.durability)
     if args.upstream:
         upstreams = tuple(parse_upstream_flag(text) for text in args.upstream)
     else:
@@ -132,6 +135,7 @@ def parse_options(argv: Sequence[str], *, operator: bool = False) -> GatewayOpti
         manifests=settings.manifests,
         kill_switch_file=settings.kill_switch_file,
         mode=args.mode or settings.mode or "observe",
+        durability=settings.durability,
         run_id=args.run_id,
         actor=args.actor,
         tenant=args.tenant,
@@ -147,7 +151,7 @@ def parse_options(argv: Sequence[str], *, operator: bool = False) -> GatewayOpti
 def open_ledger(options: GatewayOptions) -> Ledger:
     import reversi
 
-    return reversi.open(options.db, manifests=options.manifests, config=options.config)
+    return reversi.open(options.db, manifests=options.manifests, config=options.config, durability=options.durability)
 
 
 async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool) -> None:

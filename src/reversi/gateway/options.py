@@ -56,6 +56,7 @@ class GatewayOptions:
     manifests: tuple[str, ...] = ()
     kill_switch_file: str | None = None
     mode: str = "observe"
+    durability: str = "full"  # `full` or `intent` (see `reversi.open`)
     run_id: str | None = None
     actor: str = ""
     tenant: str = ""
