@@ -23,7 +23,14 @@ from reversi.core.checkpoints import RollbackScope
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
 from reversi.core.report import RollbackReport
-from reversi.engine.rollback import Compensate, ReadBack, RollbackExecutor, RollbackOptions, step_after
+from reversi.engine.rollback import (
+    Compensate,
+    ReadBack,
+    RollbackExecutor,
+    RollbackOptions,
+    check_concurrency,
+    step_after,
+)
 from reversi.errors import Fenced, NotFound, ReversiError, RollbackInProgress, StoreUnavailable
 from reversi.store.base import Store
 from reversi.store.jobs import JobRow
@@ -59,6 +66,9 @@ class Job:
             "run_id": r.run_id,
             "state": r.state,
             "current_step": r.current_step,
+            "current_steps": list(r.current_steps) if r.current_steps else
+            ([r.current_step] if r.current_step is not None else []),
+            "concurrency": r.concurrency,
             "report": r.report,
             "error": r.error,
             "actor": r.actor,
@@ -70,20 +80,22 @@ class Job:
 
 
 def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensations: bool, attempts: int,
-                    principal: str | None = None, scope: RollbackScope | None = None) -> Job:
+                    principal: str | None = None, scope: RollbackScope | None = None, concurrency: int = 1) -> Job:
     """Queue a rollback of `run_id` (the caller has checked that the run exists and may be rolled back),
     done as `actor` (who the operator says acts) by `principal` (who they are authenticated as); of the
     steps `scope` covers only, when given (it is kept with the job, so a job run again covers the same).
 
     Raises:
         RollbackInProgress: a job of this run is not done yet, or another process is rolling it back.
-        BadInput: `attempts` is not 1-10.
+        BadInput: `attempts` is not 1-10, or `concurrency` not 1-64.
     """
     Retry(attempts=attempts)  # validates
+    check_concurrency(concurrency)
     if store.rollback_held(run_id):
         raise RollbackInProgress(run_id)
     row = JobRow(f"job_{uuid.uuid4().hex}", run_id, JobState.QUEUED.value, actor, approve_compensations, attempts,
-                 utc_now(), principal=principal, scope=scope.to_dict() if scope is not None else None)
+                 utc_now(), principal=principal, scope=scope.to_dict() if scope is not None else None,
+                 concurrency=concurrency)
     with store.write() as q:
         q.lock_run(run_id)
         latest = q.latest_job(run_id)
@@ -174,7 +186,8 @@ class JobRunner:
                 principal=row.principal,
                 job=row.job_id,
                 follow_up=self.follow_up,
-                progress=lambda done, total: asyncio.to_thread(self._progress, row, lease, executor, done, total),
+                concurrency=row.concurrency,
+                progress=lambda done, total: self._progress(row, lease, executor, done, total),
             ),
             lease=lease,
         )
@@ -209,14 +222,22 @@ class JobRunner:
         assert done is not None
         return Job(done)
 
-    def _progress(self, row: JobRow, lease: Lease, executor: RollbackExecutor, done: int, total: int) -> None:
-        current = step_after(done, total, _after_step(row))
+    async def _progress(self, row: JobRow, lease: Lease, executor: RollbackExecutor, done: int, total: int) -> None:
+        """Journal where the job stands: read on the loop, between the executor's steps; written off it."""
+        if row.concurrency > 1:
+            current = tuple(sorted(executor.in_flight, reverse=True))
+        else:
+            after = step_after(done, total, _after_step(row))
+            current = (after,) if after is not None else ()
         report = executor.report.to_dict() if executor.report is not None else None
         if report is not None:
             report["complete"] = False  # so far: a client polling the job must not read it as done
+        await asyncio.to_thread(self._record_progress, row, lease, current, report)
+
+    @staticmethod
+    def _record_progress(row: JobRow, lease: Lease, current: tuple[int, ...], report: dict[str, Any] | None) -> None:
         with lease.fenced() as q:
             q.record_progress(row.job_id, current, report)
-
 
 
 def _after_step(row: JobRow) -> int:

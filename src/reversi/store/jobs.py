@@ -11,7 +11,7 @@ from reversi.store.statements import Statements
 
 _COLUMNS = (
     "job_id, run_id, state, actor, approve_compensations, attempts, created_at, started_at, finished_at, "
-    "starts, current_step, report, error, principal, scope"
+    "starts, current_step, report, error, principal, scope, concurrency, current_steps"
 )
 
 
@@ -32,6 +32,8 @@ class JobRow:
     error: Any = None
     principal: str | None = None  # who queued it, as authenticated (None: queued before 0009)
     scope: Any = None  # the part of the run it rolls back (`RollbackScope.to_dict()`); None: the whole run
+    concurrency: int = 1  # how many independent steps it undoes at once
+    current_steps: tuple[int, ...] = ()  # the steps being undone now, newest first
 
 
 def _row(r: Any) -> JobRow:
@@ -41,6 +43,8 @@ def _row(r: Any) -> JobRow:
         json.loads(r[12]) if r[12] is not None else None,
         r[13],
         json.loads(r[14]) if r[14] is not None else None,
+        int(r[15]),
+        tuple(json.loads(r[16])) if r[16] is not None else (),
     )
 
 
@@ -48,15 +52,19 @@ def _text(value: Any) -> str | None:
     return None if value is None else dumps(value)
 
 
+def _steps(steps: tuple[int, ...]) -> str | None:
+    return dumps(list(steps)) if steps else None
+
+
 class JobQueries(Statements):
     """The SQL of rollback jobs (`rollback_jobs`)."""
 
     def insert_job(self, row: JobRow) -> None:
         self._exec(
-            f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (row.job_id, row.run_id, row.state, row.actor, int(row.approve_compensations), row.attempts, row.created_at,
              row.started_at, row.finished_at, row.starts, row.current_step, _text(row.report), _text(row.error),
-             row.principal, _text(row.scope)),
+             row.principal, _text(row.scope), row.concurrency, _steps(row.current_steps)),
         )
 
     def get_job(self, job_id: str) -> JobRow | None:
@@ -79,21 +87,22 @@ class JobQueries(Statements):
 
     def start_job(self, job_id: str, at: str, current_step: int | None) -> None:
         self._exec(
-            "UPDATE rollback_jobs SET state = 'running', started_at = ?, starts = starts + 1, current_step = ? "
-            "WHERE job_id = ?",
+            "UPDATE rollback_jobs SET state = 'running', started_at = ?, starts = starts + 1, current_step = ?, "
+            "current_steps = NULL WHERE job_id = ?",
             (at, current_step, job_id),
         )
 
-    def record_progress(self, job_id: str, current_step: int | None, report: Any) -> None:
+    def record_progress(self, job_id: str, current_steps: tuple[int, ...], report: Any) -> None:
+        """The steps being undone now (newest first; the first is `current_step`), and the report so far."""
         self._exec(
-            "UPDATE rollback_jobs SET current_step = ?, report = ? WHERE job_id = ?",
-            (current_step, _text(report), job_id),
+            "UPDATE rollback_jobs SET current_step = ?, current_steps = ?, report = ? WHERE job_id = ?",
+            (current_steps[0] if current_steps else None, _steps(current_steps), _text(report), job_id),
         )
 
     def finish_job(self, job_id: str, at: str, report: Any, error: Any) -> None:
         self._exec(
-            "UPDATE rollback_jobs SET state = 'done', finished_at = ?, current_step = NULL, report = ?, error = ? "
-            "WHERE job_id = ?",
+            "UPDATE rollback_jobs SET state = 'done', finished_at = ?, current_step = NULL, current_steps = NULL, "
+            "report = ?, error = ? WHERE job_id = ?",
             (at, _text(report), _text(error), job_id),
         )
 

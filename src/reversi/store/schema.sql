@@ -1,5 +1,5 @@
 -- Written for both SQLite and PostgreSQL.
--- The schema as of migration 0016: what a fresh store is made with, in one go. It is every migration
+-- The schema as of migration 0017: what a fresh store is made with, in one go. It is every migration
 -- up to that one, applied in order (tests/store/test_schema.py checks that both give the same schema);
 -- a later migration is applied after it until this file is brought up to date with it.
 -- JSON is stored as text; times are ISO 8601 text, except a lease's `until` (seconds, the store's clock).
@@ -107,7 +107,9 @@ CREATE TABLE rollback_jobs (
     report                TEXT,
     error                 TEXT,
     principal             TEXT,
-    scope                 TEXT
+    scope                 TEXT,
+    concurrency           INTEGER NOT NULL DEFAULT 1,
+    current_steps         TEXT
 );
 
 CREATE INDEX rollback_jobs_run ON rollback_jobs (run_id, created_at);
