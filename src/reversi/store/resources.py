@@ -43,9 +43,3 @@ class ResourceQueries(Statements):
                 f"SELECT resource, run_id, step, at FROM step_resources WHERE resource IN ({marks})", chunk
             ).fetchall()]
         return found
-
-    def delete_touches(self, run_ids: Sequence[str]) -> None:
-        """Forget the touches of these runs (they are pruned, or their values erased)."""
-        for start in range(0, len(run_ids), CHUNK):
-            ids = run_ids[start : start + CHUNK]
-            self._exec(f"DELETE FROM step_resources WHERE run_id IN ({', '.join('?' for _ in ids)})", ids)
