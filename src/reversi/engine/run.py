@@ -540,7 +540,7 @@ class Run:
             data["result"] = checked_arguments(result, "result")
         who = self._ledger.actor(actor)
         with self._ledger.store.write() as q:
-            events = q.step_events(self.id, step, lock_run=True) if isinstance(step, int) else []
+            events = q.step_events(self.id, step, lock_run=True)
             if not events:
                 raise NotFound(f"no step {step} in {self.id}")
             current = derive_status(events)
