@@ -2,7 +2,9 @@
 
 Every method applies the access policy (`reversi.engine.access`) itself: the role it needs, the
 principal's tenant on every listing, the run's owner for recording. A surface (the server's API and
-console, the gateway) acts only through it, so none can forget a filter.
+console, the gateway) acts only through it, so none can forget a filter (tests/test_layers.py holds
+them to it). It also decides for every surface what one would otherwise decide on its own: a rollback
+job needs a compensator to run it, and a rollback that names no attempts takes its `Surface`'s.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from starlette.responses import JSONResponse, Response
 from reversi.core.bounded_cache import BoundedCache
 from reversi.core.json_values import compact, parse_json
 from reversi.core.models import check_run_id
+from reversi.core.surfaces import Surface
 from reversi.engine.access import bearer, require_role
 from reversi.engine.keys import Principal, Role, keyless_request_allowed
 from reversi.engine.ledger import Ledger
@@ -121,7 +122,7 @@ class Call:
     @cached_property
     def ledger(self) -> PrincipalLedger:
         """The ledger as this request's principal may use it."""
-        return self.server.ledger.for_principal(self.principal)
+        return self.server.ledger.for_principal(self.principal, Surface.API)
 
     key_checked: bool = field(default=False, init=False)  # a write of this request found the key still valid
 
