@@ -95,7 +95,8 @@ def _finish(batch: list[_Slot[Any]]) -> None:
         elif slot.wake is not None:
             slot.wake.set()
     for loop, waiting in futures.items():
-        loop.call_soon_threadsafe(_settle, waiting)
+        with contextlib.suppress(RuntimeError):  # a closed loop: its writers went with it (a rollback stopped)
+            loop.call_soon_threadsafe(_settle, waiting)
 
 
 def _settle(futures: list[asyncio.Future[None]]) -> None:
