@@ -42,7 +42,7 @@ from reversi.engine.access import bearer, require_role
 from reversi.engine.keys import Principal, Role, keyless_request_allowed
 from reversi.engine.ledger import Ledger
 from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import BadInput, BodyTooLarge, Unauthorized
+from reversi.errors import BadInput, BodyTooLarge, StoreUnavailable, Unauthorized
 from reversi.server.bodies import Body, parse_body
 from reversi.server.metrics import Metrics
 
@@ -294,6 +294,8 @@ class Endpoint:
             response = self.handler(call)
             assert inspect.isawaitable(response)
             answer = await response
+        except StoreUnavailable:
+            raise  # says nothing a revoked key could use, and the store could not tell anyway
         except Exception:
             if call is None or not call.key_checked:
                 await self._check_again(server, request)  # a revoked key hears 401, not what went wrong
