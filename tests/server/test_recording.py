@@ -223,7 +223,7 @@ def test_healthz_and_metrics_need_no_key_and_count_calls_and_refusals(site: Site
 
 
 def test_many_agents_recording_at_once_each_get_every_step_journaled(site: Site) -> None:
-    """Concurrent requests share commits (a lone request writes on the loop): nothing is lost or mixed."""
+    """Concurrent requests share commits on the writer thread: nothing is lost or mixed."""
     shared = open_run(site.client("agent"))
 
     def agent(n: int) -> tuple[str, list[int]]:
