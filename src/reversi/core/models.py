@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from reversi.core.times import format_time, parse_time
@@ -286,6 +287,29 @@ def parts_done(events: Iterable[Event]) -> int:
 
 def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     """Fold a step's events (in seq order) into its current state."""
+    return derive_step_rows(record, [(ev.type, ev.at, ev.actor, ev.data) for ev in events])
+
+
+# The event types whose data `derive_step` reads (of any other event it reads the type alone); of an
+# `intended` event's data it reads `before`, `before_absent`, `before_text`, `call_id`, `declared_undo`.
+_DATA_READ = frozenset({EventType.INTENDED, EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED,
+                        EventType.APPROVAL_DENIED, EventType.RESOLVED, EventType.SUCCEEDED, EventType.FAILED,
+                        EventType.UNCERTAIN, EventType.COMPENSATING, EventType.COMPENSATION_FAILED})
+NO_DATA: Mapping[str, Any] = MappingProxyType({})  # an event's data where `data_read` says none of it is read
+
+
+def data_read(event_type: str, text: str) -> bool:
+    """Whether `derive_step` reads anything of an event's data, given the data's stored JSON text. A
+    store that folds many steps (`derive_step_rows`) may pass `NO_DATA` for the others instead of
+    decoding them. A key shows in JSON text in quotes, as it is (JSON escapes no ASCII letter or `_`),
+    so an `intended` text naming none of the keys read has none of them at any depth."""
+    if event_type == _INTENDED:  # (the keys spelled out: this runs for every event of a snapshot)
+        return '"before' in text or '"call_id"' in text or '"declared_undo"' in text
+    return event_type in _DATA_READ
+
+
+def derive_step_rows(record: StepRecord, events: Iterable[tuple[str, str, str, Mapping[str, Any]]]) -> StepState:
+    """`derive_step` over the step's events as (type, at, actor, data) tuples, in seq order."""
     status = StepStatus.INTENDED
     result: Any = None
     has_result = False
@@ -304,54 +328,57 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
     result_text: str | None = None
     before_text: str | None = None
     declared_undo: Any = None
-    events = tuple(events)
-    for ev in events:
-        data = ev.data
-        if ev.type == EventType.INTENDED:
+    follow_up_open = False  # a rollback opened a follow-up for it that nobody closed since
+    status_after, follow_ups = _STATUS_AFTER, _FOLLOW_UP_OPEN_AFTER
+    for kind, when, actor, data in events:
+        if kind == _INTENDED:
             has_before, before, before_absent = "before" in data, data.get("before"), data.get("before_absent")
-            at, call_id, before_text = ev.at, data.get("call_id"), data.get("before_text")
+            at, call_id, before_text = when, data.get("call_id"), data.get("before_text")
             declared_undo = data.get("declared_undo")
-        if ev.type == EventType.APPROVAL_REQUESTED and data.get("kind") == "compensation":
+        if kind == _APPROVAL_REQUESTED and data.get("kind") == "compensation":
             asked, denied = data.get("approval_id"), None
             continue
-        if ev.type in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED) and data.get("approval_id") == asked:
-            denied = asked if ev.type == EventType.APPROVAL_DENIED else None
+        if kind in _APPROVAL_DECIDED and data.get("approval_id") == asked:
+            denied = asked if kind == _APPROVAL_DENIED else None
             continue
-        if ev.type == EventType.RESOLVED:
+        if kind == _RESOLVED:
             status = StepStatus(data["status"])
-            settled_by = ev.actor
+            settled_by = actor
             has_result = "result" in data
             result = data.get("result")
             error = data.get("error") if status is StepStatus.FAILED else None
             result_text = None  # what a person settled: no text came with it
             continue
-        new_status = _STATUS_AFTER.get(ev.type)
+        new_status = status_after.get(kind)
         if new_status is None:
+            follow_up_open = follow_ups.get(kind, follow_up_open)
             continue
         status = new_status
-        if ev.type == EventType.SUCCEEDED:
+        if kind == _SUCCEEDED:
             has_result, result, error, result_text = True, data.get("result"), None, data.get("text")
-        elif ev.type in (EventType.FAILED, EventType.UNCERTAIN):
+        elif kind in _FAILED_OR_UNCERTAIN:
             error = data.get("error")
-        elif ev.type == EventType.COMPENSATING:
+        elif kind == _COMPENSATING:
             attempts = max(attempts, int(data.get("attempt", 1)))
             claim = Claim(data["worker"], data["claim_until"]) if "claim_until" in data else None
-        elif ev.type == EventType.COMPENSATION_FAILED:
+        elif kind == _COMPENSATION_FAILED:
             last_error, claim = data.get("error"), None
-        elif ev.type == EventType.COMPENSATED:
+        elif kind == _COMPENSATED:
             claim = None
     return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
                      before, has_before, before_absent, at, call_id, result_text, before_text, declared_undo,
-                     _follow_up_open(events))
+                     follow_up_open)
 
 
-def _follow_up_open(events: Iterable[Event]) -> bool:
-    """Whether a rollback opened a follow-up for the step that nobody closed since."""
-    found = False
-    for ev in events:
-        if ev.type in (EventType.FOLLOW_UP_OPENED, EventType.FOLLOW_UP_CLOSED):
-            found = ev.type == EventType.FOLLOW_UP_OPENED
-    return found
+# Plain strings, compared with the `type` a store reads (faster than comparing with the enum's members).
+_INTENDED, _SUCCEEDED, _RESOLVED = EventType.INTENDED.value, EventType.SUCCEEDED.value, EventType.RESOLVED.value
+_FAILED_OR_UNCERTAIN = (EventType.FAILED.value, EventType.UNCERTAIN.value)
+_APPROVAL_REQUESTED, _APPROVAL_DENIED = EventType.APPROVAL_REQUESTED.value, EventType.APPROVAL_DENIED.value
+_APPROVAL_DECIDED = (EventType.APPROVAL_GRANTED.value, _APPROVAL_DENIED)
+_COMPENSATING, _COMPENSATED, _COMPENSATION_FAILED = (
+    EventType.COMPENSATING.value, EventType.COMPENSATED.value, EventType.COMPENSATION_FAILED.value)
+# Whether a step has an open follow-up after each event that opens or closes one.
+_FOLLOW_UP_OPEN_AFTER = {EventType.FOLLOW_UP_OPENED.value: True, EventType.FOLLOW_UP_CLOSED.value: False}
 
 
 @dataclass(frozen=True)

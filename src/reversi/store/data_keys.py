@@ -9,7 +9,6 @@ looks the run's keys up in its own transaction, so no process reads on with a ke
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,7 +28,7 @@ from reversi.core.envelope import (
     unwrap,
     wrap,
 )
-from reversi.core.json_values import compact
+from reversi.core.json_values import compact, loads
 from reversi.core.models import utc_now
 from reversi.store.statements import Statements
 
@@ -185,7 +184,7 @@ class Vault:
     def load_event(self, q: DataKeyQueries, run_id: str, stored: str) -> Mapping[str, Any]:
         """An event's data from the column; its sealed fields are opened when first read (each
         `Unreadable` if they cannot be), so a plan that needs only the statuses decrypts no argument."""
-        data: dict[str, Any] = json.loads(stored)
+        data: dict[str, Any] = loads(stored)
         sealed = data.pop(SEALED, None)
         if sealed is None:
             return data
@@ -213,7 +212,7 @@ class Vault:
     def load(self, q: DataKeyQueries, run_id: str, place: str, stored: str) -> Any:
         """The value a column holds: JSON as it is, a sealed value opened (or `Unreadable`)."""
         if not is_sealed(stored):
-            return json.loads(stored)
+            return loads(stored)
         key = self._read_key(q, run_id, stored)
         return key if isinstance(key, Unreadable) else _opened(key, stored, run_id, place)
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from reversi.core.gc_pause import gc_paused
 from reversi.core.json_values import compact as dumps
+from reversi.core.json_values import loads
 from reversi.core.models import (
+    NO_DATA,
     Event,
     EventType,
     Mode,
@@ -28,7 +30,8 @@ from reversi.core.models import (
     Scope,
     StepRecord,
     StepStatus,
-    derive_step,
+    data_read,
+    derive_step_rows,
     utc_now,
 )
 from reversi.store.approvals import ApprovalQueries
@@ -51,6 +54,8 @@ _STATUS_EVENTS = ("intended", "succeeded", "failed", "uncertain", "resolved", "c
 _RUN_COLUMNS = "run_id, principal, mode, actor, tenant, environment, labels, created_at"
 _STEP_COLUMNS = "run_id, step, tool, args, depends_on, compensation_needs_approval, manifest_digest, dup_key"
 _EVENT_COLUMNS = "run_id, seq, step, type, at, actor, data"
+_FOLDED_COLUMNS = "run_id, step, type, at, actor, data"  # what folding a step's events reads of them
+FoldedEvent = tuple[str, str, str, Mapping[str, Any]]  # (type, at, actor, data), as `derive_step_rows` takes it
 # Where a search looks: columns of `runs`, and for `any` the tools its steps called too ("stripe.").
 _SEARCHED = {"any": ("run_id", "actor", "tenant", "environment", "labels"), "actor": ("actor",), "tenant": ("tenant",)}
 _TOOL_SEARCHED = "EXISTS (SELECT 1 FROM steps s WHERE s.run_id = runs.run_id AND LOWER(s.tool) LIKE ? ESCAPE '\\')"
@@ -69,7 +74,9 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
 
     def _step(self, row: Any) -> StepRecord:
         args = self.vault.load(self, row[0], "args", row[3])
-        return StepRecord(row[0], row[1], row[2], args, tuple(json.loads(row[4])), bool(row[5]), row[6], row[7])
+        depends_on = row[4]
+        return StepRecord(row[0], row[1], row[2], args, () if depends_on == "[]" else tuple(loads(depends_on)),
+                          bool(row[5]), row[6], row[7])
 
     def _event(self, row: Any) -> Event:
         return Event(row[0], row[1], row[2], row[3], row[4], row[5], self.vault.load_event(self, row[0], row[6]))
@@ -350,12 +357,22 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
 
     def _snapshot(self, run: RunRecord) -> RunSnapshot:
         run_id = run.run_id
-        by_step: dict[int, list[Event]] = defaultdict(list)
-        for ev in self.run_events(run_id):
-            if ev.step is not None:
-                by_step[ev.step].append(ev)
-        steps = tuple(derive_step(rec, by_step.get(rec.step, ())) for rec in self.step_records(run_id))
-        return RunSnapshot(run, steps)
+        records = self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY step", (run_id,)).fetchall()
+        events = self._exec("SELECT step, type, at, actor, data FROM events WHERE run_id = ? AND step IS NOT NULL "
+                            "ORDER BY step, seq", (run_id,)).fetchall()
+        load_event, states = self.vault.load_event, []
+        i, n = 0, len(events)
+        for row in records:  # both in step order: each step's events are the next rows of `events`
+            step = row[1]
+            while i < n and events[i][0] < step:  # events of a step with no row (none, as written)
+                i += 1
+            start = i
+            while i < n and events[i][0] == step:
+                i += 1
+            states.append(derive_step_rows(self._step(row), [
+                (kind, at, actor, load_event(self, run_id, text) if data_read(kind, text) else NO_DATA)
+                for _, kind, at, actor, text in events[start:i]]))
+        return RunSnapshot(run, tuple(states))
 
     def snapshots(self, runs: Sequence[RunRecord]) -> list[RunSnapshot]:
         """`snapshot` of each run, in their order, read with two statements per 500 runs (a listing's page)."""
@@ -369,11 +386,20 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
                 for row in self._exec(f"SELECT {_STEP_COLUMNS} FROM steps WHERE run_id IN ({marks}) "
                                       "ORDER BY run_id, step", ids).fetchall():
                     records[row[0]].append(self._step(row))
-                events: dict[tuple[str, int], list[Event]] = defaultdict(list)
-                for row in self._exec(f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id IN ({marks}) "
-                                      "AND step IS NOT NULL ORDER BY run_id, seq", ids).fetchall():
-                    events[(row[0], row[2])].append(self._event(row))
-                found += [RunSnapshot(run, tuple(derive_step(rec, events.get((run.run_id, rec.step), ()))
+                events = self._folded_events(self._exec(
+                    f"SELECT {_FOLDED_COLUMNS} FROM events WHERE run_id IN ({marks}) AND step IS NOT NULL "
+                    "ORDER BY run_id, seq", ids).fetchall())
+                found += [RunSnapshot(run, tuple(derive_step_rows(rec, events.get((run.run_id, rec.step), ()))
                                                  for rec in records.get(run.run_id, ()))) for run in chunk]
         return found
+
+    def _folded_events(self, rows: list[Any]) -> dict[tuple[str, int], list[FoldedEvent]]:
+        """Step events as `derive_step_rows` folds them, by (run, step), each in the rows' order; the data
+        of each is decoded only where the fold reads it (`data_read`)."""
+        by_step: dict[tuple[str, int], list[FoldedEvent]] = defaultdict(list)
+        load_event = self.vault.load_event
+        for run_id, step, kind, at, actor, text in rows:
+            by_step[(run_id, step)].append(
+                (kind, at, actor, load_event(self, run_id, text) if data_read(kind, text) else NO_DATA))
+        return by_step
 
