@@ -5,7 +5,7 @@ Usage: compensator.py STATE_DIR [--phase NAME] [--fail-first N [--fail-step N]]
 
 Every invocation is appended to STATE_DIR/calls.log. The undo is applied at most once per
 idempotency key, as a well-behaved API does: the first successful call creates
-STATE_DIR/effects/KEY (atomically) and appends a line to STATE_DIR/applied.log; a later call with
+STATE_DIR/effects/KEY (atomically, written whole) and appends a line to STATE_DIR/applied.log; a later call with
 the same key changes nothing and answers with the first result. `--fail-first N` fails the first N
 calls of each key (of step `--fail-step` only, when given): exit 1, message on stderr. `--block`
 stops at step `--block-step`, before or after applying the undo: it writes its pid to the
@@ -38,15 +38,21 @@ def _block(ready: str, gate: str) -> None:
 def _apply(state: Path, key: str, result: dict[str, object]) -> dict[str, object]:
     effects = state / "effects"
     effects.mkdir(exist_ok=True)
-    try:
-        fd = os.open(effects / key, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        answer: dict[str, object] = json.loads((effects / key).read_text())
-        return answer
-    with os.fdopen(fd, "w") as f:
+    # Written whole under a name of this process's, then linked into place: a call with the same key
+    # released at the same moment (two rollback holders let through one gate) finds no effect or a
+    # complete one, never one created and not yet written (it failed on an empty answer).
+    draft = effects / f".{key}.{os.getpid()}"
+    with draft.open("w") as f:
         f.write(json.dumps(result))
         f.flush()
         os.fsync(f.fileno())
+    try:
+        os.link(draft, effects / key)
+    except FileExistsError:
+        answer: dict[str, object] = json.loads((effects / key).read_text())
+        return answer
+    finally:
+        draft.unlink()
     _append(state / "applied.log", {"key": key, "pid": os.getpid()})
     return result
 
@@ -69,9 +75,9 @@ def main() -> int:
         state / "calls.log",
         {"key": key, "step": step, "attempt": call.get("attempt"), "phase": opts.phase, "pid": os.getpid()},
     )
-    fails = state / f"fails-{key}"
-    count = int(fails.read_text()) + 1 if fails.exists() else 1
-    fails.write_text(str(count))
+    with (state / f"fails-{key}").open("a") as counted:  # a byte per call: two at once never read one count
+        counted.write(".")
+        count = counted.tell()
     if count <= opts.fail_first and opts.fail_step in (-1, step):
         print(f"downstream said 503 (call {count})", file=sys.stderr)
         return 1
