@@ -43,3 +43,22 @@ def test_every_reversi_error_is_defined_in_reversi_errors_and_drawn_in_its_tree(
     tree = reversi.errors.__doc__ or ""
     undrawn = sorted(cls.__name__ for cls in found if f"── {cls.__name__} " not in tree)
     assert undrawn == []
+
+
+def test_every_public_exception_is_an_error_or_a_signal_defined_in_reversi_errors_and_drawn() -> None:
+    every_module()
+    found = [cls for cls in subclasses(Exception) if cls.__module__.startswith("reversi.")]
+    public = [cls for cls in found if not cls.__name__.startswith("_") and not _a_frameworks(cls)]
+    elsewhere = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in public if cls.__module__ != "reversi.errors")
+    assert elsewhere == [], "define it in reversi.errors, under ReversiError or Signal, and draw it in the tree"
+    signals = subclasses(reversi.errors.Signal)
+    assert signals
+    tree = reversi.errors.__doc__ or ""
+    assert sorted(cls.__name__ for cls in signals if f"── {cls.__name__} " not in tree) == []
+    assert not set(signals) & set(subclasses(ReversiError)), "a signal is caught by name, never shown as an error"
+
+
+def _a_frameworks(cls: type) -> bool:
+    """An integration's exception that must be one of its framework's kinds (LangChain's ToolException):
+    it lives beside the integration, which alone may import the framework."""
+    return any(base.__module__.split(".")[0] not in ("builtins", "reversi") for base in cls.__mro__[1:-1])

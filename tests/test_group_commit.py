@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from reversi.core.models import Event, EventType, Mode, NewEvent, RunRecord, Scope
+from reversi.errors import KeepWrites
 from reversi.store.base import Store
 from reversi.store.factory import open_store
-from reversi.store.group_commit import KeepWrites
 from reversi.store.queries import Queries
 from reversi.store.sqlite import SQLiteStore
 

@@ -35,6 +35,22 @@
         └── ApprovalDenied       the approval for the call was denied
 
 Each class carries a stable `code`, the HTTP status a server answers with and the CLI exit code.
+
+Signals are the other kind: exceptions that carry a finding from one layer to the one that called it,
+are caught there by name, and never reach a user as they are (each catcher turns it into a reason, a
+report line or one of the errors above). They have no code or status.
+
+    Signal
+    ├── MissingReference         a manifest's `$` reference names nothing in the call (`.ref`)
+    ├── WindowUnknown            an undo window's moment cannot be read from what the call journaled
+    ├── KeepWrites               a write function's refusal: commit what it wrote, then raise `.error`
+    ├── CommandFailed            an operator's command exited non-zero, timed out or printed nothing usable
+    ├── UpstreamUnavailable      the gateway's upstream is not connected: the request was never sent
+    ├── UpstreamLost             the upstream's connection ended with the request in flight: it may have run
+    ├── SchemaFilesError         the package's SQL files break their naming rules (a packaging mistake)
+    └── DemoFailed               a call of the demo did not answer as designed
+
+A module-private exception (named `_Like_this`) never leaves its module and is not drawn here.
 """
 
 from __future__ import annotations
@@ -332,3 +348,54 @@ class ToolAnsweredError(DownstreamError):
     `verifier=` or `capture=` callable for such an answer; any other exception is a failed read."""
 
     code = "tool_error"
+
+
+class Signal(Exception):
+    """Base of the exceptions that carry a finding between layers, caught by name (see the tree above)."""
+
+
+class MissingReference(Signal):
+    """A reference named nothing (e.g. `$result.id` when the result has no `id`).
+
+    Attributes:
+        ref: The reference as written, `${...}` parts given in their `$...` form.
+    """
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"reference {ref} names nothing")
+        self.ref = ref
+
+
+class WindowUnknown(Signal, ValueError):
+    """The window's moment could not be read from what the call journaled."""
+
+
+class KeepWrites(Signal):
+    """Raised by a write function to commit what it wrote and still raise `error` to its caller.
+
+    A refusal is such an error: the `refused` event must land, and the caller must still hear no.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class CommandFailed(Signal):
+    """The command exited non-zero, timed out, could not start, or printed something unusable."""
+
+
+class UpstreamUnavailable(Signal):
+    """The upstream is not connected: the request was never sent."""
+
+
+class UpstreamLost(Signal):
+    """The connection ended while the request was in flight: it may have taken effect."""
+
+
+class SchemaFilesError(Signal):
+    """The package's SQL files break the naming rules (a packaging mistake, not a user's)."""
+
+
+class DemoFailed(Signal):
+    """A call of the demo did not answer as designed."""

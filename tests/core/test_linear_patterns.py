@@ -22,8 +22,9 @@ from tests.server.conftest import ServerProcess
 import reversi
 from reversi.core.json_values import quoted
 from reversi.core.patterns import MAX_PROGRAM_SIZE, MAX_SCAN_CHARS, check_pattern, first_match
-from reversi.core.references import MissingReference, ReferenceContext, RunContext, resolve
+from reversi.core.references import ReferenceContext, RunContext, resolve
 from reversi.engine.manifest_files import check_manifest_files
+from reversi.errors import MissingReference
 
 BIN = Path(sys.executable).parent
 WAIT_S = 30.0

@@ -17,8 +17,9 @@ from reversi.core.manifest import merge
 from reversi.core.manifest_fit import fit_problems, key_lines
 from reversi.core.manifest_prefix import prefixed
 from reversi.core.manifest_yaml import parse_manifest
-from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
+from reversi.core.references import NOTHING, ReferenceContext, RunContext, resolve
 from reversi.core.tool_listing import parse_listing
+from reversi.errors import MissingReference
 
 RUN = RunContext("run_x", "ann", "acme", "prod")
 

@@ -26,8 +26,8 @@ from reversi.core.models import (
     derive_step,
 )
 from reversi.core.planner import plan_rollback
-from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
-from reversi.errors import BadInput
+from reversi.core.references import NOTHING, ReferenceContext, RunContext, resolve
+from reversi.errors import BadInput, MissingReference
 
 RUN = RunContext("run_x", "ann", "acme", "prod")
 

@@ -14,7 +14,8 @@ from reversi.core.manifest import ManifestSet
 from reversi.core.manifest_yaml import parse_manifest
 from reversi.core.models import Event, Mode, RunRecord, RunSnapshot, Scope, StepRecord, derive_step
 from reversi.core.planner import plan_rollback
-from reversi.core.windows import WindowUnknown, moment, time_left
+from reversi.core.windows import moment, time_left
+from reversi.errors import WindowUnknown
 
 T = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 MANIFEST = """

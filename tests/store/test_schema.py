@@ -13,8 +13,9 @@ import psycopg
 import pytest
 from tests.store.test_migrations import fresh_twin, query, versions
 
+from reversi.errors import SchemaFilesError
 from reversi.store.factory import open_store
-from reversi.store.schema import SHARED, Backend, Migration, SchemaFilesError, migrations, pick, plan, statements
+from reversi.store.schema import SHARED, Backend, Migration, migrations, pick, plan, statements
 
 EVERY_VERSION = [m.version for m in migrations("sqlite")]
 

@@ -54,9 +54,9 @@ import yaml
 from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, ToolKind, sealed_result
 from reversi.connectors._http import Service, form_encode
 from reversi.connectors._seal import seal, unseal
-from reversi.core.references import MissingReference, ReferenceContext, RunContext, reference_roots, references_to
+from reversi.core.references import ReferenceContext, RunContext, reference_roots, references_to
 from reversi.core.references import resolve as resolve_references
-from reversi.errors import BadArgument, ChangedSince, ConnectorError
+from reversi.errors import BadArgument, ChangedSince, ConnectorError, MissingReference
 
 __all__ = ["TOOLS_FILE", "load"]
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from reversi.core.json_values import quoted
 from reversi.core.patterns import first_match
-from reversi.core.references import NOTHING, MissingReference, ReferenceContext, resolve
+from reversi.core.references import NOTHING, ReferenceContext, resolve
+from reversi.errors import MissingReference
 
 __all__ = [
     "ANY", "COMPARISONS", "CONTAINS", "ERROR", "EXCLUDES", "EXISTS", "MATCHES", "NOT", "TEXT_MATCHERS",

@@ -19,7 +19,8 @@ from typing import Any
 from reversi.core.json_values import compact
 from reversi.core.manifest import FollowUp
 from reversi.core.models import Event, EventType
-from reversi.core.references import MissingReference, ReferenceContext, resolve
+from reversi.core.references import ReferenceContext, resolve
+from reversi.errors import MissingReference
 
 __all__ = ["FollowUpState", "follow_up_id", "follow_ups_of", "opened_data"]
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from reversi.core.json_values import compact
 from reversi.core.patterns import first_match
+from reversi.errors import MissingReference
 
 __all__ = [
     "ARGUMENT",
@@ -76,18 +77,6 @@ _STEP = re.compile(rf"\.(?P<key>{_KEY})|\[(?P<index>\d+)\]|\[\*\]")
 _TOKEN = re.compile(r"\$\$|\$\{[^}]*\}?")
 
 _PathStep = str | int | None  # key, index, or None for `[*]`
-
-
-class MissingReference(Exception):
-    """A reference named nothing (e.g. `$result.id` when the result has no `id`).
-
-    Attributes:
-        ref: The reference as written, `${...}` parts given in their `$...` form.
-    """
-
-    def __init__(self, ref: str) -> None:
-        super().__init__(f"reference {ref} names nothing")
-        self.ref = ref
 
 
 @dataclass(frozen=True)

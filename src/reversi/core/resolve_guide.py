@@ -13,8 +13,9 @@ from typing import Any
 
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState
-from reversi.core.references import MissingReference, resolve, result_references
+from reversi.core.references import resolve, result_references
 from reversi.core.walk import entry_of, reference_context
+from reversi.errors import MissingReference
 
 Path = tuple[str | int | None, ...]
 

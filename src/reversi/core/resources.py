@@ -25,7 +25,8 @@ from typing import Any
 
 from reversi.core.expect import unmet_condition
 from reversi.core.manifest import Effect, ToolEntry
-from reversi.core.references import MissingReference, ReferenceContext, resolve
+from reversi.core.references import ReferenceContext, resolve
+from reversi.errors import MissingReference
 
 __all__ = ["MAX_RESOURCE", "SHOWN", "Dependent", "Lineage", "RunLineage", "StandingTouches", "Touch", "resource_key",
            "resources_of"]

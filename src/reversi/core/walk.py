@@ -31,11 +31,12 @@ from reversi.core.json_values import compact
 from reversi.core.manifest import Compensation, Effect, ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState, StepStatus
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, Window, compensation_key
-from reversi.core.references import NOTHING, MissingReference, ReferenceContext, RunContext, resolve
+from reversi.core.references import NOTHING, ReferenceContext, RunContext, resolve
 from reversi.core.resources import RunLineage
 from reversi.core.server_undo import DeclaredUndo
 from reversi.core.times import format_time
-from reversi.core.windows import WindowUnknown, time_left
+from reversi.core.windows import time_left
+from reversi.errors import MissingReference, WindowUnknown
 
 
 def reference_context(snapshot: RunSnapshot, step: StepState) -> ReferenceContext:

@@ -16,12 +16,9 @@ from typing import Any
 
 from reversi.core.references import ReferenceContext, resolve
 from reversi.core.times import format_time, parse_time
+from reversi.errors import WindowUnknown
 
 __all__ = ["Closing", "UndoWindow", "WindowUnknown", "moment", "time_left"]
-
-
-class WindowUnknown(ValueError):
-    """The window's moment could not be read from what the call journaled."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from mcp.shared.exceptions import MCPError
 import reversi
 from reversi.demo.fakes.slack import CHANNEL
 from reversi.demo.shop import SHOP, Fakes, Shop, diff
+from reversi.errors import DemoFailed
 
 Echo = Callable[[str], None]
 Say = Callable[[Any], str]
@@ -26,10 +27,6 @@ CHARGE = {"amount": 4900, "currency": "usd", "customer": "cus_acme_42", "descrip
 LATE_CHARGE = {"amount": 1900, "currency": "usd", "customer": "cus_acme_42", "description": "INV-2042 extra seat"}
 EMAIL = {"to": "ap@acme.example", "subject": "Receipt for INV-2041", "body": "Thank you: we charged $49.00."}
 HALT_REASON = "checking acme's charges for duplicates"
-
-
-class DemoFailed(Exception):
-    """A call of the demo did not answer as designed."""
 
 
 def _key(key: dict[str, Any]) -> str:

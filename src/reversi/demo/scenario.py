@@ -25,14 +25,14 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from reversi.demo.agent import DemoFailed, Tour
+from reversi.demo.agent import Tour
 from reversi.demo.fakes.base import serving
 from reversi.demo.fakes.mail import TOKEN as MAIL_TOKEN
 from reversi.demo.fakes.slack import TOKEN as SLACK_TOKEN
 from reversi.demo.fakes.stripe import KEY as STRIPE_KEY
 from reversi.demo.shop import SHOP, Fakes, Shop
 from reversi.engine.config import load_settings
-from reversi.errors import ConfigError
+from reversi.errors import ConfigError, DemoFailed
 from reversi.store.factory import DEFAULT_URL
 
 Echo = Callable[[str], None]

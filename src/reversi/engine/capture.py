@@ -21,8 +21,8 @@ from reversi.core.expect import unmet_condition
 from reversi.core.json_values import checked_arguments, to_json, valid_text
 from reversi.core.manifest import ToolEntry
 from reversi.core.models import RunRecord
-from reversi.core.references import MissingReference, ReferenceContext, RunContext, reference_roots, resolve
-from reversi.errors import CaptureFailed, ToolAnsweredError
+from reversi.core.references import ReferenceContext, RunContext, reference_roots, resolve
+from reversi.errors import CaptureFailed, MissingReference, ToolAnsweredError
 
 Read = Callable[[str, Any], Any]
 

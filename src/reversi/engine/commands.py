@@ -25,16 +25,12 @@ from typing import Any
 
 from reversi.core.calls import current_call
 from reversi.core.json_values import parse_json
-from reversi.errors import BadInput
+from reversi.errors import BadInput, CommandFailed
 
 __all__ = ["DEFAULT_TIMEOUT_S", "MAX_ERROR_CHARS", "MAX_OUTPUT_BYTES", "CommandFailed", "command_compensator",
            "command_reader", "command_verify", "run_command", "split_command"]
 
 DEFAULT_TIMEOUT_S = 30.0
-
-
-class CommandFailed(Exception):
-    """The command exited non-zero, timed out, could not start, or printed something unusable."""
 
 
 def split_command(cmd: str, what: str) -> list[str]:

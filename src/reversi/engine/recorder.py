@@ -41,7 +41,7 @@ from reversi.core.models import (
     is_call_id,
     utc_now,
 )
-from reversi.core.references import MissingReference, resolve
+from reversi.core.references import resolve
 from reversi.core.resources import resource_key, resources_of
 from reversi.core.walk import reference_context
 from reversi.engine import tracing
@@ -56,13 +56,14 @@ from reversi.errors import (
     Duplicate,
     Forbidden,
     Halted,
+    KeepWrites,
+    MissingReference,
     NoManifestEntry,
     NotFound,
     Refused,
 )
 from reversi.store.approvals import ApprovalRow
 from reversi.store.base import Store
-from reversi.store.group_commit import KeepWrites
 from reversi.store.queries import Queries
 
 T = TypeVar("T")

@@ -44,7 +44,7 @@ from reversi.core.models import (
     parts_done,
 )
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason
-from reversi.core.references import MissingReference, resolve
+from reversi.core.references import resolve
 from reversi.core.report import AwaitingApproval, Deferred, Failure, RollbackReport, Unrecoverable
 from reversi.core.resources import RunLineage
 from reversi.core.times import parse_time
@@ -52,7 +52,7 @@ from reversi.core.walk import RollbackWalk, reference_context
 from reversi.engine import tracing
 from reversi.engine.approvals import compensation_approval
 from reversi.engine.lineage import lineage_secret, run_lineage
-from reversi.errors import BadInput, ConfigError, NotFound, ToolAnsweredError
+from reversi.errors import BadInput, ConfigError, MissingReference, NotFound, ToolAnsweredError
 from reversi.store.base import Store
 from reversi.store.leases import Lease
 from reversi.store.queries import Queries

@@ -35,7 +35,7 @@ from reversi.core.models import (
 from reversi.core.plan import Plan
 from reversi.core.planner import plan_rollback
 from reversi.core.probes import Probed, judged
-from reversi.core.references import MissingReference, resolve
+from reversi.core.references import resolve
 from reversi.core.report import RollbackReport
 from reversi.core.resolve_guide import missing_fields
 from reversi.core.resources import RunLineage
@@ -57,7 +57,7 @@ from reversi.engine.rollback import (
     read_once,
 )
 from reversi.engine.step_handle import StepHandle, reporting
-from reversi.errors import BadInput, CaptureFailed, Conflict, NotFound
+from reversi.errors import BadInput, CaptureFailed, Conflict, MissingReference, NotFound
 from reversi.store.leases import Lease
 
 if TYPE_CHECKING:

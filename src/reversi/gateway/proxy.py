@@ -25,11 +25,11 @@ from reversi.distribution import version
 from reversi.engine import tracing
 from reversi.engine.capture import Captured, take_capture
 from reversi.engine.principal_ledger import PrincipalLedger
-from reversi.errors import BadInput, CaptureFailed, Refused, ReversiError
+from reversi.errors import BadInput, CaptureFailed, Refused, ReversiError, UpstreamLost, UpstreamUnavailable
 from reversi.gateway.metrics import GatewayMetrics
 from reversi.gateway.results import error_text, from_error, is_error, journaled_answer, structured, tool_error
 from reversi.gateway.revisions import AsSent, asks_for_input, for_upstream
-from reversi.gateway.upstream import Route, Upstream, UpstreamLost, UpstreamPool, UpstreamUnavailable
+from reversi.gateway.upstream import Route, Upstream, UpstreamPool
 from reversi.gateway.upstream_calls import call_upstream
 from reversi.mcp_results import ENVELOPE, exact_results, is_modern, passed_through
 

@@ -34,7 +34,7 @@ from pydantic import TypeAdapter, ValidationError
 from reversi.core.calls import CONNECTORS_SERVER
 from reversi.core.manifest import ToolEntry
 from reversi.core.server_undo import declared_undos
-from reversi.errors import ConfigError
+from reversi.errors import ConfigError, UpstreamLost, UpstreamUnavailable
 from reversi.gateway.options import UpstreamSpec
 from reversi.gateway.relay import Relay
 from reversi.gateway.stderr_relay import StderrRelay
@@ -66,14 +66,6 @@ class _NotJsonRpcLine(logging.Filter):
 
 
 logging.getLogger("mcp.client.stdio").addFilter(_NotJsonRpcLine())
-
-
-class UpstreamUnavailable(Exception):
-    """The upstream is not connected: the request was never sent."""
-
-
-class UpstreamLost(Exception):
-    """The connection ended while the request was in flight: it may have taken effect."""
 
 
 class _WatchedStream:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Generic, TypeVar
 
+from reversi.errors import KeepWrites
 from reversi.store.queries import Queries
 
 T = TypeVar("T")
@@ -40,17 +41,6 @@ _HELPER_IDLE_S = 5.0
 DEFER_BOUND_S = 0.01  # how long a deferred write waits for another write to share its commit
 _DEFER_ATTEMPTS = 4
 log = logging.getLogger("reversi.store")
-
-
-class KeepWrites(Exception):
-    """Raised by a write function to commit what it wrote and still raise `error` to its caller.
-
-    A refusal is such an error: the `refused` event must land, and the caller must still hear no.
-    """
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(error)
-        self.error = error
 
 
 class _Slot(Generic[T]):

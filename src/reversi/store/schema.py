@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Literal, get_args
 
 from reversi.core.models import utc_now
+from reversi.errors import SchemaFilesError
 from reversi.store.statements import Cursor
 
 Backend = Literal["sqlite", "postgresql"]
@@ -42,10 +43,6 @@ class Migration:
     version: int
     name: str  # its file's name
     script: str
-
-
-class SchemaFilesError(Exception):
-    """The package's SQL files break the naming rules (a packaging mistake, not a user's)."""
 
 
 def pick(names: Iterable[str], backend: Backend) -> list[tuple[int, str]]:
