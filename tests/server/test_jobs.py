@@ -132,3 +132,49 @@ def test_a_job_outlives_its_server_and_no_compensation_runs_twice(
     assert sorted(a["key"] for a in applied) == sorted({a["key"] for a in applied}) and len(applied) == 3
     calls = [c["step"] for c in log_lines(tmp_path / "calls.log")]
     assert sorted(calls) == [0, 1, 1, 2]  # step 1 was retried with its key; step 2 was never undone twice
+
+
+def test_a_job_with_concurrency_undoes_other_steps_while_one_is_stuck(
+    make_site: Callable[..., Site], tmp_path: Path
+) -> None:
+    ready, gate = Fifo(tmp_path / "ready"), tmp_path / "gate"
+    os.mkfifo(gate)
+    blocking = compensator_cmd(tmp_path, "--block", "before", "--block-step", "1", "--ready", str(ready.path),
+                               "--gate", str(gate))
+    site = make_site(compensator_cmd=blocking, poll_s=0.2)
+    site.add_key("agent", "agent")
+    site.add_key("operator", "operator")
+    run_id = record_jobs(site.client("agent"), 3)  # independent steps
+    operator = site.client("operator")
+
+    started = operator.post(f"/v1/runs/{run_id}/rollback", json={"confirm": True, "concurrency": 3})
+
+    assert started.status_code == 202 and started.json()["concurrency"] == 3
+    ready.pid()  # step 1's undo is stuck; one at a time, step 0 would wait behind it
+
+    def beside_the_stuck_one() -> dict[str, Any] | None:
+        job: dict[str, Any] = operator.get(f"/v1/runs/{run_id}/rollback").json()
+        return job if sorted((job["report"] or {}).get("compensated", [])) == [0, 2] else None
+
+    stuck = wait_for(beside_the_stuck_one, "steps 2 and 0 to be undone beside the stuck one")
+    assert (stuck["state"], stuck["current_steps"], stuck["current_step"]) == ("running", [1], 1)
+    gate.write_text("go\n")
+    job = wait_for(lambda: finished(operator, run_id), "the job to finish")
+    assert job["report"]["compensated"] == [2, 1, 0] and job["report"]["complete"] is True
+    assert job["current_steps"] == [] and job["current_step"] is None
+
+
+@pytest.mark.parametrize("bad", [0, 65, "8", True, 2.5, None])
+def test_a_concurrency_out_of_range_is_refused_and_queues_nothing(
+    make_site: Callable[..., Site], tmp_path: Path, bad: Any
+) -> None:
+    site = make_site(compensator_cmd=compensator_cmd(tmp_path))
+    site.add_key("agent", "agent")
+    site.add_key("operator", "operator")
+    run_id = record_jobs(site.client("agent"), 1)
+    operator = site.client("operator")
+
+    refused = operator.post(f"/v1/runs/{run_id}/rollback", json={"confirm": True, "concurrency": bad})
+
+    assert refused.status_code == 400 and "concurrency" in refused.json()["error"]["message"]
+    assert operator.get(f"/v1/runs/{run_id}/rollback").status_code == 404

@@ -768,6 +768,8 @@ export interface components {
             /** @enum {string} */
             state: "queued" | "running" | "done";
             current_step: number | null;
+            current_steps: number[];
+            concurrency: number;
             report: components["schemas"]["Report"] | null;
             error: {
                 code: string;
@@ -957,6 +959,11 @@ export interface components {
              * @default 1
              */
             retries?: number;
+            /**
+             * Concurrency
+             * @default 1
+             */
+            concurrency?: number;
             /**
              * Actor
              * @default null

@@ -471,10 +471,11 @@ class PrincipalLedger:
 
     def submit_rollback(self, run_id: str, *, has_compensator: bool, actor: str | None = None,
                         approve_compensations: bool = False, attempts: int | None = None, to: str | None = None,
-                        after_step: int | None = None) -> jobs.Job:
+                        after_step: int | None = None, concurrency: int = 1) -> jobs.Job:
         """Queue a rollback job of the run (see `jobs.submit_rollback`): of the steps after checkpoint
         `to` or step `after_step` when given. `has_compensator`: whether what runs the queued jobs has a
-        compensator to run them with; `attempts`: per compensation (None: the surface's default).
+        compensator to run them with; `attempts`: per compensation (None: the surface's default);
+        `concurrency`: how many independent steps it undoes at once.
 
         Raises:
             Forbidden: not an operator of the run's tenant.
@@ -488,7 +489,7 @@ class PrincipalLedger:
         return jobs.submit_rollback(self._base.store, run_id, actor=actor or self.principal.name,
                                     approve_compensations=approve_compensations,
                                     attempts=self.surface.attempts if attempts is None else attempts,
-                                    principal=self.principal.name, scope=scope)
+                                    principal=self.principal.name, scope=scope, concurrency=concurrency)
 
     def latest_job(self, run_id: str) -> jobs.Job:
         """The run's newest rollback job.

@@ -122,7 +122,7 @@ def start_rollback(call: Call) -> Response:
         return reply(call.ledger.plan(run.id, to=body.to, after_step=body.after_step).to_dict())
     job = call.ledger.submit_rollback(run.id, has_compensator=bool(call.server.compensator_cmd), actor=body.actor,
                                       approve_compensations=body.approve_compensations, attempts=body.retries,
-                                      to=body.to, after_step=body.after_step)
+                                      to=body.to, after_step=body.after_step, concurrency=body.concurrency)
     call.server.wake_worker()
     return reply(job.to_dict(), 202)
 

@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from reversi.core.json_values import has_lone_surrogate, parse_json
 from reversi.core.surfaces import Surface
+from reversi.engine.rollback import MAX_CONCURRENCY
 from reversi.errors import BadInput
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -77,6 +78,7 @@ class Rollback(Body):
     confirm: bool = False
     approve_compensations: bool = False
     retries: Annotated[int, Field(ge=1, le=10)] = Surface.API.attempts
+    concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 1  # independent steps undone at once
     actor: str | None = None
     to: str | None = None  # a checkpoint's name: only the steps after it (the engine checks the name)
     after_step: int | None = None  # or a step number: only the steps after it

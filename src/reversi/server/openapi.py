@@ -117,7 +117,8 @@ SCHEMAS: dict[str, Any] = {
     "Reconciled": _object({"run_id": _STR, "settled": _BOOL, "steps": {"type": "array", "items": _object(
         {"step": _INT, "tool": _STR, "outcome": _STR, "why": _STR})}}),
     "Job": _object({"job_id": _STR, "run_id": _STR, "state": _enum(JobState),
-                    "current_step": _nullable(_INT), "report": _nullable(_ref("Report")),
+                    "current_step": _nullable(_INT), "current_steps": {"type": "array", "items": _INT},
+                    "concurrency": _INT, "report": _nullable(_ref("Report")),
                     "error": _nullable(_ERROR_DETAIL), "actor": _STR, "principal": _nullable(_STR),
                     "created_at": _STR, "started_at": _nullable(_STR), "finished_at": _nullable(_STR)},
                    {"scope": _ref("Scope")}),
