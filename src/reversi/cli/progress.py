@@ -17,9 +17,11 @@ class RollbackProgress:
     """A bar with `done/total` and the step being undone. Use as a context manager; pass it as the
     rollback's `progress` callback."""
 
-    def __init__(self, run_id: str, total: int, after_step: int = -1) -> None:
-        """`total`: the steps the rollback covers, those after `after_step` (its scope's; -1: every one)."""
+    def __init__(self, run_id: str, total: int, after_step: int = -1, one_at_a_time: bool = True) -> None:
+        """`total`: the steps the rollback covers, those after `after_step` (its scope's; -1: every one).
+        `one_at_a_time`: the rollback undoes one step at a time, so the bar can say which."""
         self._after = after_step
+        self._one_at_a_time = one_at_a_time
         from rich.console import Console
         from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -29,7 +31,7 @@ class RollbackProgress:
             TextColumn("{task.fields[now]}"),
             console=Console(stderr=True), transient=True,
         )
-        self._task = self._bar.add_task("", total=total, now=_now(step_after(0, total, after_step)))
+        self._task = self._bar.add_task("", total=total, now=self._now(0, total))
 
     def __enter__(self) -> RollbackProgress:
         self._bar.start()
@@ -40,12 +42,8 @@ class RollbackProgress:
 
     def __call__(self, done: int, total: int) -> None:
         """The executor's callback: `done` of `total` steps are through."""
-        self.show(done, total, step_after(done, total, self._after))
+        self._bar.update(self._task, completed=done, total=total, now=self._now(done, total))
 
-    def show(self, done: int, total: int, step: int | None) -> None:
-        """`done` of `total` steps are through and `step` is being undone (None: nothing left)."""
-        self._bar.update(self._task, completed=done, total=total, now=_now(step))
-
-
-def _now(step: int | None) -> str:
-    return f"step {step}" if step is not None else ""
+    def _now(self, done: int, total: int) -> str:
+        step = step_after(done, total, self._after) if self._one_at_a_time else None
+        return f"step {step}" if step is not None else ""

@@ -182,6 +182,9 @@ def _no_checkpoint(to: str | None, after_step: int | None, deadline_first: bool)
 @click.option("--by", metavar="WHO",
               help="Without RUN: who is rolling back (default: REVERSI_ACTOR, else the principal).")
 @deadline_option
+@click.option("--concurrency", type=int, default=1, show_default=True, metavar="N",
+              help="Undo up to N independent steps at once, 1-64 (never one while a step that depends on it "
+                   "stands); the commands then run side by side.")
 @click.option("--reconcile", is_flag=True, help="With RUN: first settle unresolved steps from their probes (the "
                                                  "reader is --reader-cmd).")
 @json_option
@@ -191,13 +194,16 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
              cmd_timeout: float, approve_compensations: bool, actor: str | None, to: str | None,
              after_step: int | None, key: str | None, tenant: str | None, labels: tuple[str, ...], tool: str | None,
              since: str | None, until: str | None, contain: bool, reason: str | None, by: str | None,
-             deadline_first: bool, reconcile: bool, as_json: bool) -> int:
+             deadline_first: bool, concurrency: int, reconcile: bool, as_json: bool) -> int:
     """Undo the standing steps of one RUN, or of a scope of runs (--actor, --key, --tenant, --label, --tool,
     --since, --until), newest first. Exit 2 when the rollback is incomplete."""
     from reversi.core.backoff import Retry
     from reversi.engine.commands import command_compensator, command_reader, command_verify
+    from reversi.engine.rollback import MAX_CONCURRENCY
     from reversi.errors import BadInput
 
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise BadInput(f"--concurrency must be from 1 to {MAX_CONCURRENCY}, not {concurrency}")
     selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
     _check_mode(selection, run_id, to, after_step, contain, reason, by, deadline_first or reconcile)
     scope = _scope(to, after_step)
@@ -221,7 +227,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
         with state(ctx).ledger(manifests) as ledger, _needs_compensator():
             many = ledger.rollback_scope(selection, compensate, contain=contain, reason=reason, retry=retry,
                                          verify=verify, verifier=verifier, actor=by,
-                                         approve_compensations=approve_compensations)
+                                         approve_compensations=approve_compensations, concurrency=concurrency)
             masker = ledger.masker()
             shown = redaction.report(masker, many.to_dict())
             text = masker.text(many.to_text())
@@ -238,10 +244,10 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
             run.reconcile_by_probes(verifier)
         covered = run.scope(**scope)
         try:
-            with _progress(run, covered) as progress, _needs_compensator():
+            with _progress(run, covered, concurrency) as progress, _needs_compensator():
                 report = run.rollback(compensate, retry=retry, verify=verify, verifier=verifier,
                                       approve_compensations=approve_compensations, actor=actor, progress=progress,
-                                      deadline_first=deadline_first, **scope)
+                                      deadline_first=deadline_first, concurrency=concurrency, **scope)
         except KeyboardInterrupt:
             raise _interrupted(run) from None
         masker = redaction.learn(ledger.masker(), run.snapshot().steps)
@@ -280,14 +286,15 @@ def _needs_compensator() -> Iterator[None]:
         raise ConfigError(f"{exc.message}: pass --compensator-cmd, or set compensator_cmd in reversi.yaml") from None
 
 
-def _progress(run: Run, scope: RollbackScope | None) -> AbstractContextManager[RollbackProgress | None]:
+def _progress(run: Run, scope: RollbackScope | None,
+              concurrency: int) -> AbstractContextManager[RollbackProgress | None]:
     """A progress bar when stderr is a terminal, else nothing."""
     if not sys.stderr.isatty():
         return contextlib.nullcontext()
     from reversi.cli.progress import RollbackProgress
 
     after = scope.after_step if scope is not None else -1
-    return RollbackProgress(run.id, len(run.steps()) - 1 - after, after)
+    return RollbackProgress(run.id, len(run.steps()) - 1 - after, after, one_at_a_time=concurrency == 1)
 
 
 def _interrupted(run: Run) -> Interrupted:
