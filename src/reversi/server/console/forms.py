@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from reversi.core.json_values import parse_json
 from reversi.core.scopes import Selection
+from reversi.engine.rollback import MAX_CONCURRENCY, check_concurrency
 from reversi.errors import BadInput
 from reversi.server.endpoint import MAX_BODY_BYTES, is_whole_number
 
@@ -80,6 +81,15 @@ def step_number(text: str) -> int:
     if not text.isascii() or not text.isdigit() or len(text) > 9:
         raise BadInput(f"step must be a step number, not {text[:40]!r}")
     return int(text)
+
+
+def concurrency(text: object) -> int:
+    """How many steps a rollback undoes at once, as a form or an address gives it (1 when left out)."""
+    if text is None or text == "":
+        return 1
+    if not isinstance(text, str) or not text.isascii() or not text.isdigit() or len(text) > 2:
+        raise BadInput(f"concurrency must be a whole number from 1 to {MAX_CONCURRENCY}, not {str(text)[:40]!r}")
+    return check_concurrency(int(text))
 
 
 def resolve_arguments(form: FormData) -> dict[str, Any]:

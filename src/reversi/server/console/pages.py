@@ -230,8 +230,9 @@ class Console:
         run_id = request.path_params["run_id"]
         await run_in_threadpool(ledger.run_record, run_id, Access.OPERATE)
         to = request.query_params.get("to") or None  # a rollback after this checkpoint
+        at_once = forms.concurrency(request.query_params.get("concurrency"))
         view = await run_in_threadpool(run_view.run_page, ledger, run_id, self.manifests, to)
-        return self.render(request, session, "rollback.html", view=view)
+        return self.render(request, session, "rollback.html", view=view, concurrency=at_once)
 
     async def job(self, request: Request, session: Session, principal: Principal) -> Response:
         """The rollback panel's job, as the fragment its script polls."""
@@ -246,10 +247,11 @@ class Console:
         try:
             ledger = self.ledger_for(principal)
             to = form.get("to")
+            at_once = forms.concurrency(form.get("concurrency"))
             await run_in_threadpool(lambda: ledger.submit_rollback(
                 run_id, has_compensator=bool(self.state.compensator_cmd),
                 approve_compensations=form.get("approve_compensations") == "on",
-                to=to if isinstance(to, str) and to else None))
+                to=to if isinstance(to, str) and to else None, concurrency=at_once))
         except ReversiError as exc:
             return self.after(request, f"/runs/{run_id}", "rollback", rollback_error=exc.message)
         self.state.wake_worker()
