@@ -61,10 +61,11 @@ tools:
 
 class StoppedHolder:
     """A rollback of `run_id` on a store of its own, which stops right after it journals its
-    `stop_at`-th `compensating` (counting from 1) until `resume` is set."""
+    `stop_at`-th `compensating` (counting from 1), or with `in_call`, inside its `stop_at`-th call of
+    the compensation, until `resume` is set."""
 
-    def __init__(self, store: Store, manifests: Any, run_id: str, stop_at: int) -> None:
-        self.store, self.run_id, self.stop_at = store, run_id, stop_at
+    def __init__(self, store: Store, manifests: Any, run_id: str, stop_at: int, *, in_call: bool = False) -> None:
+        self.store, self.run_id, self.stop_at, self.in_call = store, run_id, stop_at, in_call
         self.calls: list[dict[str, Any]] = []
         self.stopped, self.resume = threading.Event(), threading.Event()
         self.outcome: object = None
@@ -75,7 +76,14 @@ class StoppedHolder:
 
     def _compensate(self, call: dict[str, Any]) -> dict[str, bool]:
         self.calls.append(call)
+        if self.in_call and len(self.calls) == self.stop_at:
+            self._stop()
         return {"ok": True}
+
+    def _stop(self) -> None:
+        self.lease._stop.set()  # its renewer stops with it, as in a process stopped by SIGSTOP
+        self.stopped.set()
+        self.resume.wait(WAIT_S)  # the whole loop blocks: nothing of the holder runs meanwhile
 
     def _compensating_journaled(self) -> int:
         with self.store.read() as q:
@@ -88,10 +96,8 @@ class StoppedHolder:
 
         async def write_then_stop(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             result = await write(fn, *args, **kwargs)
-            if not self.stopped.is_set() and self._compensating_journaled() == self.stop_at:
-                self.lease._stop.set()  # its renewer stops with it, as in a process stopped by SIGSTOP
-                self.stopped.set()
-                self.resume.wait(WAIT_S)  # the whole loop blocks: nothing of the holder runs meanwhile
+            if not (self.in_call or self.stopped.is_set()) and self._compensating_journaled() == self.stop_at:
+                self._stop()
             return result
 
         monkeypatch.setattr(self.store, "arun_write", write_then_stop)
@@ -166,4 +172,29 @@ def test_a_holder_taken_over_after_journaling_compensating_calls_nothing_when_it
     events = run.events()
     taken = next(e.seq for e in events if e.actor == "taker")
     assert [e.type for e in events if e.seq > taken and e.actor == "stale"] == []  # nothing late landed
+    assert Counter(e.step for e in events if e.type == "compensated") == Counter({0: 1, 1: 1})
+
+
+def test_a_holder_taken_over_while_its_compensation_runs_journals_nothing_after_it(
+    ledger: reversi.Ledger, own_store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Too late for `ensure`: the call is out. What fences it now is the check in every journal write,
+    so its `compensated` is refused and the taker's account stands alone."""
+    run = ledger.start_run()
+    for n in range(2):
+        run.begin("stripe.create_charge", {"n": n}).succeeded({"id": f"obj_{n}"})
+    stale = StoppedHolder(own_store, ledger.manifests, run.id, 1, in_call=True)
+    with stale.stopping(monkeypatch):
+        assert stale.stopped.wait(WAIT_S), "the stale holder never called the compensation"
+        wait_for(lambda: lease_ran_out(ledger.store, run.id), "the stopped holder's lease to run out")
+        report = run.rollback(compensate=lambda call: {"ok": True}, actor="taker")
+        woke = stale.wake()
+
+    assert isinstance(woke, Fenced), woke
+    assert [c["step"] for c in stale.calls] == [1]
+    assert report.compensated == [1, 0] and report.complete
+    events = run.events()
+    taken = next(e.seq for e in events if e.actor == "taker")
+    assert [e.type for e in events if e.actor == "stale"] == ["compensating"]
+    assert all(e.seq < taken for e in events if e.actor == "stale")
     assert Counter(e.step for e in events if e.type == "compensated") == Counter({0: 1, 1: 1})
