@@ -78,7 +78,7 @@ async def test_an_operator_plans_rolls_back_resolves_and_halts(tmp_path: Path, s
             misspelt = await operator.call_tool("reversi.execute_rollback", {"run_id": "run_ops", "confrim": True})
             assert misspelt.is_error and misspelt.content[0].text == (  # type: ignore[union-attr]
                 "reversi.execute_rollback has no argument 'confrim' (its arguments: after_step, approve_compensations, "
-                "confirm, run_id, to)")
+                "concurrency, confirm, run_id, to)")
 
             halt = _ok(await operator.call_tool("reversi.halt", {"reason": "incident 7"}))
             assert halt["halt_id"].startswith("halt_")
@@ -108,3 +108,26 @@ async def test_a_plan_with_no_manifests_in_force_says_how_to_give_one(tmp_path: 
     assert plan["actions"][0]["kind"] == "unmanifested"
     assert plan["notes"] == ["no manifests in force: start the gateway with -m FILE, or set manifests: in "
                              "reversi.yaml or REVERSI_MANIFEST"]
+
+
+async def test_an_operator_undoes_the_steps_of_a_run_several_at_once(tmp_path: Path, shop: Shop,
+                                                                    shop_manifest: str) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    common = ["--upstream", shop.flag(), "--db", db, "-m", shop_manifest]
+    async with gateway(*common, "--run-id", "run_many") as agent:
+        for n in range(6):
+            await agent.call_tool("create_order", {"order_id": f"o{n}", "amount": n + 1})
+        async with gateway("operator", *common) as operator:
+            for bad in (0, 65, "4", True, 1.5):
+                refused = await operator.call_tool("reversi.execute_rollback",
+                                                   {"run_id": "run_many", "confirm": True, "concurrency": bad})
+                assert refused.is_error, bad
+            assert shop.calls("cancel_order") == []
+
+            report = _ok(await operator.call_tool("reversi.execute_rollback",
+                                                  {"run_id": "run_many", "confirm": True, "concurrency": 4}))
+
+    assert report["compensated"] == [5, 4, 3, 2, 1, 0] and report["complete"] is True
+    assert sorted(c["meta"]["reversi/idempotency_key"] for c in shop.calls("cancel_order")) == sorted(
+        _key("run_many", n, "cancel_order") for n in range(6))
+    assert {o["status"] for o in shop.orders().values()} == {"canceled"}

@@ -19,6 +19,7 @@ from reversi.core.calls import current_call
 from reversi.core.scopes import Selection
 from reversi.engine.access import Access
 from reversi.engine.principal_ledger import PrincipalLedger
+from reversi.engine.rollback import MAX_CONCURRENCY
 from reversi.engine.run import Run
 from reversi.errors import BadInput, NotFound, ReversiError
 from reversi.gateway.compensation_check import upstream_differences
@@ -44,6 +45,9 @@ _SCOPE = {
     "after_step": {"type": ["integer", "null"], "minimum": -1,
                    "description": "Only the steps after this step number (not with `to`)"},
 }
+_CONCURRENCY = {"concurrency": {"type": "integer", "minimum": 1, "maximum": MAX_CONCURRENCY, "default": 1,
+                                "description": "Undo up to this many independent steps at once (never one while "
+                                               "a step that depends on it stands)"}}
 _SELECTION = {
     "actor": {"type": ["string", "null"], "description": "Runs of this actor"},
     "key": {"type": ["string", "null"], "description": "Runs of this key (the principal that opened them)"},
@@ -69,6 +73,7 @@ TOOLS = [
                 "run_id": _RUN_ID,
                 "confirm": {"type": "boolean", "default": False},
                 "approve_compensations": {"type": "boolean", "default": False},
+                **_CONCURRENCY,
                 **_SCOPE,
             },
             ["run_id"],
@@ -93,6 +98,7 @@ TOOLS = [
                 "contain": {"type": "boolean", "default": False},
                 "reason": {"type": ["string", "null"], "description": "With contain: the halt's reason"},
                 "approve_compensations": {"type": "boolean", "default": False},
+                **_CONCURRENCY,
             },
             [],
         ),
@@ -268,6 +274,7 @@ class Operator:
             verifier=self.undo_calls.read_back,
             approve_compensations=_arg(args, "approve_compensations", bool, False),
             actor=door.principal.name,
+            concurrency=_arg(args, "concurrency", int, 1),
             **scope,
         )
         masker = await anyio.to_thread.run_sync(lambda: redaction.learn(door.masker(), run.snapshot().steps))
@@ -290,7 +297,7 @@ class Operator:
         report = await door.arollback_scope(
             selection, self.undo_calls.compensate, contain=contain, reason=reason, retry=ROLLBACK_RETRY,
             verifier=self.undo_calls.read_back, approve_compensations=_arg(args, "approve_compensations", bool, False),
-            actor=door.principal.name)
+            actor=door.principal.name, concurrency=_arg(args, "concurrency", int, 1))
         masker = door.masker()
         return structured(redaction.report(masker, report.to_dict()), masker.text(report.to_text()))
 
