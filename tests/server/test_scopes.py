@@ -95,6 +95,9 @@ def test_contain_is_an_admins_and_stops_the_key_first(make_site: Callable[..., S
     ({"key": "k", "contain": True}, "give it with confirm: true"),
     ({"key": "k", "confirm": True, "reason": "x"}, "give it with contain: true"),
     ({"key": "k", "retries": 99, "confirm": True}, "field `retries`"),
+    ({"key": "k", "concurrency": 0, "confirm": True, "contain": True}, "field `concurrency`"),
+    ({"key": "k", "concurrency": 65, "confirm": True}, "field `concurrency`"),
+    ({"key": "k", "concurrency": "8", "confirm": True}, "field `concurrency`"),
     ({"key": "x" * 500}, "key must be text of 1-200 characters"),
 ])
 def test_hostile_scope_bodies_are_400_and_change_nothing(site: Site, body: Any, message: str) -> None:
@@ -132,3 +135,20 @@ def test_a_scope_job_whose_server_is_killed_is_finished_by_another(
         assert {s.status.value for r in runs for s in ledger.get_run(r).steps()} == {"compensated"}
     applied = log_lines(tmp_path / "applied.log")
     assert len(applied) == 3 and len({a["key"] for a in applied}) == 3
+
+
+def test_a_scope_job_undoes_each_runs_steps_several_at_once(make_site: Callable[..., Site], tmp_path: Path) -> None:
+    site = make_site(compensator_cmd=compensator_cmd(tmp_path), poll_s=0.2)
+    site.add_key("leaky", "agent", "acme")
+    site.add_key("operator", "operator", "acme")
+    leaked = runs_of(site.client("leaky"), 2, 3)
+    operator = site.client("operator")
+
+    started = operator.post("/v1/scopes/rollback", json={"key": "leaky", "confirm": True, "concurrency": 3})
+
+    assert started.status_code == 202 and started.json()["concurrency"] == 3
+    job = wait_for(lambda: scope_job(operator, started.json()["job_id"]), "the job to finish")
+    assert job["report"]["complete"] and job["concurrency"] == 3
+    for run_id in leaked:
+        assert [s.status.value for s in site.ledger.get_run(run_id).steps()] == ["compensated"] * 3
+    assert len(log_lines(tmp_path / "applied.log")) == 6

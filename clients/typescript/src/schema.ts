@@ -679,6 +679,7 @@ export interface components {
             contained: string[];
             actor: string;
             principal: string;
+            concurrency: number;
             created_at: string;
             started_at: string | null;
             finished_at: string | null;
@@ -1081,6 +1082,11 @@ export interface components {
              * @default 1
              */
             retries?: number;
+            /**
+             * Concurrency
+             * @default 1
+             */
+            concurrency?: number;
             /**
              * By
              * @default null

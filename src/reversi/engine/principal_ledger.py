@@ -63,7 +63,7 @@ from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, Role
 from reversi.engine.lineage import lineage_secret, run_lineages
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
-from reversi.engine.rollback import Compensate, ReadBack
+from reversi.engine.rollback import Compensate, ReadBack, check_concurrency
 from reversi.engine.run import RollbackArguments, Run
 from reversi.engine.scope_jobs import ScopeJob
 from reversi.errors import BadInput, Forbidden, NoCompensator, NotFound, Refused
@@ -523,25 +523,27 @@ class PrincipalLedger:
 
     def submit_scope_rollback(self, selection: Selection, *, has_compensator: bool, actor: str | None = None,
                               approve_compensations: bool = False, attempts: int | None = None,
-                              contain: bool = False, reason: str | None = None) -> ScopeJob:
+                              contain: bool = False, reason: str | None = None, concurrency: int = 1) -> ScopeJob:
         """Queue a rollback of `selection` in this principal's reach (see `scope_jobs`); with `contain`
-        (an admin's), halt the scope and revoke `key`'s keys first, before it is queued. `has_compensator`
-        and `attempts` as for `submit_rollback`.
+        (an admin's), halt the scope and revoke `key`'s keys first, before it is queued. `has_compensator`,
+        `attempts` and `concurrency` as for `submit_rollback`.
 
         Raises:
             Forbidden: not an operator; `contain` without an admin key; a confined key names another tenant.
-            BadInput: as `incidents.contain`, or `attempts` not 1-10.
+            BadInput: as `incidents.contain`, `attempts` not 1-10, or `concurrency` not 1-64.
             NoCompensator: no compensator (before anything is contained).
         """
         within = self._within(selection)
         attempts = self.surface.attempts if attempts is None else attempts
         Retry(attempts=attempts)  # before anything is contained
+        check_concurrency(concurrency)
         if not has_compensator:
             raise NoCompensator()
         contained = self._contain(selection, within, reason) if contain else []
         return scope_jobs.submit_scope_rollback(
             self._base, selection, actor=actor or self.principal.name, principal=self.principal.name, within=within,
-            approve_compensations=approve_compensations, attempts=attempts, contained=contained)
+            approve_compensations=approve_compensations, attempts=attempts, contained=contained,
+            concurrency=concurrency)
 
     async def arollback_scope(self, selection: Selection, compensate: Compensate, *, contain: bool = False,
                               reason: str | None = None, **options: Unpack[RollbackArguments]) -> ScopeReport:

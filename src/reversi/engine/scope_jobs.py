@@ -20,7 +20,7 @@ from reversi.core.backoff import Retry
 from reversi.core.models import utc_now
 from reversi.core.scopes import ScopeReport, Selection
 from reversi.engine import incidents
-from reversi.engine.rollback import Compensate, ReadBack
+from reversi.engine.rollback import Compensate, ReadBack, check_concurrency
 from reversi.errors import Fenced, NotFound, ReversiError, StoreUnavailable
 from reversi.store.leases import DEFAULT_LEASE_S, Lease
 from reversi.store.queries import Queries
@@ -52,15 +52,19 @@ class ScopeJob:
         r = self.row
         return {"job_id": r.job_id, "scope": r.selection, "state": r.state, "report": r.report, "error": r.error,
                 "contained": list(r.contained), "actor": r.actor, "principal": r.principal,
-                "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at}
+                "concurrency": r.concurrency, "created_at": r.created_at, "started_at": r.started_at,
+                "finished_at": r.finished_at}
 
 
 def submit_scope_rollback(ledger: Ledger, selection: Selection, *, actor: str, principal: str, within: str | None,
-                          approve_compensations: bool, attempts: int, contained: list[str]) -> ScopeJob:
-    """Queue a rollback of `selection` (of tenant `within` only, when given)."""
+                          approve_compensations: bool, attempts: int, contained: list[str],
+                          concurrency: int = 1) -> ScopeJob:
+    """Queue a rollback of `selection` (of tenant `within` only, when given), undoing up to `concurrency`
+    independent steps of each run at once."""
     Retry(attempts=attempts)  # validates
+    check_concurrency(concurrency)
     row = ScopeJobRow(f"scopejob_{uuid.uuid4().hex}", selection.to_dict(), within, "queued", actor, principal,
-                      approve_compensations, attempts, contained, utc_now())
+                      approve_compensations, attempts, contained, utc_now(), concurrency=concurrency)
     with ledger.store.write() as q:
         q.insert_scope_job(row)
     return ScopeJob(row)
@@ -120,7 +124,8 @@ class ScopeJobRunner:
             report = await incidents.rollback_scope(
                 acting, Selection.from_dict(row.selection), self.compensate,
                 {"retry": Retry(attempts=row.attempts), "verifier": self.verifier, "actor": row.actor,
-                 "approve_compensations": row.approve_compensations, "job": row.job_id},
+                 "approve_compensations": row.approve_compensations, "job": row.job_id,
+                 "concurrency": row.concurrency},
                 within=row.within, contained=row.contained, check=lease.ensure)
         except (StoreUnavailable, Fenced):
             raise

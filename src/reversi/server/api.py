@@ -148,7 +148,7 @@ def start_scope_rollback(call: Call) -> Response:
     job = call.ledger.submit_scope_rollback(selection, has_compensator=bool(call.server.compensator_cmd),
                                             actor=body.actor_name, contain=body.contain,
                                             reason=body.reason, approve_compensations=body.approve_compensations,
-                                            attempts=body.retries)
+                                            attempts=body.retries, concurrency=body.concurrency)
     call.server.wake_worker()
     return reply(job.to_dict(), 202)
 

@@ -102,6 +102,7 @@ class ScopeRollback(ScopeOfRuns):
     reason: str | None = None
     approve_compensations: bool = False
     retries: Annotated[int, Field(ge=1, le=10)] = Surface.API.attempts
+    concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 1  # independent steps of each run at once
     actor_name: str | None = Field(default=None, alias="by")
 
 

@@ -94,7 +94,8 @@ SCHEMAS: dict[str, Any] = {
     "ScopeJob": _object({"job_id": _STR, "scope": _ref("Selection"), "state": _enum(JobState),
                          "report": _nullable(_ref("ScopeReport")), "error": _nullable(_ERROR_DETAIL),
                          "contained": {"type": "array", "items": _STR}, "actor": _STR, "principal": _STR,
-                         "created_at": _STR, "started_at": _nullable(_STR), "finished_at": _nullable(_STR)}),
+                         "concurrency": _INT, "created_at": _STR, "started_at": _nullable(_STR),
+                         "finished_at": _nullable(_STR)}),
     "Checkpoint": _object({"name": _STR, "after_step": _INT, "at": _STR}),
     "CheckpointList": _list_of("Checkpoint"),
     "Report": _object({

@@ -1,5 +1,5 @@
 -- Written for both SQLite and PostgreSQL.
--- The schema as of migration 0017: what a fresh store is made with, in one go. It is every migration
+-- The schema as of migration 0018: what a fresh store is made with, in one go. It is every migration
 -- up to that one, applied in order (tests/store/test_schema.py checks that both give the same schema);
 -- a later migration is applied after it until this file is brought up to date with it.
 -- JSON is stored as text; times are ISO 8601 text, except a lease's `until` (seconds, the store's clock).
@@ -188,7 +188,8 @@ CREATE TABLE scope_jobs (
     started_at            TEXT,
     finished_at           TEXT,
     report                TEXT,
-    error                 TEXT
+    error                 TEXT,
+    concurrency           INTEGER NOT NULL DEFAULT 1
 );
 
 CREATE INDEX scope_jobs_state ON scope_jobs (state, created_at);

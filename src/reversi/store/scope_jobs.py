@@ -11,7 +11,7 @@ from reversi.core.json_values import compact as dumps
 from reversi.store.statements import Statements
 
 _COLUMNS = ("job_id, selection, within_tenant, state, actor, principal, approve_compensations, attempts, contained, "
-            "created_at, started_at, finished_at, report, error")
+            "created_at, started_at, finished_at, report, error, concurrency")
 
 
 @dataclass(frozen=True)
@@ -30,22 +30,23 @@ class ScopeJobRow:
     finished_at: str | None = None
     report: Any = None
     error: Any = None
+    concurrency: int = 1  # how many independent steps of each run it undoes at once
 
 
 def _row(r: Any) -> ScopeJobRow:
     return ScopeJobRow(r[0], json.loads(r[1]), r[2], r[3], r[4], r[5], bool(r[6]), int(r[7]), json.loads(r[8]), r[9],
                        r[10], r[11], json.loads(r[12]) if r[12] is not None else None,
-                       json.loads(r[13]) if r[13] is not None else None)
+                       json.loads(r[13]) if r[13] is not None else None, int(r[14]))
 
 
 class ScopeJobQueries(Statements):
     """The SQL of rollback jobs of many runs (`scope_jobs`)."""
 
     def insert_scope_job(self, row: ScopeJobRow) -> None:
-        self._exec(f"INSERT INTO scope_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self._exec(f"INSERT INTO scope_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    (row.job_id, dumps(row.selection), row.within, row.state, row.actor, row.principal,
                     int(row.approve_compensations), row.attempts, dumps(row.contained), row.created_at, None, None,
-                    None, None))
+                    None, None, row.concurrency))
 
     def get_scope_job(self, job_id: str) -> ScopeJobRow | None:
         row = self._exec(f"SELECT {_COLUMNS} FROM scope_jobs WHERE job_id = ?", (job_id,)).fetchone()
