@@ -409,7 +409,7 @@ class RollbackExecutor:
                 data = self._attempt_data(call, part, attempt, approval_id, trace)
                 await self._journal(call, [self._event(EventType.COMPENSATING, call.step, data)])
             if self.lease is not None:
-                await asyncio.to_thread(self.lease.ensure)  # stopped past the lease just now: call nothing
+                await self.lease.aensure()  # stopped past the lease just now: call nothing
             payload = {**call.part_json(part), "attempt": attempt}
             try:
                 result = to_json(await _call(compensate, payload))
@@ -598,9 +598,12 @@ class RollbackExecutor:
         """Run `fn` in a write transaction that holds the run's row lock, off the event loop."""
 
         def locked(q: Queries) -> T:
-            q.lock_run(run_id)
-            if self.lease is not None:
-                self.lease.check(q)
+            if self.lease is not None and self.lease.run_id == run_id:
+                self.lease.check(q, lock_run=True)  # the run's lock and the check in one statement
+            else:
+                q.lock_run(run_id)
+                if self.lease is not None:
+                    self.lease.check(q)
             return fn(q)
 
         return await self.store.arun_write(locked, order=run_id)
