@@ -4,7 +4,8 @@ Recording (`run.call` per step) and rolling back (`run.rollback(compensate=...)`
 The baseline is the floor of the rollback's journaling: per step, the `compensating` event in one
 committed transaction and the `compensated` event in a second, on a copy of the recorded ledger
 (same schema, rows and pragmas), half of it just before the rollback and half just after, so both
-see the same disk. It runs 4,000 steps; the two are compared per step.
+see the same disk. It runs 4,000 steps; the two are compared per step (target: the rollback at
+least 0.75x the floor's rate on SQLite, 0.6x on PostgreSQL).
 
     python bench/rollback.py [--quick] [--pg-steps N]
 """
@@ -47,6 +48,8 @@ from reversi.core.plan import compensation_key
 STEPS = 10_000
 BASELINE_STEPS = 4_000  # floor steps, half before and half after the rollback
 RATE_TARGET = 1_000  # steps/s, SQLite
+# The rollback's rate as a share of its journaling floor's, at least (SQLite, PostgreSQL).
+FLOOR_SHARE_SQLITE, FLOOR_SHARE_POSTGRES = 0.75, 0.6
 TOOL = "inventory.reserve"
 UNDO = "inventory.release"
 MANIFEST = """\
@@ -154,7 +157,8 @@ class PostgresFloor(Floor):
 
 
 def measure(
-    name: str, db_url: str, manifest: str, steps: int, floor: Callable[[str], Floor], rate_target: int | None
+    name: str, db_url: str, manifest: str, steps: int, floor: Callable[[str], Floor], rate_target: int | None,
+    floor_share: float,
 ) -> list[Result]:
     """Record, then time the rollback between two halves of the floor's run on a copy of the ledger."""
     with reversi.open(db_url, manifests=[manifest]) as ledger:
@@ -181,6 +185,15 @@ def measure(
             f">= {rate_target:,} steps/s" if rate_target else "",
             rollback_rate >= rate_target if rate_target else None,
         ),
+        Result(
+            name,
+            f"rollback {steps // 1000}k steps, time per step",
+            f"{per_step * 1e6:,.0f} µs",
+            f"{base_per_step * 1e6:,.0f} µs floor",
+            per_step / base_per_step,
+            f"ratio <= {1 / floor_share:.2f} (>= {floor_share:g}x the floor's rate)",
+            per_step / base_per_step <= 1 / floor_share,
+        ),
     ]
 
 
@@ -195,6 +208,7 @@ def bench_sqlite(quick: bool = False) -> list[Result]:
             steps,
             lambda run_id: SQLiteFloor(d / "reversi.db", d / "baseline.db", run_id, steps),
             RATE_TARGET,
+            FLOOR_SHARE_SQLITE,
         )
 
 
@@ -213,7 +227,7 @@ def bench_postgres(quick: bool = False, steps: int = STEPS) -> list[Result]:
         def floor(run_id: str) -> Floor:
             return PostgresFloor(url, (ledger, base), run_id, steps)
 
-        return measure("rollback/postgres", ledger_url, manifest, steps, floor, None)
+        return measure("rollback/postgres", ledger_url, manifest, steps, floor, None, FLOOR_SHARE_POSTGRES)
 
 
 def bench(quick: bool = False, pg_steps: int = STEPS) -> list[Result]:
