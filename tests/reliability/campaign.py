@@ -13,6 +13,7 @@ import shlex
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -97,7 +98,7 @@ class Cell:
         """The compensator (`compensate`), reader (`read`) or verify (`verify`) command, which asks the witness."""
         return shlex.join([sys.executable, "-S", str(HERE / "witness_client.py"), kind, self.socket])
 
-    def report(self, source: str, report: dict[str, Any]) -> None:
+    def report(self, source: str, report: Mapping[str, Any]) -> None:
         """Keep a rollback report that was handed out, for the checker."""
         append_line(self.directory / REPORTS, {"source": source, "report": report})
 

@@ -3,6 +3,7 @@ what the campaign asks of the end result beyond the checker's invariants."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ def settlement(directory: Path, op: object) -> tuple[str, Any]:
     return "failed", None
 
 
-def settled(report: dict[str, Any], tools: dict[int, str]) -> bool:
+def settled(report: Mapping[str, Any], tools: dict[int, str]) -> bool:
     """Whether a rollback report leaves nothing for the operator to do: what is left standing is
     irreversible by its manifest, and nothing else is."""
     left = [report.get(k) for k in ("failed", "unresolved", "unmanifested", "deferred", "awaiting_approval",

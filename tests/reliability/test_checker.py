@@ -37,7 +37,7 @@ class World:
         report = run.rollback(compensate=self.undo, verifier=self.witness.read,
                               retry=reversi.Retry(attempts=3, base_ms=0, max_ms=0)).to_dict()
         append_line(self.directory / REPORTS, {"source": "test", "report": report})
-        return report
+        return dict(report)
 
     def kinds(self) -> set[str]:
         return {v.kind for v in check(self.url, self.directory)}

@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import json
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +258,7 @@ class RunMachine(RuleBasedStateMachine):
         assert check(self.url, self.directory) == []
 
 
-def _shape(report: dict[str, Any]) -> Report:
+def _shape(report: Mapping[str, Any]) -> Report:
     """The engine's report in the model's terms."""
     return Report(
         compensated=report["compensated"], skipped=report["skipped"], unresolved=report["unresolved"],

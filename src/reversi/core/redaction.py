@@ -7,9 +7,9 @@ tools) shows records through these functions; the journal itself keeps the value
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from reversi.core.follow_ups import FollowUpState
 from reversi.core.models import Event, EventType, RunSnapshot, StepState
@@ -115,11 +115,15 @@ def approval_args(masker: Masker, tool: str, args: Any) -> Any:
     return masker.call(tool, args)[0]
 
 
-def report(masker: Masker, shown: dict[str, Any]) -> dict[str, Any]:
-    """A rollback report's JSON (errors, arguments, read-backs), masked."""
-    masked = masker.value(shown)
+Shown = TypeVar("Shown", bound=Mapping[str, Any])
+
+
+def report(masker: Masker, shown: Shown) -> Shown:
+    """A rollback report's JSON (errors, arguments, read-backs), or a job's with its report, masked: the
+    same shape, its values masked."""
+    masked = masker.value(dict(shown))
     assert isinstance(masked, dict)
-    return masked
+    return cast(Shown, masked)
 
 
 def text(masker: Masker, lines: Sequence[str]) -> list[str]:

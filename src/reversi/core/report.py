@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.resources import Dependent
@@ -47,6 +47,26 @@ class AwaitingApproval:
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "approval_id": self.approval_id, "status": self.status}
+
+
+class ReportJSON(TypedDict):
+    """A rollback report as JSON (`RollbackReport.to_dict`): the HTTP API's, the CLI's `--json`."""
+
+    run_id: str
+    compensated: list[int]
+    skipped: list[int]
+    unresolved: list[int]
+    unmanifested: list[int]
+    unverified: list[int]
+    failed: list[dict[str, Any]]
+    unrecoverable: list[dict[str, Any]]
+    deferred: list[dict[str, Any]]
+    awaiting_approval: list[dict[str, Any]]
+    already_undone: list[int]
+    complete: bool
+    scope: NotRequired[dict[str, Any]]
+    follow_ups: NotRequired[list[dict[str, Any]]]
+    settled: NotRequired[bool]
 
 
 @dataclass
@@ -111,22 +131,27 @@ class RollbackReport:
             items.sort(key=lambda item: -item.step)
         self.lines.sort(key=_step_of_line)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "compensated": list(self.compensated),
-            "skipped": list(self.skipped),
-            "unresolved": list(self.unresolved),
-            "unmanifested": list(self.unmanifested),
-            "unverified": list(self.unverified),
-            "failed": [f.to_dict() for f in self.failed],
-            "unrecoverable": [u.to_dict() for u in self.unrecoverable],
-            "deferred": [d.to_dict() for d in self.deferred],
-            "awaiting_approval": [a.to_dict() for a in self.awaiting_approval],
-            "already_undone": list(self.already_undone),
-            "complete": self.complete,
-        } | ({"scope": self.scope.to_dict()} if self.scope is not None else {}) | (
-            {"follow_ups": list(self.follow_ups), "settled": self.settled} if self.follow_ups else {})
+    def to_dict(self) -> ReportJSON:
+        out = ReportJSON(
+            run_id=self.run_id,
+            compensated=list(self.compensated),
+            skipped=list(self.skipped),
+            unresolved=list(self.unresolved),
+            unmanifested=list(self.unmanifested),
+            unverified=list(self.unverified),
+            failed=[f.to_dict() for f in self.failed],
+            unrecoverable=[u.to_dict() for u in self.unrecoverable],
+            deferred=[d.to_dict() for d in self.deferred],
+            awaiting_approval=[a.to_dict() for a in self.awaiting_approval],
+            already_undone=list(self.already_undone),
+            complete=self.complete,
+        )
+        if self.scope is not None:
+            out["scope"] = self.scope.to_dict()
+        if self.follow_ups:
+            out["follow_ups"] = list(self.follow_ups)
+            out["settled"] = self.settled
+        return out
 
     def to_text(self, read_back_hint: str = "") -> str:
         """One line per step, then the verdict. `read_back_hint` says how to run the declared read-backs

@@ -16,13 +16,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from reversi.core.backoff import Retry
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
-from reversi.core.report import RollbackReport
+from reversi.core.report import ReportJSON, RollbackReport
 from reversi.engine.rollback import (
     Compensate,
     ReadBack,
@@ -59,24 +59,38 @@ class Job:
     def state(self) -> JobState:
         return JobState(self.row.state)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JobJSON:
         r = self.row
-        return {
-            "job_id": r.job_id,
-            "run_id": r.run_id,
-            "state": r.state,
-            "current_step": r.current_step,
-            "current_steps": list(r.current_steps) if r.current_steps else
+        out = JobJSON(
+            job_id=r.job_id, run_id=r.run_id, state=r.state, current_step=r.current_step,
+            current_steps=list(r.current_steps) if r.current_steps else
             ([r.current_step] if r.current_step is not None else []),
-            "concurrency": r.concurrency,
-            "report": r.report,
-            "error": r.error,
-            "actor": r.actor,
-            "principal": r.principal,
-            "created_at": r.created_at,
-            "started_at": r.started_at,
-            "finished_at": r.finished_at,
-        } | ({"scope": r.scope} if r.scope is not None else {})
+            concurrency=r.concurrency, report=r.report, error=r.error, actor=r.actor, principal=r.principal,
+            created_at=r.created_at, started_at=r.started_at, finished_at=r.finished_at,
+        )
+        if r.scope is not None:
+            out["scope"] = r.scope
+        return out
+
+
+class JobJSON(TypedDict):
+    """A rollback job as JSON (`GET /v1/runs/{id}/rollback`): `report` is the report so far while it runs,
+    `current_steps` the steps being undone now (newest first; `current_step` the first of them)."""
+
+    job_id: str
+    run_id: str
+    state: str
+    current_step: int | None
+    current_steps: list[int]
+    concurrency: int
+    report: ReportJSON | None
+    error: dict[str, str] | None
+    actor: str
+    principal: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    scope: NotRequired[dict[str, Any]]
 
 
 def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensations: bool, attempts: int,
@@ -235,7 +249,7 @@ class JobRunner:
         await asyncio.to_thread(self._record_progress, row, lease, current, report)
 
     @staticmethod
-    def _record_progress(row: JobRow, lease: Lease, current: tuple[int, ...], report: dict[str, Any] | None) -> None:
+    def _record_progress(row: JobRow, lease: Lease, current: tuple[int, ...], report: ReportJSON | None) -> None:
         with lease.fenced() as q:
             q.record_progress(row.job_id, current, report)
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from reversi.core import redaction
 from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, Event, EventType, StepState
 from reversi.core.plan import Action, ActionKind, Plan
+from reversi.core.report import ReportJSON
 from reversi.core.sensitive import Masker
-from reversi.engine.jobs import Job, JobState
+from reversi.engine.jobs import Job, JobJSON, JobState
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def summarize(plan: Plan, approvals: list[Approval]) -> PlanSummary:
 class JobView:
     """A rollback job as the panel shows it: how far it is, the step it is on, the report so far."""
 
-    job: dict[str, Any]
+    job: JobJSON
     state: str
     total: int
     done: int
@@ -68,7 +68,7 @@ class JobView:
     attempt: int = 0  # the current step's attempt, in this job
     last_error: str | None = None  # the current step's last failed attempt, in this job
     retry_at: str | None = None  # when its next attempt goes, if one will
-    report: dict[str, Any] | None = None
+    report: ReportJSON | None = None
 
     @property
     def finished(self) -> bool:
@@ -85,8 +85,8 @@ def job_view(job: Job, steps: tuple[StepState, ...], events: list[Event], masker
     data = redaction.report(masker, job.to_dict())
     after = int((data.get("scope") or {}).get("after_step", -1))  # a job after a checkpoint keeps steps 0..after
     current_step = data["current_step"]
-    report = data["report"] or {}
-    tried = {*report.get("compensated", ()), *(f["step"] for f in report.get("failed", ()))}
+    report = data["report"]
+    tried = {*report["compensated"], *(f["step"] for f in report["failed"])} if report is not None else set()
     if job.state is JobState.DONE:
         ahead: set[int] = set()
     else:
