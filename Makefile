@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONFORMANCE ?= ../shared/conformance
 
-.PHONY: demo test lint bench soak clean
+.PHONY: demo test lint bench soak client clean
 
 # The npm reference MCP servers and the TypeScript SDK client the gateway's interop tests drive,
 # pinned by package-lock.json (installed again whenever the lock file is newer). Without node the
@@ -71,6 +71,14 @@ else
 	REVERSI_FUZZ_EXAMPLES=$(FUZZ) REVERSI_FUZZ_TALLY=$(CURDIR)/$(TALLY) $(BIN)/python -m pytest tests/hostile tests/faults -q -n 2
 	$(BIN)/python -m tests.hostile.fuzz $(TALLY)
 endif
+
+# The TypeScript client's OpenAPI document and types, made again from the server's endpoints after an API
+# change (tests/server/test_typescript_client.py fails until they are current).
+client: $(STAMP)
+	$(BIN)/python -c "import json; from reversi.server.api import ENDPOINTS; \
+	from reversi.server.openapi import openapi_document as doc; \
+	open('clients/typescript/openapi.json', 'w').write(json.dumps(doc(ENDPOINTS), indent=2))"
+	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run schema
 
 clean:
 	rm -rf $(VENV) .reversi build *.egg-info src/*.egg-info

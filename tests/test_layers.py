@@ -207,3 +207,32 @@ def test_the_store_interface_imports_no_back_end() -> None:
 
     assert {m for m in imported if m in BACK_ENDS or m.split(".")[0] in BACK_ENDS} == set()
     assert imported_modules("def f():\n    from reversi.store import sqlite\n") & BACK_ENDS
+
+
+# What core may not import: the layers above it, and the modules that reach disks, networks, processes or
+# event loops. Core decides; the store and the engine do the I/O.
+NOT_IN_CORE = ("reversi.store", "reversi.engine", "reversi.server", "reversi.gateway", "reversi.cli",
+               "reversi.integrations", "reversi.connectors", "sqlite3", "psycopg", "httpx", "socket", "subprocess",
+               "asyncio", "anyio", "pathlib", "shutil", "tempfile", "urllib.request", "mcp", "starlette")
+
+
+def impure_imports(source: str) -> list[str]:
+    """The imports of a core module that reach outside core's bounds, and any call of `open`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        found += [n for n in names if any(n == bad or n.startswith(bad + ".") for bad in NOT_IN_CORE)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+            found.append(f"line {node.lineno}: open()")
+    return found
+
+
+def test_core_is_pure_it_imports_no_layer_above_it_and_no_io() -> None:
+    modules = sorted((SRC / "core").rglob("*.py"))
+    assert len(modules) > 30
+    offending = {str(p.relative_to(SRC)): found for p in modules if (found := impure_imports(p.read_text()))}
+    assert offending == {}
+    for source in ("import sqlite3", "from reversi.store.base import Store", "import asyncio.tasks",
+                   "from pathlib import Path", "data = open('x').read()"):
+        assert impure_imports(source), source

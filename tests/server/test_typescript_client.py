@@ -43,8 +43,7 @@ def built() -> Path:
 
 def test_the_clients_types_are_the_servers_document(built: Path, tmp_path: Path) -> None:
     document = openapi_document(ENDPOINTS)
-    assert json.loads((built / "openapi.json").read_text()) == document, "run npm run schema after writing " \
-        "the document to clients/typescript/openapi.json"
+    assert json.loads((built / "openapi.json").read_text()) == document, "run `make client`: the API changed"
     (tmp_path / "openapi.json").write_text(json.dumps(document))
     made = subprocess.run([str(built / "node_modules" / ".bin" / "openapi-typescript"), str(tmp_path / "openapi.json"),
                            "-o", str(tmp_path / "schema.ts"), "--default-non-nullable", "false"],
