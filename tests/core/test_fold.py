@@ -94,3 +94,21 @@ def test_a_paused_block_leaves_what_another_froze_frozen() -> None:
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_a_state_made_in_bulk_is_the_state_made_as_usual() -> None:
+    from reversi.core.models import Claim, StepState, StepStatus, step_record
+
+    values = ("run_fold", 3, "crm.create", {"a": [1]}, (1, 2), True, "sha256:x", "dup")
+    records = [step_record(*values), step_record(*values)]  # the first is made as usual, the next in bulk
+    assert all(r == StepRecord(*values) and vars(r) == vars(StepRecord(*values)) for r in records)
+    assert repr(records[1]) == repr(StepRecord(*values))
+    with pytest.raises(AttributeError):
+        records[1].step = 4  # type: ignore[misc]  # still frozen
+    events = [Event("run_fold", 0, 3, "intended", "t0", "a", {"call_id": "c"}),
+              Event("run_fold", 1, 3, "compensating", "t1", "a", {"attempt": 2, "worker": "w", "claim_until": "u"})]
+    for _ in range(2):
+        state = derive_step(records[1], events)
+        assert state == StepState(records[1], StepStatus.COMPENSATING, attempts=2, at="t0", call_id="c",
+                                  claim=Claim("w", "u"))
+        assert set(vars(state)) == {f for f in StepState.__dataclass_fields__}

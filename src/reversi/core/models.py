@@ -5,15 +5,16 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from reversi.core.times import format_time, parse_time
 from reversi.errors import BadInput
 
+_T = TypeVar("_T")
 RUN_ID_RE = re.compile(r"run_[A-Za-z0-9_-]{1,64}")
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
 
@@ -260,6 +261,33 @@ class StepState:
         }
 
 
+class _Bulk(Generic[_T]):
+    """A constructor of the frozen dataclass `cls`, every field given positionally, for the many made at
+    once by a snapshot. It fills a copy of a blank instance's attribute dict (sharing its keys, as the
+    instances `__init__` makes do) rather than setting each field through `object.__setattr__`, three
+    times slower; what it makes is `==` to `cls(*values)`, attribute for attribute."""
+
+    def __init__(self, cls: type[_T]) -> None:
+        self._cls = cls
+        self._names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+        self._blank: dict[str, Any] | None = None
+
+    def __call__(self, *values: Any) -> _T:
+        blank = self._blank
+        if blank is None:  # the first one is made as usual; its dict, emptied, is the blank
+            made = self._cls(*values)
+            blank = made.__dict__.copy()
+            for name in blank:
+                blank[name] = None
+            self._blank = blank
+            return made
+        attributes = blank.copy()
+        attributes.update(zip(self._names, values, strict=True))
+        made = object.__new__(self._cls)
+        object.__setattr__(made, "__dict__", attributes)
+        return made
+
+
 def derive_status(events: Iterable[Event]) -> StepStatus:
     """A step's status alone, from its events in seq order (the fold of `derive_step`, cut short)."""
     status = StepStatus.INTENDED
@@ -365,9 +393,9 @@ def derive_step_rows(record: StepRecord, events: Iterable[tuple[str, str, str, M
             last_error, claim = data.get("error"), None
         elif kind == _COMPENSATED:
             claim = None
-    return StepState(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
-                     before, has_before, before_absent, at, call_id, result_text, before_text, declared_undo,
-                     follow_up_open)
+    return _step_state(record, status, result, has_result, error, settled_by, claim, last_error, attempts, denied,
+                       before, has_before, before_absent, at, call_id, result_text, before_text, declared_undo,
+                       follow_up_open)
 
 
 # Plain strings, compared with the `type` a store reads (faster than comparing with the enum's members).
@@ -377,6 +405,8 @@ _APPROVAL_REQUESTED, _APPROVAL_DENIED = EventType.APPROVAL_REQUESTED.value, Even
 _APPROVAL_DECIDED = (EventType.APPROVAL_GRANTED.value, _APPROVAL_DENIED)
 _COMPENSATING, _COMPENSATED, _COMPENSATION_FAILED = (
     EventType.COMPENSATING.value, EventType.COMPENSATED.value, EventType.COMPENSATION_FAILED.value)
+_step_state = _Bulk(StepState)
+step_record = _Bulk(StepRecord)  # StepRecord(...) for a store reading many steps
 # Whether a step has an open follow-up after each event that opens or closes one.
 _FOLLOW_UP_OPEN_AFTER = {EventType.FOLLOW_UP_OPENED.value: True, EventType.FOLLOW_UP_CLOSED.value: False}
 

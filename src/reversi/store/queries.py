@@ -32,6 +32,7 @@ from reversi.core.models import (
     StepStatus,
     data_read,
     derive_step_rows,
+    step_record,
     utc_now,
 )
 from reversi.store.approvals import ApprovalQueries
@@ -75,8 +76,8 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
     def _step(self, row: Any) -> StepRecord:
         args = self.vault.load(self, row[0], "args", row[3])
         depends_on = row[4]
-        return StepRecord(row[0], row[1], row[2], args, () if depends_on == "[]" else tuple(loads(depends_on)),
-                          bool(row[5]), row[6], row[7])
+        return step_record(row[0], row[1], row[2], args, () if depends_on == "[]" else tuple(loads(depends_on)),
+                           bool(row[5]), row[6], row[7])
 
     def _event(self, row: Any) -> Event:
         return Event(row[0], row[1], row[2], row[3], row[4], row[5], self.vault.load_event(self, row[0], row[6]))
