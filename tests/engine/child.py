@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import reversi
-from reversi.engine.commands import command_compensator, command_reader
+from reversi.engine.commands import command_compensator, command_read_back
 from reversi.errors import ReversiError
 from reversi.store.base import Store
 from reversi.store.factory import open_store
@@ -165,7 +165,7 @@ def scenario_rollback(config: dict[str, Any]) -> None:
     instrument(config.get("stop_at", -1))
     with open_ledger(config) as ledger:
         run = ledger.get_run(config["run_id"])
-        reader = command_reader(config["reader"]) if config.get("reader") else None
+        reader = command_read_back(config["reader"]) if config.get("reader") else None
         report = run.rollback(
             compensate=command_compensator(config["compensator"]),
             verifier=reader,

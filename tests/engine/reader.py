@@ -1,4 +1,4 @@
-"""A stand-in read-only tool for `command_reader`.
+"""A stand-in read-only tool for `command_read_back`.
 
 Usage: reader.py ANSWERS_JSON LOG
 ANSWERS_JSON maps a tool name to the JSON answer to print; each request ({"tool","arguments"} on

@@ -26,7 +26,7 @@ import pytest
 
 import reversi
 from reversi.core.plan import compensation_key
-from reversi.engine.commands import command_compensator, command_reader
+from reversi.engine.commands import command_compensator, command_read_back
 from reversi.errors import NotFound, RollbackInProgress
 
 Spawn = Callable[..., Any]
@@ -188,7 +188,7 @@ def test_a_rollback_killed_at_any_journal_point_is_finished_by_a_rerun_that_undo
         # The lock died with the child: the re-run starts at once, with no RollbackInProgress.
         report = run.rollback(
             compensate=command_compensator(downstream.command("rerun", "--fail-first", "1", "--fail-step", "2")),
-            verifier=command_reader(reader_cmd),
+            verifier=command_read_back(reader_cmd),
             retry=reversi.Retry(attempts=2, base_ms=0, max_ms=0),
         )
 

@@ -210,7 +210,7 @@ def test_a_read_back_is_retried_with_doubling_waits_until_it_matches(ledger: rev
     run = ledger.start_run()
     payment_intent(run)
     reader = Reader({"status": "processing"}, RuntimeError("reader crashed"), {"status": "canceled"})
-    rollback, slept = executor(ledger, Undo(), reversi.Retry(), verifier=reader)
+    rollback, slept = executor(ledger, Undo(), reversi.Retry(), read_back=reader)
 
     report = execute(ledger, run, rollback)
 

@@ -20,7 +20,7 @@ from tests.server.conftest import ThreadServer
 from tests.server.test_access import csrf_of, sign_in
 
 import reversi
-from reversi.engine.commands import command_compensator, command_reader, command_verify
+from reversi.engine.commands import command_check_undo, command_compensator, command_read_back
 from reversi.engine.run import awaited
 from reversi.server import create_app
 
@@ -123,8 +123,8 @@ def test_compensator_verify_and_reader_commands_get_metacharacters_as_plain_data
     monkeypatch.setenv("RECORD_TO", str(tmp_path / "record.jsonl"))
     call = {"tool": "files.delete", "args": {"path": HOSTILE}, "idempotency_key": "; touch pwned-9"}
     awaited(command_compensator(recorder(tmp_path))(call))
-    awaited(command_verify(recorder(tmp_path))(call))
-    awaited(command_reader(recorder(tmp_path))("files.read", {"path": HOSTILE}))
+    awaited(command_check_undo(recorder(tmp_path))(call))
+    awaited(command_read_back(recorder(tmp_path))("files.read", {"path": HOSTILE}))
     runs = recorded(tmp_path)
     assert [r["argv"] for r in runs] == [HOSTILE] * 3
     assert json.loads(str(runs[0]["stdin"])) == call

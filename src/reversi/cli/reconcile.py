@@ -21,7 +21,7 @@ def reconcile(ctx: click.Context, run_id: str, reader_cmd: str | None, cmd_timeo
     """Settle each intended or uncertain step of RUN whose manifest entry declares a probe, from what the
     probe reads; the others stay unresolved. Exit 2 when some step stays unresolved."""
     from reversi.core.models import check_run_id
-    from reversi.engine.commands import command_reader
+    from reversi.engine.commands import command_read_back
     from reversi.errors import BadInput, ConfigError
 
     check_run_id(run_id)
@@ -34,10 +34,10 @@ def reconcile(ctx: click.Context, run_id: str, reader_cmd: str | None, cmd_timeo
     reader_cmd = reader_cmd or state(ctx).settings(manifests).reader_cmd
     if not reader_cmd:
         raise ConfigError("nothing to read with: pass --reader-cmd, or set reader_cmd in reversi.yaml")
-    reader = command_reader(reader_cmd, cmd_timeout, what="--reader-cmd")
+    read_back = command_read_back(reader_cmd, cmd_timeout, what="--reader-cmd")
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
-        found = run.reconcile_by_probes(reader, actor=actor)
+        found = run.reconcile_by_probes(read_back, actor=actor)
         masker = redaction.learn(ledger.masker(), run.steps())  # a reader's error may quote a credential
         found = [redaction.probed(masker, probed) for probed in found]
     left = [probed for probed in found if probed.outcome == "unresolved"]

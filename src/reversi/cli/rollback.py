@@ -165,7 +165,7 @@ def _no_checkpoint(to: str | None, after_step: int | None, deadline_first: bool)
 @click.option("--compensator-cmd", metavar="CMD", help="Runs each undo: the call JSON on stdin.")
 @click.option("--verify-cmd", metavar="CMD", help="Checks each undo is visible: exit 0 confirms.")
 @click.option("--reader-cmd", metavar="CMD", help="Runs declared read-backs: {tool, arguments} on stdin, JSON out.")
-@click.option("--retries", type=int, default=Surface.CLI.attempts, show_default=True,
+@click.option("--retries", "attempts", type=int, default=Surface.CLI.attempts, show_default=True,
               help="Attempts per compensation, 1-10.")
 @click.option("--retry-base-ms", type=click.IntRange(min=0), default=250, show_default=True,
               help="First backoff delay.")
@@ -190,7 +190,7 @@ def _no_checkpoint(to: str | None, after_step: int | None, deadline_first: bool)
 @json_option
 @click.pass_context
 def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], compensator_cmd: str | None,
-             verify_cmd: str | None, reader_cmd: str | None, retries: int, retry_base_ms: int, retry_max_ms: int,
+             verify_cmd: str | None, reader_cmd: str | None, attempts: int, retry_base_ms: int, retry_max_ms: int,
              cmd_timeout: float, approve_compensations: bool, actor: str | None, to: str | None,
              after_step: int | None, key: str | None, tenant: str | None, labels: tuple[str, ...], tool: str | None,
              since: str | None, until: str | None, contain: bool, reason: str | None, by: str | None,
@@ -198,7 +198,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
     """Undo the standing steps of one RUN, or of a scope of runs (--actor, --key, --tenant, --label, --tool,
     --since, --until), newest first. Exit 2 when the rollback is incomplete."""
     from reversi.core.backoff import Retry
-    from reversi.engine.commands import command_compensator, command_reader, command_verify
+    from reversi.engine.commands import command_check_undo, command_compensator, command_read_back
     from reversi.engine.rollback import MAX_CONCURRENCY
     from reversi.errors import BadInput
 
@@ -211,7 +211,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
                         ("--reader-cmd", reader_cmd)):
         if value is not None and not value.strip():
             raise BadInput(f"{flag} is empty: give a command, or leave the flag out")
-    retry = Retry(attempts=retries, base_ms=retry_base_ms, max_ms=retry_max_ms)
+    retry = Retry(attempts=attempts, base_ms=retry_base_ms, max_ms=retry_max_ms)
     if not cmd_timeout > 0:
         raise BadInput("--cmd-timeout must be a positive number of seconds")
     settings = state(ctx).settings(manifests)
@@ -219,14 +219,14 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
     reader_cmd = reader_cmd or settings.reader_cmd
     compensate = command_compensator(compensator_cmd, cmd_timeout, what="--compensator-cmd") \
         if compensator_cmd else None
-    verify = command_verify(verify_cmd, cmd_timeout, what="--verify-cmd") if verify_cmd else None
-    verifier = command_reader(reader_cmd, cmd_timeout, what="--reader-cmd") if reader_cmd else None
-    if reconcile and verifier is None:
+    check_undo = command_check_undo(verify_cmd, cmd_timeout, what="--verify-cmd") if verify_cmd else None
+    read_back = command_read_back(reader_cmd, cmd_timeout, what="--reader-cmd") if reader_cmd else None
+    if reconcile and read_back is None:
         raise BadInput("--reconcile reads with the probes' reader: pass --reader-cmd, or set reader_cmd in the config")
     if selection is not None:
         with state(ctx).ledger(manifests) as ledger, _needs_compensator():
             many = ledger.rollback_scope(selection, compensate, contain=contain, reason=reason, retry=retry,
-                                         verify=verify, verifier=verifier, actor=by,
+                                         verify=check_undo, verifier=read_back, actor=by,
                                          approve_compensations=approve_compensations, concurrency=concurrency)
             masker = ledger.masker()
             shown = redaction.report(masker, many.to_dict())
@@ -240,12 +240,12 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
     with state(ctx).ledger(manifests) as ledger:
         run = ledger.get_run(run_id)
         if reconcile:
-            assert verifier is not None
-            run.reconcile_by_probes(verifier)
+            assert read_back is not None
+            run.reconcile_by_probes(read_back)
         covered = run.scope(**scope)
         try:
             with _progress(run, covered, concurrency) as progress, _needs_compensator():
-                report = run.rollback(compensate, retry=retry, verify=verify, verifier=verifier,
+                report = run.rollback(compensate, retry=retry, verify=check_undo, verifier=read_back,
                                       approve_compensations=approve_compensations, actor=actor, progress=progress,
                                       deadline_first=deadline_first, concurrency=concurrency, **scope)
         except KeyboardInterrupt:

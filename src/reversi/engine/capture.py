@@ -22,9 +22,8 @@ from reversi.core.json_values import checked_arguments, to_json, valid_text
 from reversi.core.manifest import ToolEntry
 from reversi.core.models import RunRecord
 from reversi.core.references import ReferenceContext, RunContext, reference_roots, resolve
+from reversi.engine.rollback import ReadBack
 from reversi.errors import CaptureFailed, MissingReference, ToolAnsweredError
-
-Read = Callable[[str, Any], Any]
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ def needs_capture(entry: ToolEntry | None, run: RunRecord, args: Any) -> bool:
 
 
 async def take_capture(
-    entry: ToolEntry | None, run: RunRecord, args: Any, read: Read,
+    entry: ToolEntry | None, run: RunRecord, args: Any, read: ReadBack,
     stopped: Callable[[], Awaitable[bool]] | None = None,
 ) -> Captured | None:
     """Make the entry's capture for a call of `run` with `args`; None when it needs none, or when

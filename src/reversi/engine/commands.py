@@ -27,8 +27,17 @@ from reversi.core.calls import current_call
 from reversi.core.json_values import parse_json
 from reversi.errors import BadInput, CommandFailed
 
-__all__ = ["DEFAULT_TIMEOUT_S", "MAX_ERROR_CHARS", "MAX_OUTPUT_BYTES", "CommandFailed", "command_compensator",
-           "command_reader", "command_verify", "run_command", "split_command"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MAX_ERROR_CHARS",
+    "MAX_OUTPUT_BYTES",
+    "CommandFailed",
+    "command_check_undo",
+    "command_compensator",
+    "command_read_back",
+    "run_command",
+    "split_command",
+]
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -274,23 +283,24 @@ def command_compensator(
     return compensate
 
 
-def command_verify(
+def command_check_undo(
     cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the verify command"
 ) -> Callable[[dict[str, Any]], Awaitable[bool]]:
-    """A `verify(call)` that passes when `cmd` exits 0."""
+    """A check that the undo took effect (the SDK's `verify(call)`): it passes when `cmd` exits 0."""
     argv = split_command(cmd, what)
 
-    async def verify(call: dict[str, Any]) -> bool:
+    async def check_undo(call: dict[str, Any]) -> bool:
         await run_command(argv, call, timeout_s)
         return True
 
-    return verify
+    return check_undo
 
 
-def command_reader(
+def command_read_back(
     cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the reader command"
 ) -> Callable[[str, Any], Awaitable[Any]]:
-    """A `verifier(tool, arguments)` that runs `cmd` with `{"tool","arguments"}` and parses its JSON answer;
+    """A read-back (the SDK's `verifier(tool, arguments)`; captures and probes read with it too) that
+    runs `cmd` with `{"tool","arguments"}` and parses its JSON answer;
     with `"call": {"run_id", "step"}` too when the read is made for a step (a probe)."""
     argv = split_command(cmd, what)
 

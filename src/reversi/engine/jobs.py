@@ -154,7 +154,7 @@ class JobRunner:
     store: Store
     manifests: ManifestSet
     compensate: Compensate
-    verifier: ReadBack | None = None
+    read_back: ReadBack | None = None
     on_done: Callable[[Job], None] | None = None
     lease_s: float = DEFAULT_LEASE_S
     follow_up: Callable[[dict[str, Any]], Any] | None = None  # told of each follow-up a job's rollback opens
@@ -194,7 +194,7 @@ class JobRunner:
             RollbackOptions(
                 compensate=self.compensate,
                 retry=Retry(attempts=row.attempts),
-                verifier=self.verifier,
+                read_back=self.read_back,
                 approve_compensations=row.approve_compensations,
                 actor=row.actor,
                 principal=row.principal,

@@ -504,11 +504,11 @@ class Ledger:
 
     # -- rollback jobs (the server's worker) ---------------------------------------------------------
 
-    def job_runner(self, compensate: Compensate, verifier: ReadBack | None = None,
+    def job_runner(self, compensate: Compensate, read_back: ReadBack | None = None,
                    on_done: Callable[[jobs.Job], None] | None = None) -> jobs.JobRunner:
         """A runner of this store's rollback jobs, with the manifests in force."""
-        return jobs.JobRunner(self.store, self.manifests, compensate, verifier, on_done, self.settings.rollback_lease_s,
-                              self.follow_up_hook())
+        return jobs.JobRunner(self.store, self.manifests, compensate, read_back, on_done,
+                              self.settings.rollback_lease_s, self.follow_up_hook())
 
     def follow_up_hook(self) -> Callable[[dict[str, Any]], Awaitable[Any]] | None:
         """The configured `follow_up_cmd`, told each follow-up a rollback opens with its run's sensitive

@@ -333,7 +333,7 @@ class PrincipalLedger:
         run = self.get_run(run_id, Access.OPERATE)
         return run.resolve(step, status, note=note, actor=actor or self.principal.name, **result)
 
-    def reconcile_by_probes(self, run_id: str, reader: ReadBack, *, masked: bool = False) -> list[Probed]:
+    def reconcile_by_probes(self, run_id: str, read_back: ReadBack, *, masked: bool = False) -> list[Probed]:
         """Settle a run's unresolved steps from their probes (`masked`: what they said, as it may be
         shown); see `Run.reconcile_by_probes`.
 
@@ -341,7 +341,7 @@ class PrincipalLedger:
             Forbidden: not an operator of the run's tenant.
         """
         run = self.get_run(run_id, Access.OPERATE)
-        found = run.reconcile_by_probes(reader)
+        found = run.reconcile_by_probes(read_back)
         if not masked:
             return found
         masker = redaction.learn(self._base.masker(), run.steps())

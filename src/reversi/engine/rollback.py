@@ -58,9 +58,10 @@ from reversi.store.leases import Lease
 from reversi.store.queries import Queries
 
 # What a rollback is given (the SDK's `compensate=`, `verify=` and `verifier=`): the undo of one call,
-# a check that the undo is visible (truthy when it is), and the declared read-back's reader.
+# the check that the undo is visible (truthy when it is), and what runs a declared read-back (or any read
+# of a tool: captures and probes too): `(tool, arguments) -> answer`.
 Compensate = Callable[[dict[str, Any]], Any]
-UndoCheck = Callable[[dict[str, Any]], Any]
+CheckUndo = Callable[[dict[str, Any]], Any]
 ReadBack = Callable[[str, Any], Any]
 # Told (done, total) after each step of the rollback's scope (`step_after` says which step comes next). It
 # may be async.
@@ -99,8 +100,8 @@ def _off_the_loop(options: RollbackOptions, pool: ThreadPoolExecutor) -> Rollbac
 
         return in_pool
 
-    return replace(options, compensate=off(options.compensate), verify=off(options.verify),
-                   verifier=off(options.verifier))
+    return replace(options, compensate=off(options.compensate), check_undo=off(options.check_undo),
+                   read_back=off(options.read_back))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -113,8 +114,8 @@ class RollbackOptions:
 
     compensate: Compensate | None = None
     retry: Retry = field(default_factory=Retry)
-    verify: UndoCheck | None = None
-    verifier: ReadBack | None = None
+    check_undo: CheckUndo | None = None
+    read_back: ReadBack | None = None
     approve_compensations: bool = False
     actor: str = "local"
     principal: str | None = None  # who runs it, as authenticated: journaled in each event's data beside `actor`
@@ -417,7 +418,7 @@ class RollbackExecutor:
                 return None, part, _error_text(exc)
             part += 1
         try:
-            if self.options.verify is not None and not await _call(self.options.verify, payload):
+            if self.options.check_undo is not None and not await _call(self.options.check_undo, payload):
                 raise AssertionError("the verify check did not confirm the undo")
         except Exception as exc:
             return None, part - 1, _error_text(exc)
@@ -463,13 +464,13 @@ class RollbackExecutor:
         True when the read-back shows the undone state, journaled `verified` (`found_undone`) and
         `compensated` without a call; False when there is no read-back to make or it does not show it,
         and the undo is sent again with the same key."""
-        check, verifier = call.verification, self.options.verifier
-        if check is None or verifier is None:
+        check, read_back = call.verification, self.options.read_back
+        if check is None or read_back is None:
             return False
         try:
             ctx = reference_context(snapshot, step)
             arguments, expect = resolve(dict(check.args), ctx), resolve(dict(check.expect), ctx)
-            answer, error = await read_once(verifier, check.tool, arguments)
+            answer, error = await read_once(read_back, check.tool, arguments)
         except Exception:  # no arguments, or no answer: nothing is known, so the undo goes again
             return False
         if first_mismatch(expect, answer, error) is not None:
@@ -502,7 +503,7 @@ class RollbackExecutor:
         check = call.verification
         if check is None:
             await self._journal(call, [done])
-        elif self.options.verifier is None:
+        elif self.options.read_back is None:
             await self._journal(call, [self._event(EventType.UNVERIFIED, call.step, {"reason": NOT_VERIFIED}), done])
             report.unverified.append(step.index)
             ok_line += ", not verified"
@@ -522,7 +523,7 @@ class RollbackExecutor:
     ) -> str | None:
         """Read back until the answer matches `expect`; None on a match, else the failure journaled."""
         assert call.verification is not None
-        assert self.options.verifier is not None
+        assert self.options.read_back is not None
         check = call.verification
         ctx = reference_context(snapshot, step)
         try:
@@ -536,7 +537,7 @@ class RollbackExecutor:
             if i:
                 await self.sleep(check.backoff_ms * 2 ** (i - 1) / 1000)
             try:
-                answer, error = await read_once(self.options.verifier, check.tool, arguments)
+                answer, error = await read_once(self.options.read_back, check.tool, arguments)
             except Exception as exc:
                 mismatch, answer = f"read failed: {_error_text(exc)}", None
                 continue

@@ -43,17 +43,17 @@ from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding, run_standing
 from reversi.core.walk import entry_of, reference_context
 from reversi.engine import tracing
-from reversi.engine.capture import Captured, Read, needs_capture, take_capture
-from reversi.engine.commands import command_reader
+from reversi.engine.capture import Captured, needs_capture, take_capture
+from reversi.engine.commands import command_read_back
 from reversi.engine.lineage import lineage_secret, run_lineage
 from reversi.engine.remote import CompensationWork, begin_compensation, complete_compensation
 from reversi.engine.rollback import (
+    CheckUndo,
     Compensate,
     Progress,
     ReadBack,
     RollbackExecutor,
     RollbackOptions,
-    UndoCheck,
     read_once,
 )
 from reversi.engine.step_handle import StepHandle, reporting
@@ -70,7 +70,7 @@ class RollbackArguments(TypedDict, total=False):
     """The keyword options of `Run.rollback` and `Run.arollback`."""
 
     retry: Retry | Mapping[str, Any] | None
-    verify: UndoCheck | None
+    verify: CheckUndo | None
     verifier: ReadBack | None
     approve_compensations: bool
     actor: str | None
@@ -224,7 +224,7 @@ class Run:
 
     def call(
         self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
-        capture: Read | None = None, call_id: str | None = None, pauses: tuple[type[BaseException], ...] = (),
+        capture: ReadBack | None = None, call_id: str | None = None, pauses: tuple[type[BaseException], ...] = (),
     ) -> Any:
         """Journal, call `fn(**args)`, journal its result; returns what `fn` returned.
 
@@ -254,15 +254,15 @@ class Run:
             handle.succeeded(result)
         return result
 
-    def _reader(self, tool: str, args: Any, capture: Read | None) -> tuple[ToolEntry, Read] | None:
+    def _reader(self, tool: str, args: Any, capture: ReadBack | None) -> tuple[ToolEntry, ReadBack] | None:
         """The entry and the reader to capture this call with, when it needs a capture and one can read."""
         entry = self._ledger.manifests.lookup(tool)
         if entry is None or not isinstance(args, Mapping) or not needs_capture(entry, self.record, args):
             return None
-        read = capture or (command_reader(cmd) if (cmd := self._ledger.settings.reader_cmd) else None)
+        read = capture or (command_read_back(cmd) if (cmd := self._ledger.settings.reader_cmd) else None)
         return (entry, read) if read is not None else None
 
-    async def _capture(self, tool: str, args: Any, how: tuple[ToolEntry, Read] | None) -> Captured | None:
+    async def _capture(self, tool: str, args: Any, how: tuple[ToolEntry, ReadBack] | None) -> Captured | None:
         if how is None:
             return None
         try:
@@ -274,7 +274,7 @@ class Run:
 
     async def acall(
         self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
-        capture: Read | None = None, call_id: str | None = None, pauses: tuple[type[BaseException], ...] = (),
+        capture: ReadBack | None = None, call_id: str | None = None, pauses: tuple[type[BaseException], ...] = (),
     ) -> Any:
         """`call` for async code: `fn` and `capture` may be coroutine functions; the journal writes run off the loop.
 
@@ -462,8 +462,8 @@ class Run:
             RollbackOptions(
                 compensate=compensate,
                 retry=Retry.of(options.get("retry")),
-                verify=options.get("verify"),
-                verifier=options.get("verifier"),
+                check_undo=options.get("verify"),
+                read_back=options.get("verifier"),
                 approve_compensations=options.get("approve_compensations", False),
                 actor=self._ledger.actor(options.get("actor")),
                 principal=self._ledger.principal,
@@ -603,11 +603,11 @@ class Run:
             q.append(self.id, [NewEvent(EventType.FOLLOW_UP_CLOSED, step, self._ledger.actor(actor), data)])
             return follow_ups_of(self.id, q.step_events(self.id, step))[0]
 
-    def reconcile_by_probes(self, reader: ReadBack, actor: str | None = None) -> list[Probed]:
+    def reconcile_by_probes(self, read_back: ReadBack, actor: str | None = None) -> list[Probed]:
         """Settle each `intended` or `uncertain` step whose manifest entry declares a `probe` from what
-        `reader(tool, arguments)` answers (`reversi.core.probes`): journaled `resolved` by `actor` (default
+        `read_back(tool, arguments)` answers (`reversi.core.probes`): journaled `resolved` by `actor` (default
         `probe`) with the read; the others stay as they are. Returns what each probe said, newest first.
-        `reader` may be async."""
+        `read_back` may be async."""
         found: list[Probed] = []
         snapshot = self.snapshot()
         for state in reversed(snapshot.steps):
@@ -618,10 +618,11 @@ class Run:
             if probe is None:
                 found.append(Probed(state.index, state.tool, "unresolved", "its manifest entry declares no probe"))
                 continue
-            found.append(self._probed(snapshot, state, probe, reader, actor or "probe"))
+            found.append(self._probed(snapshot, state, probe, read_back, actor or "probe"))
         return found
 
-    def _probed(self, snapshot: RunSnapshot, state: StepState, probe: Probe, reader: ReadBack, actor: str) -> Probed:
+    def _probed(self, snapshot: RunSnapshot, state: StepState, probe: Probe, read_back: ReadBack,
+                actor: str) -> Probed:
         ctx = reference_context(snapshot, state)
         answer, error = None, None
         try:
@@ -630,7 +631,7 @@ class Run:
             return Probed(state.index, state.tool, "unresolved", f"its probe's {missing.ref} names nothing")
         try:
             with making(self.id, state.index):  # a connector's probe answers for this step alone (its seal)
-                answer, error = awaited(read_once(reader, probe.tool, arguments))
+                answer, error = awaited(read_once(read_back, probe.tool, arguments))
         except Exception as exc:
             return Probed(state.index, state.tool, "unresolved", f"its probe {probe.tool} could not read: "
                                                                   f"{type(exc).__name__}: {exc}"[:300])

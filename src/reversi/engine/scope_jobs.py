@@ -94,7 +94,7 @@ class ScopeJobRunner:
 
     ledger: Ledger
     compensate: Compensate
-    verifier: ReadBack | None = None
+    read_back: ReadBack | None = None
     lease_s: float = DEFAULT_LEASE_S
 
     def claim(self, job_id: str) -> tuple[ScopeJob, Lease] | None:
@@ -123,7 +123,7 @@ class ScopeJobRunner:
         try:
             report = await incidents.rollback_scope(
                 acting, Selection.from_dict(row.selection), self.compensate,
-                {"retry": Retry(attempts=row.attempts), "verifier": self.verifier, "actor": row.actor,
+                {"retry": Retry(attempts=row.attempts), "verifier": self.read_back, "actor": row.actor,
                  "approve_compensations": row.approve_compensations, "job": row.job_id,
                  "concurrency": row.concurrency},
                 within=row.within, contained=row.contained, check=lease.ensure)

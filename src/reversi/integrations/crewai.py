@@ -31,7 +31,7 @@ from crewai.tools import tool as make_tool
 from crewai.tools.base_tool import Tool
 from crewai.tools.tool_failure import ToolFailure
 
-from reversi.engine.capture import Read
+from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text
@@ -102,7 +102,8 @@ def _has_async(tool: BaseTool) -> bool:
     return type(tool)._arun is not BaseTool._arun
 
 
-def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None, capture: Read | None = None) -> JournaledTool:
+def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None,
+                 capture: ReadBack | None = None) -> JournaledTool:
     """Wrap one tool; `name` is the tool name to journal and look up in the manifests (else its own);
     `capture(tool, arguments)` makes the reads manifest entries declare (`capture:`)."""
     inner = tool.model_copy(update={"max_usage_count": None})  # the wrapper counts the uses, once
@@ -124,7 +125,7 @@ def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None, capture: 
 
 
 def journaled(tools: Iterable[BaseTool | Callable[..., Any]], run: Run, *, names: Mapping[str, str] | None = None,
-              capture: Read | None = None) -> list[BaseTool]:
+              capture: ReadBack | None = None) -> list[BaseTool]:
     """Wrap `tools` so that each call is journaled in `run`.
 
     Args:

@@ -30,7 +30,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
-from reversi.engine.capture import Read
+from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
@@ -70,7 +70,7 @@ class JournalPlugin(BasePlugin):
         BadInput: `run` is not a run, `names` not a mapping of names, or `capture` not callable.
     """
 
-    def __init__(self, run: Run, *, names: Mapping[str, str] | None = None, capture: Read | None = None,
+    def __init__(self, run: Run, *, names: Mapping[str, str] | None = None, capture: ReadBack | None = None,
                  name: str = "reversi") -> None:
         if not isinstance(run, Run):
             raise BadInput(f"JournalPlugin: give the run to journal the agent's calls in, not {type(run).__name__} "

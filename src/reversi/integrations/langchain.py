@@ -28,7 +28,7 @@ from langchain_core.tools import tool as make_tool
 from langchain_core.tools.base import _is_injected_arg_type, get_all_basemodel_annotations
 from pydantic import BaseModel
 
-from reversi.engine.capture import Read
+from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
@@ -153,7 +153,8 @@ class JournaledTool(BaseTool):
             raise RefusedCall(refusal_text(exc.message)) from exc
 
 
-def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None, capture: Read | None = None) -> JournaledTool:
+def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None,
+                 capture: ReadBack | None = None) -> JournaledTool:
     """Wrap one tool; `name` is the tool name to journal and look up in the manifests (else its own);
     `capture(tool, arguments)` makes the reads manifest entries declare (`capture:`)."""
     inner = tool.model_copy(update={"handle_tool_error": False})  # its errors reach the journal as `failed`
@@ -172,7 +173,7 @@ def journal_tool(tool: BaseTool, run: Run, *, name: str | None = None, capture: 
 
 
 def journaled(tools: Iterable[BaseTool | Callable[..., Any]], run: Run, *, names: Mapping[str, str] | None = None,
-              capture: Read | None = None) -> list[BaseTool]:
+              capture: ReadBack | None = None) -> list[BaseTool]:
     """Wrap `tools` so that each call is journaled in `run`.
 
     Args:

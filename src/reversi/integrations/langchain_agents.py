@@ -36,8 +36,8 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, interrupt
 
 from reversi.core.models import RUN_ID_RE
-from reversi.engine.capture import Read
 from reversi.engine.ledger import Ledger
+from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import ApprovalRequired, BadInput, Conflict, NotFound, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
@@ -64,7 +64,7 @@ class JournalMiddleware(AgentMiddleware):
     up in the manifests; `capture`: the reader of the reads manifest entries declare; `approvals`: a call
     waiting for an approval pauses the graph with `interrupt()`, or is refused to the model)."""
 
-    def __init__(self, run: Run | None, *, names: Mapping[str, str] | None = None, capture: Read | None = None,
+    def __init__(self, run: Run | None, *, names: Mapping[str, str] | None = None, capture: ReadBack | None = None,
                  approvals: Approvals = "interrupt") -> None:
         super().__init__()
         if approvals not in ("interrupt", "refuse"):
@@ -80,7 +80,7 @@ class JournalMiddleware(AgentMiddleware):
 
     @classmethod
     def per_thread(cls, ledger: Ledger, *, actor: str = "", names: Mapping[str, str] | None = None,
-                   capture: Read | None = None, approvals: Approvals = "interrupt") -> JournalMiddleware:
+                   capture: ReadBack | None = None, approvals: Approvals = "interrupt") -> JournalMiddleware:
         """Journal each LangGraph thread's calls in a run of its own, `run_<thread id>` (a digest of a thread
         id that cannot be part of a run id), opened by the thread's first call and continued after."""
         made = cls(None, names=names, capture=capture, approvals=approvals)

@@ -33,7 +33,7 @@ from agents.tracing import get_current_span, get_current_trace
 from mcp.types import CallToolResult, TextContent
 
 from reversi.engine import tracing
-from reversi.engine.capture import Read
+from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
@@ -49,7 +49,8 @@ def _arguments(text: str) -> dict[str, Any] | None:
     return plain_arguments(parsed) if isinstance(parsed, dict) else None
 
 
-def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None, capture: Read | None = None) -> FunctionTool:
+def journal_tool(tool: FunctionTool, run: Run, *, name: str | None = None,
+                 capture: ReadBack | None = None) -> FunctionTool:
     """A copy of `tool` whose calls go through `run`; `name` is the tool name to journal (else its own);
     `capture(tool, arguments)` makes the reads manifest entries declare (`capture:`)."""
     inner = set_function_tool_failure_error_function(copy.copy(tool), None)  # its errors raise, to be journaled
@@ -100,7 +101,7 @@ class JournaledMCPServer(MCPServer):
     """An MCP server of the agent (`mcp_servers=`) whose tool calls go through `run`; everything else is
     the wrapped server's."""
 
-    def __init__(self, server: MCPServer, run: Run, names: Mapping[str, str], capture: Read | None) -> None:
+    def __init__(self, server: MCPServer, run: Run, names: Mapping[str, str], capture: ReadBack | None) -> None:
         # Not MCPServer.__init__: its settings (structured content, approvals, ...) are the wrapped
         # server's, read through __getattr__.
         self._server, self._run, self._names, self._capture = server, run, dict(names), capture
@@ -148,7 +149,7 @@ class JournaledMCPServer(MCPServer):
 
 
 def journaled_mcp(server: MCPServer, run: Run, *, names: Mapping[str, str] | None = None,
-                  capture: Read | None = None) -> JournaledMCPServer:
+                  capture: ReadBack | None = None) -> JournaledMCPServer:
     """Wrap an MCP server the agent is given (`Agent(mcp_servers=[journaled_mcp(server, run)])`) so each
     of its tool calls is journaled in `run`: a refusal is the tool's error answer, with the reason; an
     error answer of the server's own is journaled `failed`. `names` and `capture` as for `journaled`."""
@@ -160,7 +161,7 @@ def _handled(tool: FunctionTool, error: Exception, arguments: str) -> None:
 
 
 def journaled(tools: Iterable[Tool | Callable[..., Any]], run: Run, *, names: Mapping[str, str] | None = None,
-              capture: Read | None = None) -> list[Tool]:
+              capture: ReadBack | None = None) -> list[Tool]:
     """Wrap function tools so that each call is journaled in `run`.
 
     Args:

@@ -39,7 +39,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
-from reversi.engine.capture import Read
+from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
@@ -53,7 +53,7 @@ class JournaledToolset(WrapperToolset[AgentDepsT]):
 
     run: Run
     names: Mapping[str, str] = field(default_factory=dict)
-    capture: Read | None = None
+    capture: ReadBack | None = None
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
@@ -79,7 +79,7 @@ class Journaled(AbstractCapability[AgentDepsT]):
 
     run: Run | None = None
     names: Mapping[str, str] = field(default_factory=dict)
-    capture: Read | None = None
+    capture: ReadBack | None = None
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
         if self.run is None:
@@ -120,7 +120,7 @@ async def settle_deferred(run: Run, results: DeferredToolResults) -> list[int]:
 
 def journaled(
     toolset: AbstractToolset[AgentDepsT] | Sequence[Callable[..., Any]], run: Run, *,
-    names: Mapping[str, str] | None = None, capture: Read | None = None,
+    names: Mapping[str, str] | None = None, capture: ReadBack | None = None,
 ) -> JournaledToolset[AgentDepsT]:
     """Wrap `toolset` so that each call is journaled in `run`.
 

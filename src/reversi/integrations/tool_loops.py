@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reversi.core.json_values import to_json
-from reversi.engine.capture import Read
+from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
 from reversi.integrations._journal import journaled_name, plain_arguments, refusal_text, usable_call_id
@@ -45,7 +45,7 @@ Tools = Mapping[str, Callable[..., Any]]
 
 
 def responses_outputs(run: Run, response: Any, tools: Tools, *, names: Mapping[str, str] | None = None,
-                      capture: Read | None = None) -> list[dict[str, Any]]:
+                      capture: ReadBack | None = None) -> list[dict[str, Any]]:
     """A `function_call_output` item for each `function_call` of an OpenAI Responses API response."""
     return [
         {"type": "function_call_output", "call_id": _field(item, "call_id"),
@@ -56,7 +56,7 @@ def responses_outputs(run: Run, response: Any, tools: Tools, *, names: Mapping[s
 
 
 def chat_tool_messages(run: Run, message: Any, tools: Tools, *, names: Mapping[str, str] | None = None,
-                       capture: Read | None = None) -> list[dict[str, Any]]:
+                       capture: ReadBack | None = None) -> list[dict[str, Any]]:
     """A `tool` message for each function tool call of an OpenAI Chat Completions assistant message."""
     found = []
     for call in _field(message, "tool_calls") or ():
@@ -68,7 +68,7 @@ def chat_tool_messages(run: Run, message: Any, tools: Tools, *, names: Mapping[s
 
 
 def anthropic_tool_results(run: Run, message: Any, tools: Tools, *, names: Mapping[str, str] | None = None,
-                           capture: Read | None = None) -> list[dict[str, Any]]:
+                           capture: ReadBack | None = None) -> list[dict[str, Any]]:
     """A `tool_result` block for each `tool_use` block of an Anthropic Messages API reply, `is_error`
     set for a refusal or a failure (send them as the next user message's content)."""
     found = []
@@ -89,7 +89,7 @@ class _Call:
     run: Run
     tools: Tools
     names: Mapping[str, str] | None
-    capture: Read | None
+    capture: ReadBack | None
 
 
 def _answer(how: _Call, name: Any, arguments: Any, call_id: Any) -> tuple[str, bool]:

@@ -16,7 +16,7 @@ from reversi.engine import tracing
 from reversi.engine.access import Access
 from reversi.engine.approvals import approval_page_key
 from reversi.engine.capture import Captured
-from reversi.engine.commands import command_reader
+from reversi.engine.commands import command_read_back
 from reversi.engine.keys import Role
 from reversi.errors import BadInput, NoReader
 from reversi.server import bodies
@@ -121,7 +121,7 @@ def start_rollback(call: Call) -> Response:
     if not body.confirm:
         return reply(call.ledger.plan(run.id, to=body.to, after_step=body.after_step).to_dict())
     job = call.ledger.submit_rollback(run.id, has_compensator=bool(call.server.compensator_cmd), actor=body.actor,
-                                      approve_compensations=body.approve_compensations, attempts=body.retries,
+                                      approve_compensations=body.approve_compensations, attempts=body.attempts,
                                       to=body.to, after_step=body.after_step, concurrency=body.concurrency)
     call.server.wake_worker()
     return reply(job.to_dict(), 202)
@@ -148,7 +148,7 @@ def start_scope_rollback(call: Call) -> Response:
     job = call.ledger.submit_scope_rollback(selection, has_compensator=bool(call.server.compensator_cmd),
                                             actor=body.actor_name, contain=body.contain,
                                             reason=body.reason, approve_compensations=body.approve_compensations,
-                                            attempts=body.retries, concurrency=body.concurrency)
+                                            attempts=body.attempts, concurrency=body.concurrency)
     call.server.wake_worker()
     return reply(job.to_dict(), 202)
 
@@ -182,7 +182,7 @@ def reconcile(call: Call) -> Response:
     run_id = call.ledger.run_record(call.run_id, Access.OPERATE).run_id
     if not call.server.reader_cmd:
         raise NoReader()
-    found = call.ledger.reconcile_by_probes(run_id, command_reader(call.server.reader_cmd), masked=True)
+    found = call.ledger.reconcile_by_probes(run_id, command_read_back(call.server.reader_cmd), masked=True)
     shown = [probed.to_dict() for probed in found]
     return reply({"run_id": run_id, "steps": shown, "settled": all(s["outcome"] != "unresolved" for s in shown)})
 

@@ -77,7 +77,7 @@ class CloseFollowUp(Body):
 class Rollback(Body):
     confirm: bool = False
     approve_compensations: bool = False
-    retries: Annotated[int, Field(ge=1, le=10)] = Surface.API.attempts
+    attempts: Annotated[int, Field(ge=1, le=10, alias="retries")] = Surface.API.attempts  # per compensation
     concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 1  # independent steps undone at once
     actor: str | None = None
     to: str | None = None  # a checkpoint's name: only the steps after it (the engine checks the name)
@@ -101,7 +101,7 @@ class ScopeRollback(ScopeOfRuns):
     contain: bool = False
     reason: str | None = None
     approve_compensations: bool = False
-    retries: Annotated[int, Field(ge=1, le=10)] = Surface.API.attempts
+    attempts: Annotated[int, Field(ge=1, le=10, alias="retries")] = Surface.API.attempts  # per compensation
     concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 1  # independent steps of each run at once
     actor_name: str | None = Field(default=None, alias="by")
 

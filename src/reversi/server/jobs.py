@@ -17,7 +17,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from reversi.engine.commands import command_compensator, command_reader
+from reversi.engine.commands import command_compensator, command_read_back
 from reversi.engine.jobs import Job, Lease
 from reversi.engine.ledger import Ledger
 from reversi.engine.scope_jobs import ScopeJob, ScopeJobRunner, unfinished_scope_jobs
@@ -41,9 +41,10 @@ class JobWorker:
         max_jobs: int = 4,
     ) -> None:
         self.ledger = ledger
-        compensate, verifier = command_compensator(compensator_cmd), command_reader(reader_cmd) if reader_cmd else None
-        self.runner = ledger.job_runner(compensate, verifier, on_done=self._count)
-        self.scopes = ScopeJobRunner(ledger, compensate, verifier, ledger.settings.rollback_lease_s)
+        read_back = command_read_back(reader_cmd) if reader_cmd else None
+        compensate = command_compensator(compensator_cmd)
+        self.runner = ledger.job_runner(compensate, read_back, on_done=self._count)
+        self.scopes = ScopeJobRunner(ledger, compensate, read_back, ledger.settings.rollback_lease_s)
         self.metrics = metrics
         self.poll_s = poll_s
         self.max_jobs = max_jobs

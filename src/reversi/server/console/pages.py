@@ -27,7 +27,7 @@ from reversi.core.json_values import compact
 from reversi.core.models import who_acted
 from reversi.core.surfaces import Surface
 from reversi.engine.access import Access, require_role
-from reversi.engine.commands import command_reader
+from reversi.engine.commands import command_read_back
 from reversi.engine.keys import Principal, Role
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import (
@@ -300,7 +300,7 @@ class Console:
             return self.after(request, f"/runs/{run_id}", "reconcile", reconcile_error=NO_READER)
         try:
             said = await run_in_threadpool(run_view.reconciled, self.ledger_for(principal), run_id,
-                                           command_reader(self.state.reader_cmd))
+                                           command_read_back(self.state.reader_cmd))
         except ReversiError as exc:
             return self.after(request, f"/runs/{run_id}", "reconcile", reconcile_error=exc.message)
         return self.after(request, f"/runs/{run_id}", "reconcile", reconciled=said)

@@ -292,6 +292,6 @@ def missing_for_resolve(ledger: PrincipalLedger, run_id: str, step: int, result:
     return ledger.get_run(run_id, Access.OPERATE).missing_from_result(step, result)
 
 
-def reconciled(ledger: PrincipalLedger, run_id: str, reader: ReadBack) -> list[str]:
+def reconciled(ledger: PrincipalLedger, run_id: str, read_back: ReadBack) -> list[str]:
     """What the probes of the run's unresolved steps said, a line each (masked), newest step first."""
-    return [probed.describe() for probed in ledger.reconcile_by_probes(run_id, reader, masked=True)]
+    return [probed.describe() for probed in ledger.reconcile_by_probes(run_id, read_back, masked=True)]
