@@ -4,6 +4,7 @@ nothing is reported that did not land; the same `Ledger` works again once the st
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,31 @@ def test_calls_while_the_store_is_broken_run_nothing_and_work_again_once_it_is_b
         assert witness == [1, 4]
         steps = run.steps()
     assert [(s.args["amount"], s.status.value) for s in steps] == [(1, "succeeded"), (4, "succeeded")]
+
+
+def test_reads_during_the_outage_do_not_leave_the_store_on_the_broken_disk(fault: Fault, manifest: Path) -> None:
+    """A read while the disk is broken may open the file again (on the read-only mount, where it works);
+    the first write once the disk is repaired and mounted anew must still reach the new mount."""
+    witness: list[int] = []
+
+    def charge(amount: int) -> dict[str, Any]:
+        witness.append(amount)
+        return {"id": f"ch_{amount}"}
+
+    with reversi.open(fault.url, manifests=[str(manifest)]) as ledger:
+        run = ledger.start_run()
+        run.call(CHARGE, {"amount": 1}, charge)
+        fault.inject()
+        with pytest.raises(StoreUnavailable):
+            run.call(CHARGE, {"amount": 2}, charge)
+        for _ in range(2):
+            with contextlib.suppress(StoreUnavailable):  # a read may work on a read-only disk, or not
+                run.steps()
+        fault.heal()
+        run.call(CHARGE, {"amount": 3}, charge)
+        assert witness == [1, 3]
+        steps = run.steps()
+    assert [(s.args["amount"], s.status.value) for s in steps] == [(1, "succeeded"), (3, "succeeded")]
 
 
 def test_a_call_whose_outcome_cannot_be_journaled_says_it_was_made_and_stays_intended(

@@ -127,10 +127,16 @@ class SQLiteStore(Store):
     def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:
         """A transaction opened by `begin` on the connection that waits for the file."""
         with self._mutex:
-            if self._reopen_needed:
+            reopened = self._reopen_needed
+            if reopened:
                 self._reopen()
             with self._noting_lost_file(), _in_transaction(self._conn, begin, self.path) as cur:
                 yield cur
+            # A read works on a disk the kernel made read-only: only a write that commits shows the file
+            # is back for good (until then each transaction opens it again, so a repaired disk mounted
+            # anew is found by the first write after it, not the second).
+            if reopened and begin != "BEGIN":
+                self._reopen_needed = False
 
     @contextmanager
     def _noting_lost_file(self) -> Iterator[None]:
@@ -156,7 +162,7 @@ class SQLiteStore(Store):
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open the store at {self.path}: {exc}") from exc
         self._conn.close()
-        self._conn, self._reopen_needed = conn, False
+        self._conn = conn
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
