@@ -309,7 +309,9 @@ class Upstream:
             TimeoutError: no answer within `timeout` (the request is cancelled upstream).
             MCPError: the upstream answered with a JSON-RPC error.
         """
-        client, closed = await self._connected(timeout)
+        client, closed = self._client, self._closed
+        if client is None or closed.is_set():  # else connected: no wait, and no cancel scope to set up
+            client, closed = await self._connected(timeout)
         with anyio.fail_after(timeout):
             try:
                 result = await client.session.send_request(request, RAW, progress_callback=on_progress)
