@@ -192,8 +192,8 @@ def test_a_loops_write_never_runs_on_the_loop_not_even_a_lone_one(store: Store) 
         q.append(RUN_ID, [event("lone")])
 
     async def main() -> int:
-        await store.arun_write(write, only_request=lambda: True)  # a lone request, nobody writing
-        await store.arun_write(write)
+        await store.arun_write(write)  # a lone write, nobody else writing
+        await store.arun_write(write, "run_a")
         return threading.get_ident()
 
     loop_thread = asyncio.run(main())

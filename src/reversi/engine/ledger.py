@@ -431,10 +431,9 @@ class Ledger:
     # -- recording for a caller on an event loop (the gateway) -----------------------------------------
 
     async def abegin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     only_request: Callable[[], bool] | None = None, via: Mapping[str, Any] | None = None,
-                     before: Captured | None = None) -> int:
+                     via: Mapping[str, Any] | None = None, before: Captured | None = None) -> int:
         """`Recorder.abegin`: journal `intended` without blocking the loop. Raises as `Recorder.begin`."""
-        return await self.recorder.abegin(run, tool, args, depends_on, only_request=only_request, via=via,
+        return await self.recorder.abegin(run, tool, args, depends_on, via=via,
                                           before=before)
 
     async def acheckpoint(self, run: RunRecord, name: object) -> Checkpoint:
@@ -445,15 +444,14 @@ class Ledger:
         """`Recorder.stopped` off the loop: would a halt or the kill switch refuse this call now?"""
         return await asyncio.to_thread(self.recorder.stopped, run, tool)
 
-    async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused,
-                      only_request: Callable[[], bool] | None = None) -> NoReturn:
+    async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> NoReturn:
         """`Recorder.arefuse`: journal a call refused before any check (its capture failed), and raise `refusal`."""
-        await self.recorder.arefuse(run, tool, args, refusal, only_request)
+        await self.recorder.arefuse(run, tool, args, refusal)
 
     async def aoutcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
-                       error: str | None = None, only_request: Callable[[], bool] | None = None) -> None:
+                       error: str | None = None) -> None:
         """`Recorder.aoutcome`: journal an outcome without blocking the loop. Raises as `Recorder.outcome`."""
-        await self.recorder.aoutcome(run, step, status, result=result, error=error, only_request=only_request)
+        await self.recorder.aoutcome(run, step, status, result=result, error=error)
 
     # -- keys and sessions (who a request is: see `reversi.engine.access`) -----------------------------
 

@@ -367,8 +367,7 @@ class PrincipalLedger:
     # -- recording: the journal's hot path -------------------------------------------------------
 
     async def abegin(self, run_id: str, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     only_request: Callable[[], bool] | None = None, before: Captured | None = None,
-                     call_id: str | None = None) -> int:
+                     before: Captured | None = None, call_id: str | None = None) -> int:
         """Journal `intended` in the principal's own run (see `Recorder.begin`), as one slot of the
         store's group commit, once the key is seen still valid in that write.
 
@@ -379,15 +378,15 @@ class PrincipalLedger:
         """
         record = await self.arun_record(run_id, Access.RECORD)
         write = self._base.recorder.begin_write(record, tool, args, depends_on, before=before, call_id=call_id)
-        return await self._awrite(write, only_request, run_id, reads_halts=True)
+        return await self._awrite(write, run_id, reads_halts=True)
 
     async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: Any = None,
-                       error: str | None = None, only_request: Callable[[], bool] | None = None) -> StepState:
+                       error: str | None = None) -> StepState:
         """Journal a call's outcome in the principal's own run; returns the step. Raises as `abegin`,
         NotFound or Conflict as `Recorder.outcome`, and Forbidden for a step the gateway called."""
         record = await self.arun_record(run_id, Access.RECORD)
         write = self._base.recorder.outcome_write(record, step, status, result=result, error=error, reported=True)
-        return await self._awrite(write, only_request, run_id)
+        return await self._awrite(write, run_id)
 
     # -- the gateway: the calls it forwards, in the runs it holds --------------------------------------
     # The gateway reads each request's key just before, and keeps each run's record: these check the
@@ -417,8 +416,7 @@ class PrincipalLedger:
         check_run(self.principal, run, Access.RECORD)
 
     async def abegin_forwarded(self, run: RunRecord, tool: str, args: Any, *, via: Mapping[str, Any],
-                               before: Captured | None = None,
-                               only_request: Callable[[], bool] | None = None) -> int:
+                               before: Captured | None = None) -> int:
         """Journal `intended` for a call the gateway forwards to upstream `via` (see `Recorder.abegin`).
 
         Raises:
@@ -426,14 +424,14 @@ class PrincipalLedger:
             Refused, BadInput: as `Recorder.begin`.
         """
         self._forwarding(run)
-        return await self._base.recorder.abegin(run, tool, args, only_request=only_request, via=via, before=before)
+        return await self._base.recorder.abegin(run, tool, args, via=via, before=before)
 
     async def aforwarded_outcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
-                                 error: str | None = None, only_request: Callable[[], bool] | None = None) -> None:
+                                 error: str | None = None) -> None:
         """Journal what the gateway saw a forwarded call do; raises as `abegin_forwarded`, and NotFound
         or Conflict as `Recorder.outcome`."""
         self._forwarding(run)
-        await self._base.recorder.aoutcome(run, step, status, result=result, error=error, only_request=only_request)
+        await self._base.recorder.aoutcome(run, step, status, result=result, error=error)
 
     async def acheckpoint(self, run: RunRecord, name: object) -> Checkpoint:
         """Journal a checkpoint in the principal's own run, held by the caller (see `Recorder.checkpoint`).
@@ -450,22 +448,20 @@ class PrincipalLedger:
         check_run(self.principal, run, Access.RECORD)
         return await anyio.to_thread.run_sync(self._base.recorder.stopped, run, tool)
 
-    async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused,
-                      only_request: Callable[[], bool] | None = None) -> NoReturn:
+    async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> NoReturn:
         """Journal a call refused before any check (its capture failed) in the principal's own run, and
         raise `refusal` (Forbidden instead for another principal's run)."""
         check_run(self.principal, run, Access.RECORD)
-        await self._base.recorder.arefuse(run, tool, args, refusal, only_request)
+        await self._base.recorder.arefuse(run, tool, args, refusal)
 
-    async def _awrite(self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None, run_id: str,
-                      *, reads_halts: bool = False) -> T:
+    async def _awrite(self, fn: Callable[[Queries], T], run_id: str, *, reads_halts: bool = False) -> T:
         principal = self.principal
 
         def checked(q: Queries) -> T:
             check_still_valid(q, principal)
             return fn(q)
 
-        return await self._base.store.arun_write(checked, only_request, run_id, reads_halts=reads_halts)
+        return await self._base.store.arun_write(checked, run_id, reads_halts=reads_halts)
 
     # -- rollback jobs -----------------------------------------------------------------------------
 

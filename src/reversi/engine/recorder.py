@@ -111,10 +111,10 @@ class Recorder:
         raise refusal
 
     async def arefuse(
-        self, run: RunRecord, tool: str, args: Any, refusal: Refused, only_request: Callable[[], bool] | None = None
+        self, run: RunRecord, tool: str, args: Any, refusal: Refused
     ) -> NoReturn:
         """`refuse` for an event loop."""
-        await self.store.arun_write(self._refuse_write(run, tool, args, refusal), only_request, run.run_id)
+        await self.store.arun_write(self._refuse_write(run, tool, args, refusal), run.run_id)
         raise refusal
 
     def _refuse_write(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> WriteFn[None]:
@@ -132,15 +132,13 @@ class Recorder:
         args: Any,
         depends_on: Sequence[int] = (),
         *,
-        only_request: Callable[[], bool] | None = None,
         via: Mapping[str, Any] | None = None,
         before: Captured | None = None,
     ) -> int:
-        """`begin` for an event loop: the write joins the group commit without blocking the loop
-        (`only_request` as for `Store.arun_write`); `via`, where the call goes (the gateway's upstream), is
-        kept in the `intended` event's data as `upstream`."""
+        """`begin` for an event loop: the write joins the group commit without blocking the loop; `via`,
+        where the call goes (the gateway's upstream), is kept in the `intended` event's data as `upstream`."""
         write = self.begin_write(run, tool, args, depends_on, via=via, before=before)
-        return await self.store.arun_write(write, only_request, run.run_id, reads_halts=True)
+        return await self.store.arun_write(write, run.run_id, reads_halts=True)
 
     def begin_write(
         self,
@@ -259,15 +257,13 @@ class Recorder:
         *,
         result: Any = None,
         error: str | None = None,
-        only_request: Callable[[], bool] | None = None,
     ) -> None:
-        """`outcome` for an event loop: the write joins the group commit without blocking the loop
-        (`only_request` as for `Store.arun_write`)."""
+        """`outcome` for an event loop: the write joins the group commit without blocking the loop."""
         write = self._outcome_write(run, step, status, result, error)
         if self.durability == "intent":
             self.store.defer_write(write, run.run_id)
         else:
-            await self.store.arun_write(write, only_request, run.run_id)
+            await self.store.arun_write(write, run.run_id)
 
     def outcome_write(
         self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None,

@@ -105,7 +105,6 @@ class Proxy:
         self.call_timeout = call_timeout
         self.metrics = metrics or GatewayMetrics(pool)
         self._owners: dict[tuple[str, str], Upstream] = {}
-        self._calls = 0  # tools/call being answered
         self.checkpoint_tool = checkpoint_tool
         # The upstreams' listings the declared undos were read from: the lists themselves, held, so that a
         # new listing is never taken for one of these (an id alone may be reused once a list is freed).
@@ -118,10 +117,6 @@ class Proxy:
                                                                                   strict=True)):
             self._listings = listings
             door.manifests.declare(self.pool.declared_undos())
-
-    def _only_request(self) -> bool:
-        """Whether one tool call is being answered: its journal writes then need no group commit."""
-        return self._calls <= 1
 
     # -- tools -----------------------------------------------------------------------------------
 
@@ -137,12 +132,10 @@ class Proxy:
         route = self.pool.route(params.name)
         if route is None:  # no upstream to ask: answered as the servers answer a tool they do not have
             return tool_error(f"Unknown tool: {params.name}")
-        self._calls += 1
         start = time.perf_counter()
         try:
             return await self._call_tool(ctx, params, route)
         finally:
-            self._calls -= 1
             self.metrics.answered(route.upstream.name, time.perf_counter() - start)
 
     async def _call_tool(
@@ -158,7 +151,7 @@ class Proxy:
             before = await self._capture(door, run, params.name, arguments)
             with tracing.remote_parent((params.meta or {}).get("traceparent")):  # the agent's trace id, journaled
                 step = await door.abegin_forwarded(
-                    run, params.name, arguments, only_request=self._only_request, via=route.upstream.identity,
+                    run, params.name, arguments, via=route.upstream.identity,
                     before=before,
                 )
         except ReversiError as exc:
@@ -215,7 +208,7 @@ class Proxy:
             return await take_capture(door.manifests.lookup(tool), run, arguments, read,
                                       stopped=lambda: door.astopped(run, tool))
         except CaptureFailed as refusal:
-            await door.arefuse(run, tool, arguments, refusal, self._only_request)
+            await door.arefuse(run, tool, arguments, refusal)
             raise  # arefuse raised already
 
     async def _settle_failure(
@@ -250,8 +243,7 @@ class Proxy:
         error: str | None = None,
     ) -> None:
         try:
-            await door.aforwarded_outcome(run, step, status, result=result, error=error,
-                                          only_request=self._only_request)
+            await door.aforwarded_outcome(run, step, status, result=result, error=error)
             self.metrics.outcome(status.value)
         except ReversiError as exc:  # the step stays `intended`: unresolved, never lost
             log.error("could not journal the outcome of step %s of %s: %s", step, run.run_id, exc.message)

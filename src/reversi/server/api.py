@@ -71,8 +71,7 @@ async def record_step(call: Call) -> Response:
     args = {} if body.args is None else body.args
     with tracing.remote_parent(call.headers.get("traceparent")):  # the client's trace id, journaled
         before = Captured.supplied(body.before) if "before" in body.model_fields_set else None
-        step = await call.recording(call.ledger.abegin(call.run_id, body.tool, args, body.depends_on,
-                                                       only_request=call.server.only_request, before=before,
+        step = await call.recording(call.ledger.abegin(call.run_id, body.tool, args, body.depends_on, before=before,
                                                        call_id=body.call_id))
     call.server.metrics.calls.inc()
     return reply({"step": step, "status": "intended"}, 201)
@@ -82,7 +81,7 @@ async def record_outcome(call: Call) -> Response:
     await call.ledger.arun_record(call.run_id, Access.RECORD)
     body, step = call.body(bodies.ReportOutcome), call.step
     state = await call.recording(call.ledger.aoutcome(call.run_id, step, StepStatus(body.status), result=body.result,
-                                                      error=body.error, only_request=call.server.only_request))
+                                                      error=body.error))
     return reply(state.to_dict())
 
 

@@ -126,15 +126,7 @@ class ReversiApp(Starlette):
     server: ServerState | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        server = self.server
-        if server is None or scope["type"] != "http":
-            await self._answer(scope, receive, send)
-            return
-        server.in_flight += 1
-        try:
-            await self._answer(scope, receive, send)
-        finally:
-            server.in_flight -= 1
+        await self._answer(scope, receive, send)
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.recording is None or not await self.recording.answer(scope, receive, send):

@@ -62,14 +62,9 @@ class ServerState:
     reader_cmd: str | None = None
     wake_worker: Callable[[], None] = lambda: None
     limiter: anyio.CapacityLimiter | None = None
-    in_flight: int = 0  # HTTP requests being answered (counted by the app)
     _principals: BoundedCache[str | None, Principal] = field(
         default_factory=lambda: BoundedCache(_PRINCIPAL_CACHE)
     )
-
-    def only_request(self) -> bool:
-        """Whether the request asking is the only one being answered."""
-        return self.in_flight <= 1
 
     def principal(self, authorization: str | None, local_ok: bool) -> Principal:
         """The principal of a request, read from the store.

@@ -72,12 +72,10 @@ class Store(abc.ABC):
         raise AssertionError("unreachable")
 
     async def arun_write(
-        self, fn: Callable[[Queries], T], only_request: Callable[[], bool] | None = None, order: str | None = None,
-        *, reads_halts: bool = False,
+        self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False,
     ) -> T:
         """`run_write` for an event loop: `fn` runs on the writer thread, and the loop is never blocked
-        (see `GroupCommit.arun`). `only_request` is no longer asked: a lone request's write leaves the
-        loop too (it is kept until the recorder's callers stop passing it)."""
+        (see `GroupCommit.arun`)."""
         for attempt in range(_RETRIES + 1):
             try:
                 return await self._group_commit.arun(fn, order, reads_halts=reads_halts)
