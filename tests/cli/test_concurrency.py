@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from tests.cli.conftest import reversi_cli
+from tests.cli.test_progress import record_charges
 
 import reversi
 
@@ -24,14 +25,6 @@ while len([n for n in os.listdir(here) if n.startswith("started-")]) < 4:
     time.sleep(0.01)
 print(json.dumps({"undone": call["tool"]}))
 """
-
-
-def record_charges(here: Path, count: int) -> str:
-    with reversi.open(manifests=[str(here / "tools.yaml")]) as ledger:
-        run = ledger.start_run()
-        for i in range(count):
-            run.begin("stripe.create_charge", {"amount": i}).succeeded({"id": f"ch_{i}"})
-        return str(run.id)
 
 
 def test_the_undos_of_independent_steps_run_side_by_side(here: Path) -> None:

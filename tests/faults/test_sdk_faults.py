@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,21 @@ def one_line_store_error(caught: pytest.ExceptionInfo[StoreUnavailable]) -> str:
     return message
 
 
-def test_calls_while_the_store_is_broken_run_nothing_and_work_again_once_it_is_back(
-    fault: Fault, manifest: Path
-) -> None:
+def charges() -> tuple[list[int], Callable[[int], dict[str, Any]]]:
+    """A charge to make through `run.call`, and the amounts it was made with (a witness)."""
     witness: list[int] = []
 
     def charge(amount: int) -> dict[str, Any]:
         witness.append(amount)
         return {"id": f"ch_{amount}"}
 
+    return witness, charge
+
+
+def test_calls_while_the_store_is_broken_run_nothing_and_work_again_once_it_is_back(
+    fault: Fault, manifest: Path
+) -> None:
+    witness, charge = charges()
     with reversi.open(fault.url, manifests=[str(manifest)]) as ledger:
         run = ledger.start_run()
         run.call(CHARGE, {"amount": 1}, charge)
@@ -55,12 +62,7 @@ def test_calls_while_the_store_is_broken_run_nothing_and_work_again_once_it_is_b
 def test_reads_during_the_outage_do_not_leave_the_store_on_the_broken_disk(fault: Fault, manifest: Path) -> None:
     """A read while the disk is broken may open the file again (on the read-only mount, where it works);
     the first write once the disk is repaired and mounted anew must still reach the new mount."""
-    witness: list[int] = []
-
-    def charge(amount: int) -> dict[str, Any]:
-        witness.append(amount)
-        return {"id": f"ch_{amount}"}
-
+    witness, charge = charges()
     with reversi.open(fault.url, manifests=[str(manifest)]) as ledger:
         run = ledger.start_run()
         run.call(CHARGE, {"amount": 1}, charge)
