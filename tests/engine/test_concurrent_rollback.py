@@ -7,6 +7,7 @@ import asyncio
 import json
 import threading
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,3 +211,36 @@ def test_a_crash_amid_concurrent_undos_is_finished_by_a_rerun_with_each_undo_tak
     assert set(applied.values()) == {1} and len(applied) == 10
     compensated = Counter(e.step for e in run.events() if e.type == "compensated")
     assert compensated == Counter(range(10))
+
+
+RESOURCES = """version: 1
+tools:
+  doc.write:
+    resources: ["doc:${args.id}"]
+    compensation: {tool: doc.revert, args: {id: "$args.id"}}
+  doc.publish:
+    requires: ["doc.write"]
+    resources: ["doc:${args.id}"]
+    compensation: {tool: doc.unpublish, args: {id: "$args.id"}}
+"""
+
+
+@pytest.mark.parametrize("options", [{"concurrency": 1}, {"concurrency": 8}, {"deadline_first": True},
+                                     {"deadline_first": True, "concurrency": 4}], ids=str)
+def test_calls_answered_out_of_order_on_one_resource_are_all_undone_newest_first(
+    db_url: str, tmp_path: Path, options: dict[str, Any]
+) -> None:
+    """A resource makes the write depend on the publish (its outcome came last) while the publish requires
+    the write: a cycle, unless only newer steps hold back older ones, as one at a time they do."""
+    (tmp_path / "docs.yaml").write_text(RESOURCES)
+    with reversi.open(db_url, manifests=[str(tmp_path / "docs.yaml")]) as ledger:
+        run = ledger.start_run()
+        write, publish = run.begin("doc.write", {"id": "Y"}), run.begin("doc.publish", {"id": "Y"})
+        publish.succeeded({})
+        write.succeeded({})
+        called: list[int] = []
+
+        report = run.rollback(compensate=lambda call: called.append(call["step"]), **options)
+
+        assert report.complete and report.compensated == [1, 0] and called == [1, 0]
+        assert [s.status.value for s in run.steps()] == ["compensated", "compensated"]

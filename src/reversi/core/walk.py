@@ -316,6 +316,7 @@ class RollbackWalk:
                 yield action
                 if action.kind is ActionKind.COMPENSATE:
                     self.done(action.step, action.leaves_standing)
+        assert self.finished, "a step of the walk never became ready"  # never a report that skipped steps
 
     def _start_frontier(self) -> _Frontier:
         walked = self._walked()
@@ -364,16 +365,19 @@ class _Frontier:
 
     def __init__(self, steps: list[StepState], deps: dict[int, dict[int, str]],
                  key: Callable[[StepState], tuple[str, int]]) -> None:
-        """`steps`: the walked steps; `deps`: what each step depends on; `key`: the order of ready steps."""
+        """`steps`: the walked steps; `deps`: what each step depends on; `key`: the order of ready steps.
+
+        Only a newer step holds back an older one, as in the walk one step at a time: a resource can
+        make an older step depend on a newer one (its outcome was journaled after the newer one's), and
+        with an explicit dependency the other way that would be a cycle no step of which is ever ready."""
         self._covered = {step.index: step for step in steps}
-        self._deps = deps
+        self._deps = {dependent: [t for t in targets if t < dependent and t in self._covered]
+                      for dependent, targets in deps.items() if dependent in self._covered}
         self._key = key
         self._waiting_on = dict.fromkeys(self._covered, 0)  # walked dependents not done yet
-        for dependent, targets in deps.items():
-            if dependent in self._covered:
-                for target in targets:
-                    if target in self._covered:
-                        self._waiting_on[target] += 1
+        for targets in self._deps.values():
+            for target in targets:
+                self._waiting_on[target] += 1
         self.heap = [(key(step), step.index) for step in steps if self._waiting_on[step.index] == 0]
         heapq.heapify(self.heap)
         self.left = len(steps)
@@ -384,8 +388,7 @@ class _Frontier:
     def release(self, step: int) -> None:
         """`step` is done: each step it depends on waits for one dependent fewer."""
         self.left -= 1
-        for target in self._deps.get(step, {}):
-            if target in self._covered:
-                self._waiting_on[target] -= 1
-                if self._waiting_on[target] == 0:
-                    heapq.heappush(self.heap, (self._key(self._covered[target]), target))
+        for target in self._deps.get(step, ()):
+            self._waiting_on[target] -= 1
+            if self._waiting_on[target] == 0:
+                heapq.heappush(self.heap, (self._key(self._covered[target]), target))

@@ -222,6 +222,7 @@ class RollbackExecutor:
                         done += 1
                         await self._progress(done, total)
                 if not running:
+                    assert walk.finished, "a step of the walk never became ready"  # never a report that skips it
                     break
                 finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for task in finished:
