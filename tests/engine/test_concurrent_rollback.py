@@ -4,6 +4,7 @@ step while one that depends on it stands, every undo with its own journal entrie
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections import Counter
@@ -244,3 +245,33 @@ def test_calls_answered_out_of_order_on_one_resource_are_all_undone_newest_first
 
         assert report.complete and report.compensated == [1, 0] and called == [1, 0]
         assert [s.status.value for s in run.steps()] == ["compensated", "compensated"]
+
+
+def test_a_cancelled_concurrent_rollback_keeps_the_run_until_its_undos_in_threads_end(ledger: reversi.Ledger) -> None:
+    """A sync undo in the pool cannot be stopped: were the run's lease given back while it runs, the next
+    rollback of the run could send the same undo beside it."""
+    run = ledger.start_run()
+    for n in range(3):
+        run.begin("stripe.create_charge", {"amount": n}).succeeded({"id": f"ch_{n}"})
+    started, release = threading.Barrier(4, timeout=WAIT_S), threading.Event()
+    held_as_they_end: list[bool] = []
+
+    def undo(call: dict[str, Any]) -> dict[str, Any]:
+        started.wait()
+        release.wait(WAIT_S)
+        held_as_they_end.append(ledger.store.rollback_held(run.id))
+        return {"ok": True}
+
+    async def main() -> None:
+        rolling = asyncio.create_task(run.arollback(compensate=undo, concurrency=3))
+        await asyncio.to_thread(started.wait)  # all three undos are under way
+        rolling.cancel()
+        done, _ = await asyncio.wait({rolling}, timeout=1.0)  # it may not end while they run
+        assert not done
+        release.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await rolling
+
+    asyncio.run(main())
+    assert held_as_they_end == [True, True, True]
+    assert not ledger.store.rollback_held(run.id)

@@ -87,6 +87,19 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
+async def _outliving_cancellation(work: Awaitable[None]) -> None:
+    """Await `work` to its end even when the caller is cancelled meanwhile; then raise the cancellation."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError()
+
+
 def _off_the_loop(options: RollbackOptions, pool: ThreadPoolExecutor) -> RollbackOptions:
     """`options` with its sync compensation, check and read-back run in `pool` rather than on the loop."""
 
@@ -237,7 +250,9 @@ class RollbackExecutor:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             self.in_flight.clear()
-            pool.shutdown(wait=False)
+            # A sync undo under way in the pool cannot be stopped: the run's lease is kept until it ends,
+            # or the next rollback of the run could send the same undo while this one still runs.
+            await _outliving_cancellation(asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True))
         report.newest_first()
 
     async def _compensate(self, snapshot: RunSnapshot, action: Action, report: RollbackReport) -> bool:
