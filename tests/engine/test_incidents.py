@@ -156,6 +156,19 @@ def test_contain_halts_the_scope_and_revokes_the_key_first(db_url: str, shop_yam
         assert secret
 
 
+@pytest.mark.parametrize("options", [{"concurrency": 0}, {"concurrency": 65}, {"concurrency": True},
+                                     {"concurrency": "4"}, {"retry": {"attempts": 11}}], ids=str)
+def test_bad_rollback_options_are_refused_before_anything_is_contained(
+    db_url: str, shop_yaml: Path, options: dict[str, Any]
+) -> None:
+    shop = Shop(A=1)
+    with opened(db_url, shop_yaml, "admin") as admin:
+        admin.create_key("leaky", "agent")
+        with pytest.raises(BadInput):
+            admin.rollback_scope(reversi.Selection(key="leaky"), shop.undo, contain=True, **options)
+        assert admin.halts() == [] and admin.list_keys()[0].revoked_at is None
+
+
 def test_a_selection_needs_a_criterion_and_printable_text() -> None:
     with pytest.raises(BadInput, match="needs a scope"):
         reversi.Selection()

@@ -22,12 +22,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reversi.core import redaction
+from reversi.core.backoff import Retry
 from reversi.core.models import HaltScope, RunSnapshot
 from reversi.core.plan import ActionKind
 from reversi.core.scopes import ScopePlan, ScopeReport, Selection, plan_selection
 from reversi.core.sensitive import Masker
 from reversi.engine import halts, keys
 from reversi.engine.lineage import lineage_secret, read_lineage, standing_elsewhere
+from reversi.engine.rollback import check_concurrency
 from reversi.errors import BadInput, RollbackInProgress
 from reversi.store.queries import Queries
 
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from reversi.engine.rollback import Compensate
     from reversi.engine.run import RollbackArguments
 
-__all__ = ["Containment", "contain", "plan_scope", "rollback_scope", "selected"]
+__all__ = ["Containment", "check_options", "contain", "plan_scope", "rollback_scope", "selected"]
 
 MAX_PASSES = 1000  # far above any real chain of runs holding each other back; a guard, not a limit
 
@@ -112,6 +114,16 @@ def _exact(actor: str | None) -> str | None:
     if actor is None:
         return None
     return "".join(f"[{c}]" if c in "*?[" else c for c in actor)
+
+
+def check_options(options: RollbackArguments) -> None:
+    """Check a scope rollback's options before anything is contained (a halt, a key revoked).
+
+    Raises:
+        BadInput: a retry policy or a concurrency out of range.
+    """
+    Retry.of(options.get("retry"))
+    check_concurrency(options.get("concurrency", 1))
 
 
 async def rollback_scope(

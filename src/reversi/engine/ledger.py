@@ -332,6 +332,7 @@ class Ledger:
         reason: str | None = None, **options: Unpack[RollbackArguments],
     ) -> ScopeReport:
         """`rollback_scope` without blocking the event loop."""
+        incidents.check_options(options)
         contained = []
         if contain:
             done = await asyncio.to_thread(incidents.contain, self, selection, reason, self.actor(options.get("actor")))

@@ -550,6 +550,7 @@ class PrincipalLedger:
             As `submit_scope_rollback`, and as `Run.arollback`.
         """
         within = self._within(selection)
+        incidents.check_options(options)  # before anything is contained
         contained = await anyio.to_thread.run_sync(self._contain, selection, within, reason) if contain else []
         acting = self._base.acting_as(self.principal.name)
         return await incidents.rollback_scope(acting, selection, compensate, options, within=within,
