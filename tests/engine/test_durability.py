@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
 from tests.conftest import WAIT_S, Child
@@ -166,3 +169,53 @@ def test_an_outcome_journaled_from_an_event_loop_is_seen_by_the_next_read(db_url
         step = asyncio.run(record())
         state = run.steps()[step]
         assert (state.status, state.result) == (StepStatus.SUCCEEDED, {"echoed": 0})
+
+
+FORKING = """
+import atexit, os, sys, time
+import reversi
+url, forks = sys.argv[1], int(sys.argv[2])
+with reversi.open(url, durability="intent") as ledger:
+    run = ledger.start_run()
+    for n in range(forks):
+        run.call("echo", {"n": n}, lambda n: {"echoed": n})
+        pid = os.fork()
+        if pid == 0:  # a worker that ends at once: its exit hooks must neither commit nor wait for the
+            atexit._run_exitfuncs()  # parent's deferred writes (it leaves the parent's connections alone:
+            os._exit(0)  # a database session is its opener's, as every driver says)
+        deadline = time.monotonic() + 30
+        while not os.waitpid(pid, os.WNOHANG)[0]:
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                sys.exit(f"a forked child hung at its exit after call {n}")
+            time.sleep(0.01)
+    print(run.id)
+"""
+
+
+def test_a_forked_child_never_commits_or_waits_for_its_parents_deferred_outcomes(db_url: str, tmp_path: Path) -> None:
+    script = tmp_path / "forking.py"
+    script.write_text(FORKING)
+    done = subprocess.run([sys.executable, str(script), db_url, "12"], capture_output=True, text=True,
+                          timeout=WAIT_S * 4)
+    assert done.returncode == 0, done.stderr
+    with reversi.open(db_url) as ledger:
+        run = ledger.get_run(done.stdout.strip())
+        assert [s.status for s in run.steps()] == [StepStatus.SUCCEEDED] * 12
+        events = run.events()
+        assert [e.seq for e in events] == list(range(len(events)))  # nothing written twice
+
+
+def test_an_outcome_deferred_across_a_dropped_connection_still_lands(db_url: str) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("a server that drops the connection: PostgreSQL's pg_terminate_backend")
+    name = f"reversi-blip-{uuid.uuid4().hex[:8]}"
+    with reversi.open(f"{db_url}&application_name={name}", durability="intent") as ledger:
+        run = ledger.start_run()
+        handles = [run.begin("echo", {"n": n}) for n in range(5)]
+        with psycopg.connect(db_url.split("?")[0], autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                          (name,))
+        for n, handle in enumerate(handles):
+            handle.succeeded({"echoed": n})  # handed over: the first commit meets the dropped connection
+        assert [s.status for s in run.steps()] == [StepStatus.SUCCEEDED] * 5

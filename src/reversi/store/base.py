@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from reversi.core.envelope import Keyring
 from reversi.core.models import utc_now
-from reversi.errors import RollbackInProgress, WriteConflict
+from reversi.errors import RollbackInProgress, StoreUnavailable, WriteConflict
 from reversi.store.data_keys import CLEAR, Vault
 from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import DEFAULT_LEASE_S, Lease, ProcessLock, claim, held
@@ -87,8 +87,10 @@ class Store(abc.ABC):
     def defer_write(self, fn: Callable[[Queries], object], order: str | None = None) -> None:
         """Hand `fn` to be committed soon, without waiting for it (see `GroupCommit.defer`): a crash
         before its commit loses it. A read or a write of this process opened after this call sees it;
-        `flush_writes` and `close` wait for it. Retried as `run_write` is; any other error is logged."""
-        self._group_commit.defer(fn, order, lambda exc: isinstance(exc, self._retryable_errors()))
+        `flush_writes` and `close` wait for it. Retried as `run_write` is, and after a store error too (a
+        dropped connection is taken anew), a few times over about a second; a failure past that is logged."""
+        retried: tuple[type[Exception], ...] = (StoreUnavailable, *self._retryable_errors())
+        self._group_commit.defer(fn, order, lambda exc: isinstance(exc, retried))
 
     def flush_writes(self) -> None:
         """Wait until every write `defer_write` was given has committed.

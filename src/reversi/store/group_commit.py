@@ -26,6 +26,7 @@ import atexit
 import collections
 import contextlib
 import logging
+import os
 import threading
 import time
 import weakref
@@ -40,6 +41,7 @@ T = TypeVar("T")
 _HELPER_IDLE_S = 5.0
 DEFER_BOUND_S = 0.01  # how long a deferred write waits for another write to share its commit
 _DEFER_ATTEMPTS = 4
+_DEFER_BACKOFF_S = 0.1  # before a deferred write's second attempt; doubled for each after it (0.7 s in all)
 log = logging.getLogger("reversi.store")
 
 
@@ -120,6 +122,14 @@ class GroupCommit:
         self._local = threading.local()  # `depth`: how many transactions of ours this thread is inside
         _LIVE.add(self)
 
+    def _forget(self) -> None:
+        """Drop every queued write and the threads' state: a forked child's copy of its parent's."""
+        self._lock = threading.Lock()
+        self._queue, self._leading, self._helper, self._flusher = [], False, None, None
+        self._helper_wake = threading.Event()
+        self._deferred.clear()
+        self._pending = 0
+
     def run(self, fn: Callable[[Queries], T], order: str | None = None, *, reads_halts: bool = False) -> T:
         """Run `fn` in a committed write transaction, possibly shared with concurrent callers; `order`
         and `reads_halts` as for `Store.run_write`."""
@@ -180,10 +190,14 @@ class GroupCommit:
         Raises:
             Exception: as the store's writes raise, when the commit fails.
         """
-        for _ in range(_DEFER_ATTEMPTS):  # a deferred write tried again goes round once more
+        for attempt in range(_DEFER_ATTEMPTS):  # a deferred write tried again goes round once more
             if not self._pending or self._depth():
                 return
-            self.run(_nothing)
+            try:
+                self.run(_nothing)
+            except Exception:
+                if attempt + 1 == _DEFER_ATTEMPTS or not self._pending:
+                    raise  # (while deferred writes are still being tried, their next try may take)
 
     @contextmanager
     def settled(self) -> Iterator[None]:
@@ -273,6 +287,9 @@ class GroupCommit:
                     and slot.retry(slot.error):
                 slot.attempts, slot.error, slot.result = slot.attempts + 1, None, None
                 again.append(slot)
+                # a store that dropped its connection is given a moment to take a new one (the next
+                # writes, which would fail the same way, wait too)
+                time.sleep(_DEFER_BACKOFF_S * 2 ** (slot.attempts - 1))
             else:
                 if slot.error is not None:
                     log.warning("a deferred journal write failed, and its step stays as it was: %s", slot.error)
@@ -333,6 +350,17 @@ def _nothing(q: Queries) -> None:
 
 
 _LIVE: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    """A forked child shares its parent's connections and inherits none of its threads: it must never
+    commit (or wait for) the writes its parent deferred, at exit or otherwise."""
+    for group in list(_LIVE):
+        group._forget()
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 @atexit.register
