@@ -275,3 +275,32 @@ def test_a_cancelled_concurrent_rollback_keeps_the_run_until_its_undos_in_thread
     asyncio.run(main())
     assert held_as_they_end == [True, True, True]
     assert not ledger.store.rollback_held(run.id)
+
+
+WINDOWS = """version: 1
+tools:
+  bank.wire:
+    undo_until: "$result.recallable_until"
+    compensation: {tool: bank.recall, args: {id: "$result.id"}}
+"""
+
+
+def test_a_deadline_first_rollback_at_once_reports_in_the_order_of_its_undo_windows(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Of independent steps, the soonest-closing undo window first: the report follows that order (not
+    newest first), as one at a time it would."""
+    (tmp_path / "wires.yaml").write_text(WINDOWS)
+    closes = ["2099-01-03T00:00:00Z", "2099-01-01T00:00:00Z", "2099-01-04T00:00:00Z", "2099-01-02T00:00:00Z"]
+    with reversi.open(db_url, manifests=[str(tmp_path / "wires.yaml")]) as ledger:
+        one, many = ledger.start_run(), ledger.start_run()
+        for run in (one, many):
+            for n, until in enumerate(closes):
+                run.begin("bank.wire", {"n": n}).succeeded({"id": f"w{n}", "recallable_until": until})
+
+        in_turn = one.rollback(compensate=lambda call: {"ok": True}, deadline_first=True)
+        at_once = many.rollback(compensate=lambda call: {"ok": True}, deadline_first=True, concurrency=4)
+
+    assert in_turn.compensated == [1, 3, 0, 2]  # by their windows
+    assert at_once.compensated == in_turn.compensated
+    assert at_once.to_text() == in_turn.to_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
@@ -121,15 +122,23 @@ class RollbackReport:
             or self.unverified
         )
 
-    def newest_first(self) -> None:
-        """Put every list, and the steps' lines, newest step first: the order of a rollback that undoes
-        one step at a time, for one that undid several at once and finished them as they came."""
+    def in_walk_order(self, order: Mapping[int, int] | None = None) -> None:
+        """Put every list, and the steps' lines, in the walk's order: `order` gives each step's place
+        (None: newest first, the default walk's). For a rollback that undid several steps at once and
+        finished them as they came, so that it reports in the order one at a time would."""
+        def place(step: int) -> int:
+            return order.get(step, -step) if order is not None else -step
+
         for steps in (self.compensated, self.skipped, self.unresolved, self.unmanifested, self.unverified,
                       self.already_undone):
-            steps.sort(reverse=True)
+            steps.sort(key=place)
         for items in (self.failed, self.unrecoverable, self.deferred, self.awaiting_approval):
-            items.sort(key=lambda item: -item.step)
-        self.lines.sort(key=_step_of_line)
+            items.sort(key=lambda item: place(item.step))
+        def line_place(line: str) -> int:
+            step = _step_of_line(line)
+            return place(step) if step is not None else 1 << 62  # a line of no step: after them
+
+        self.lines.sort(key=line_place)
 
     def to_dict(self) -> ReportJSON:
         out = ReportJSON(
@@ -165,7 +174,7 @@ class RollbackReport:
         return "\n".join(out)
 
 
-def _step_of_line(line: str) -> int:
-    """The sort key of a report line: its step, newest first (`step N  ...`); other lines go last."""
+def _step_of_line(line: str) -> int | None:
+    """The step a report line is of (`step N  ...`); None for another line."""
     words = line.split(maxsplit=2)
-    return -int(words[1]) if len(words) > 1 and words[0] == "step" and words[1].isdigit() else 1
+    return int(words[1]) if len(words) > 1 and words[0] == "step" and words[1].isdigit() else None

@@ -224,9 +224,11 @@ class RollbackExecutor:
         pool = ThreadPoolExecutor(limit, thread_name_prefix="reversi-rollback")
         executor = replace(self, options=_off_the_loop(self.options, pool))
         running: dict[asyncio.Task[bool], int] = {}
+        order: dict[int, int] = {}  # each step's place in the order the walk gave them
         try:
             while True:
                 for action in walk.ready(limit - len(running)):
+                    order.setdefault(action.step, len(order))
                     if action.kind is ActionKind.COMPENSATE:
                         self.in_flight.add(action.step)
                         running[asyncio.create_task(executor._compensate(snapshot, action, report))] = action.step
@@ -253,7 +255,7 @@ class RollbackExecutor:
             # A sync undo under way in the pool cannot be stopped: the run's lease is kept until it ends,
             # or the next rollback of the run could send the same undo while this one still runs.
             await _outliving_cancellation(asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True))
-        report.newest_first()
+        report.in_walk_order(order if self.options.deadline_first else None)
 
     async def _compensate(self, snapshot: RunSnapshot, action: Action, report: RollbackReport) -> bool:
         assert action.compensation is not None
