@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -178,3 +179,38 @@ def test_a_concurrency_out_of_range_is_refused_and_queues_nothing(
 
     assert refused.status_code == 400 and "concurrency" in refused.json()["error"]["message"]
     assert operator.get(f"/v1/runs/{run_id}/rollback").status_code == 404
+
+
+# Each undo notes how many undos run as it starts (itself included), then takes a moment.
+COUNTING = """
+import json, os, sys, time
+call = json.load(sys.stdin)
+running = os.path.join(sys.argv[1], "running")
+os.makedirs(running, exist_ok=True)
+mine = os.path.join(running, str(os.getpid()))
+open(mine, "w").close()
+with open(os.path.join(sys.argv[1], "counts.log"), "a") as log:
+    log.write(f"{len(os.listdir(running))}\\n")
+time.sleep(0.3)
+os.remove(mine)
+print(json.dumps({"undone": call["tool"]}))
+"""
+
+
+def test_a_server_runs_at_most_its_cap_of_undos_at_once_whatever_a_job_asks(
+    make_site: Callable[..., Site], tmp_path: Path
+) -> None:
+    (tmp_path / "counting.py").write_text(COUNTING)
+    site = make_site(compensator_cmd=f"{sys.executable} {tmp_path / 'counting.py'} {tmp_path}", poll_s=0.2,
+                     max_undos=2)
+    site.add_key("agent", "agent")
+    site.add_key("operator", "operator")
+    run_id = record_jobs(site.client("agent"), 6)
+    operator = site.client("operator")
+
+    assert operator.post(f"/v1/runs/{run_id}/rollback", json={"confirm": True, "concurrency": 8}).status_code == 202
+    job = wait_for(lambda: finished(operator, run_id), "the job to finish")
+
+    assert job["report"]["complete"] and len(job["report"]["compensated"]) == 6
+    counts = [int(n) for n in (tmp_path / "counts.log").read_text().split()]
+    assert len(counts) == 6 and max(counts) <= 2, counts

@@ -28,7 +28,7 @@ from reversi.errors import ApprovalRequired, Refused, ReversiError, Unauthorized
 from reversi.server.api import ENDPOINTS
 from reversi.server.console import Console, console_for
 from reversi.server.endpoint import ServerState
-from reversi.server.jobs import JobWorker
+from reversi.server.jobs import MAX_UNDOS, JobWorker
 from reversi.server.metrics import Metrics, Timing
 from reversi.server.openapi import openapi_document
 from reversi.server.retention import RetentionTask
@@ -145,12 +145,14 @@ def create_app(
     poll_s: float = 2.0,
     threads: int = 64,
     retention_every_s: float | None = None,
+    max_undos: int = MAX_UNDOS,
 ) -> Starlette:
     """The server over `ledger` (which the caller closes).
 
     `compensator_cmd` and `reader_cmd` default to the ledger's settings (REVERSI_COMPENSATOR_CMD,
     REVERSI_READER_CMD). With `run_jobs`, a worker runs rollback jobs while the app's lifespan lasts,
-    looking for jobs left by other servers every `poll_s` seconds. Endpoints run in up to `threads`
+    looking for jobs left by other servers every `poll_s` seconds, running at most `max_undos` undo
+    commands at once across its jobs. Endpoints run in up to `threads`
     threads at once, so that concurrent journal writes share commits. With `retention:` configured, a
     task prunes the runs past it every `retention_every_s` seconds (default REVERSI_RETENTION_INTERVAL_S,
     else an hour) while the lifespan lasts.
@@ -160,7 +162,7 @@ def create_app(
     reader_cmd = settings.reader_cmd if reader_cmd is _UNSET else reader_cmd
     metrics = Metrics()
     worker = (
-        JobWorker(ledger, compensator_cmd, reader_cmd, metrics, poll_s=poll_s)
+        JobWorker(ledger, compensator_cmd, reader_cmd, metrics, poll_s=poll_s, max_undos=max_undos)
         if run_jobs and compensator_cmd
         else None
     )

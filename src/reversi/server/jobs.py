@@ -25,10 +25,26 @@ from reversi.errors import Fenced, StoreUnavailable
 from reversi.server.metrics import Metrics
 
 log = logging.getLogger("reversi.server")
+MAX_UNDOS = 16  # undo commands a server runs at once, across all its jobs, whatever each job's concurrency
+
+
+def at_most(limit: int, compensate: Callable[[dict[str, Any]], Awaitable[Any]]) -> Callable[[dict[str, Any]], Any]:
+    """`compensate`, of which at most `limit` calls run at once (on the one event loop the worker runs):
+    an operator's job at concurrency 64 times several jobs must not start hundreds of processes."""
+    gate: asyncio.Semaphore | None = None
+
+    async def bounded(call: dict[str, Any]) -> Any:
+        nonlocal gate
+        gate = gate or asyncio.Semaphore(limit)
+        async with gate:
+            return await compensate(call)
+
+    return bounded
 
 
 class JobWorker:
-    """Runs up to `max_jobs` rollback jobs at a time, each under its run's rollback lease."""
+    """Runs up to `max_jobs` rollback jobs at a time, each under its run's rollback lease, and at most
+    `max_undos` undo commands at once across them."""
 
     def __init__(
         self,
@@ -39,10 +55,11 @@ class JobWorker:
         *,
         poll_s: float = 2.0,
         max_jobs: int = 4,
+        max_undos: int = MAX_UNDOS,
     ) -> None:
         self.ledger = ledger
         read_back = command_read_back(reader_cmd) if reader_cmd else None
-        compensate = command_compensator(compensator_cmd)
+        compensate = at_most(max_undos, command_compensator(compensator_cmd))
         self.runner = ledger.job_runner(compensate, read_back, on_done=self._count)
         self.scopes = ScopeJobRunner(ledger, compensate, read_back, ledger.settings.rollback_lease_s)
         self.metrics = metrics
