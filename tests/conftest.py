@@ -14,9 +14,11 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
@@ -43,6 +45,18 @@ CHILD = TESTS / "engine" / "child.py"
 COMPENSATOR = TESTS / "engine" / "compensator.py"
 READER = TESTS / "engine" / "reader.py"
 WAIT_S = 30.0
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+    """Poll `predicate` until it returns something truthy (and return it), failing after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up after {timeout:g} s waiting for {what}")
+        time.sleep(0.02)
 
 MANIFEST = """\
 version: 1

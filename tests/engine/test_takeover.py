@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import WAIT_S, wait_for
 
 import reversi
 from reversi.core.models import EventType
@@ -27,18 +27,9 @@ from reversi.errors import Fenced
 from reversi.store.base import Store
 from reversi.store.leases import Lease
 
-WAIT_S = 30.0
 STALE_LEASE_S = 1.0  # how long the taker waits for the stopped holder's lease to run out
 
 
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:
-    """Poll `predicate` until it holds, failing after `timeout` seconds (the server's helper, without
-    importing the server)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {timeout:g} s waiting for {what}")
-        time.sleep(0.01)
 
 MANIFEST = """\
 version: 1

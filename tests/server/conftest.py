@@ -23,27 +23,18 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 import uvicorn
+from tests.conftest import WAIT_S as WAIT_S
+from tests.conftest import wait_for as wait_for
 
 import reversi
 from reversi.engine.keys import create_key
 from reversi.server import create_app
 
-WAIT_S = 30.0
 T = TypeVar("T")
 COMPENSATOR = Path(__file__).parent.parent / "engine" / "compensator.py"
 SERVER = Path(sys.executable).parent / "reversi-server"
 
 
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Poll `predicate` until it returns something truthy, failing after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {timeout:g} s waiting for {what}")
-        time.sleep(0.02)
 
 
 class ThreadServer:

@@ -11,29 +11,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
+from tests.conftest import WAIT_S, wait_for
 from tests.test_group_commit import append_one, journal, store_with_a_run
 
 from reversi.core.models import Event
 from reversi.store.base import Store
 from reversi.store.group_commit import GroupCommit
 from reversi.store.queries import Queries
-
-WAIT_S = 30.0
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:
-    """Poll `predicate` until it holds, failing after `timeout` seconds (the server's helper, without
-    importing the server)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {timeout:g} s waiting for {what}")
-        time.sleep(0.01)
 
 
 class CommitFailed(Exception):
