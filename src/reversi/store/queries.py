@@ -35,6 +35,7 @@ from reversi.core.models import (
     step_record,
     utc_now,
 )
+from reversi.errors import NotFound
 from reversi.store.approvals import ApprovalQueries
 from reversi.store.data_keys import DataKeyQueries
 from reversi.store.drills import DrillQueries
@@ -186,11 +187,17 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
         )
 
     def insert_next_step(self, rec: StepRecord) -> StepRecord:
-        """Insert the run's next step (`rec.step` is ignored) and return it with its number."""
+        """Insert the run's next step (`rec.step` is ignored) and return it with its number.
+
+        Raises:
+            NotFound: the run is not in the store (pruned since its caller read it).
+        """
         row = self._exec(
             f"INSERT INTO steps ({_STEP_COLUMNS}) "
-            "SELECT ?, COALESCE(MAX(step), -1) + 1, ?, ?, ?, ?, ?, ? FROM steps WHERE run_id = ? RETURNING step",
+            "SELECT ?, COALESCE((SELECT MAX(step) FROM steps WHERE run_id = ?), -1) + 1, ?, ?, ?, ?, ?, ? "
+            "FROM runs WHERE run_id = ? RETURNING step",  # no row, and no step, for a run that is gone
             (
+                rec.run_id,
                 rec.run_id,
                 rec.tool,
                 self.vault.dump(self, rec.run_id, "args", rec.args),
@@ -201,6 +208,8 @@ class Queries(ApprovalQueries, DataKeyQueries, DrillQueries, HaltQueries, JobQue
                 rec.run_id,
             ),
         ).fetchone()
+        if row is None:
+            raise NotFound(f"no run {rec.run_id}")
         return replace(rec, step=int(row[0]))
 
     def step_record(self, run_id: str, step: int) -> StepRecord | None:
