@@ -424,7 +424,8 @@ class PrincipalLedger:
             Refused, BadInput: as `Recorder.begin`.
         """
         self._forwarding(run)
-        return await self._base.recorder.abegin(run, tool, args, via=via, before=before)
+        write = self._base.recorder.begin_write(run, tool, args, (), via=via, before=before)
+        return await self._awrite(write, run.run_id, reads_halts=True)  # the key checked again as it writes
 
     async def aforwarded_outcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
                                  error: str | None = None) -> None:
@@ -441,7 +442,7 @@ class PrincipalLedger:
             BadInput, Conflict: as `Recorder.checkpoint`.
         """
         check_run(self.principal, run, Access.RECORD)
-        return await self._base.store.arun_write(self._base.recorder.checkpoint_write(run, name), order=run.run_id)
+        return await self._awrite(self._base.recorder.checkpoint_write(run, name), run.run_id)
 
     async def astopped(self, run: RunRecord, tool: str) -> bool:
         """Whether a halt or the kill switch would refuse this call in the principal's own run now."""

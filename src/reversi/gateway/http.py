@@ -99,16 +99,27 @@ class _Guard:
         try:
             door = await anyio.to_thread.run_sync(self._admit, headers, scope)
         except ReversiError as exc:  # answered before any of the body is read
-            answer = _error(exc.http_status, exc.code, exc.message)
-            if isinstance(exc, Unauthorized):
-                answer.headers["WWW-Authenticate"] = "Bearer"
-            await answer(scope, receive, send)
+            await _refusal(exc)(scope, receive, send)
             return
+        replay = await whole_body(receive)
+        if replay is None:
+            return
+        if self.role is not Role.AGENT:  # an operator's request acts at once: its key is read again now the
+            try:  # body is in (it may have come long after the headers); an agent's calls are checked
+                door = await anyio.to_thread.run_sync(self._admit, headers, scope)  # by their journal write
+            except ReversiError as exc:
+                await _refusal(exc)(scope, receive, send)
+                return
         scope[DOOR_KEY] = door
         scope["user"] = owner(door.principal)  # the SDK serves a session to its opener only
-        replay = await whole_body(receive)
-        if replay is not None:
-            await self.app(scope, replay, send)
+        await self.app(scope, replay, send)
+
+
+def _refusal(exc: ReversiError) -> Response:
+    answer = _error(exc.http_status, exc.code, exc.message)
+    if isinstance(exc, Unauthorized):
+        answer.headers["WWW-Authenticate"] = "Bearer"
+    return answer
 
 
 def door_of(ctx: ServerRequestContext[Any, Any]) -> PrincipalLedger:

@@ -273,9 +273,11 @@ class Endpoint:
             # without a valid key is answered at once, whatever body it announces.
             if not reads_body:  # one trip to a thread for both the key and the answer
                 return await anyio.to_thread.run_sync(self._run, server, request, limiter=server.limiter)
-            principal = await anyio.to_thread.run_sync(self._principal, server, request, limiter=server.limiter)
-            call = self._call(server, principal, request, await read_body(request))
-            return await anyio.to_thread.run_sync(self._answer, call, limiter=server.limiter)
+            await anyio.to_thread.run_sync(self._principal, server, request, limiter=server.limiter)
+            raw = await read_body(request)
+            # the body can come long after the headers (a client may hold its last byte): the key is read
+            # again once it is in, so a key revoked meanwhile does nothing
+            return await anyio.to_thread.run_sync(self._run, server, request, raw, limiter=server.limiter)
 
         return endpoint
 
@@ -316,8 +318,8 @@ class Endpoint:
         require_role(principal, self.role, reading=self.method == "GET")
         return principal
 
-    def _run(self, server: ServerState, request: Request) -> Response:
-        return self._answer(self._call(server, self._principal(server, request), request, b""))
+    def _run(self, server: ServerState, request: Request, raw: bytes = b"") -> Response:
+        return self._answer(self._call(server, self._principal(server, request), request, raw))
 
     def _answer(self, call: Call) -> Response:
         response = self.handler(call)
