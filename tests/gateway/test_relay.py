@@ -71,3 +71,14 @@ async def test_over_http_a_2026_agent_with_a_call_in_flight_is_told_why_it_canno
                               "server to client"
     idle = await relay.ask("up", ROOTS, types.ListRootsResult)  # once it is done: nobody has a call in flight
     assert isinstance(idle, types.ErrorData) and "no agent has a request in flight" in idle.message
+
+
+async def test_a_session_agent_is_not_asked_while_a_stateless_agent_also_has_a_call_on_the_upstream() -> None:
+    """The question may be the stateless agent's call's: asking the session agent could hand another
+    tenant's roots (or a sampling or an elicitation) to the wrong call."""
+    relay = Relay(one_agent=False, wait_s=0.1)
+    ada = _Session("tenant-a")
+    with relay.calling("up", _ctx(ada, "s1")), relay.calling("up", _ctx(_Session("b"), None, version="2026-07-28")):
+        refused = await relay.ask("up", ROOTS, types.ListRootsResult)
+    assert isinstance(refused, types.ErrorData) and "several agents" in refused.message
+    assert ada.asked == []

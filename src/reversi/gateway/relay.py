@@ -102,10 +102,10 @@ class Relay:
     async def _target(self, upstream: str) -> ServerSession | str:
         """The session to ask, or why there is none."""
         busy = self._busy.get(upstream) or Counter()
+        if len(busy) + bool(self._stateless_busy[upstream]) > 1:  # a stateless agent's call counts as one more
+            return "several agents have requests in flight on this upstream: the gateway cannot tell whose this is"
         if len(busy) == 1:
             return self._sessions[next(iter(busy))]
-        if len(busy) > 1:
-            return "several agents have requests in flight on this upstream: the gateway cannot tell whose this is"
         if self.one_agent:
             with anyio.move_on_after(self.wait_s):
                 await self._joined.wait()
