@@ -206,9 +206,8 @@ def test_a_forked_child_never_commits_or_waits_for_its_parents_deferred_outcomes
         assert [e.seq for e in events] == list(range(len(events)))  # nothing written twice
 
 
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)  # a server that drops a connection
 def test_an_outcome_deferred_across_a_dropped_connection_still_lands(db_url: str) -> None:
-    if not db_url.startswith("postgresql"):
-        pytest.skip("a server that drops the connection: PostgreSQL's pg_terminate_backend")
     name = f"reversi-blip-{uuid.uuid4().hex[:8]}"
     with reversi.open(f"{db_url}&application_name={name}", durability="intent") as ledger:
         run = ledger.start_run()
