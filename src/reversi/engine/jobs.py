@@ -63,9 +63,8 @@ class Job:
         r = self.row
         out = JobJSON(
             job_id=r.job_id, run_id=r.run_id, state=r.state, current_step=r.current_step,
-            current_steps=list(r.current_steps) if r.current_steps else
-            ([r.current_step] if r.current_step is not None else []),
-            concurrency=r.concurrency, report=r.report, error=r.error, actor=r.actor, principal=r.principal,
+            current_steps=list(r.current_steps), concurrency=r.concurrency, report=r.report, error=r.error,
+            actor=r.actor, principal=r.principal,
             created_at=r.created_at, started_at=r.started_at, finished_at=r.finished_at,
         )
         if r.scope is not None:

@@ -169,7 +169,7 @@ class RollbackExecutor:
     lease: Lease | None = None
     # The report as it grows while `execute` runs, for progress displays (`progress` is told when it grows).
     report: RollbackReport | None = field(default=None, init=False, repr=False)
-    # The steps being undone right now (one at most, unless `concurrency` is above one).
+    # The steps being undone right now, while a rollback undoes several at once (`concurrency` above one).
     in_flight: set[int] = field(default_factory=set, init=False, repr=False)
 
     async def execute(self, run_id: str, scope: RollbackScope | None = None) -> RollbackReport:
@@ -209,10 +209,8 @@ class RollbackExecutor:
         total = len(walk.steps)
         for done, action in enumerate(walk, start=1):
             if action.kind is ActionKind.COMPENSATE:
-                self.in_flight = {action.step}
                 if not await self._compensate(snapshot, action, report):
                     walk.still_stands(action.step)
-                self.in_flight = set()
             else:
                 _report_unchanged(action, report)
             await self._progress(done, total)

@@ -44,7 +44,8 @@ def _row(r: Any) -> JobRow:
         r[13],
         json.loads(r[14]) if r[14] is not None else None,
         int(r[15]),
-        tuple(json.loads(r[16])) if r[16] is not None else (),
+        # (a job started before 0017, or not yet past its first step, has its current step alone)
+        tuple(json.loads(r[16])) if r[16] is not None else ((r[10],) if r[10] is not None else ()),
     )
 
 
