@@ -126,7 +126,10 @@ class RollbackReport:
         """Put every list, and the steps' lines, in the walk's order: `order` gives each step's place
         (None: newest first, the default walk's). For a rollback that undid several steps at once and
         finished them as they came, so that it reports in the order one at a time would."""
-        def place(step: int) -> int:
+
+        def place(step: int | None) -> int:
+            if step is None:
+                return 1 << 62  # a line of no step: after the steps'
             return order.get(step, -step) if order is not None else -step
 
         for steps in (self.compensated, self.skipped, self.unresolved, self.unmanifested, self.unverified,
@@ -134,11 +137,7 @@ class RollbackReport:
             steps.sort(key=place)
         for items in (self.failed, self.unrecoverable, self.deferred, self.awaiting_approval):
             items.sort(key=lambda item: place(item.step))
-        def line_place(line: str) -> int:
-            step = _step_of_line(line)
-            return place(step) if step is not None else 1 << 62  # a line of no step: after them
-
-        self.lines.sort(key=line_place)
+        self.lines.sort(key=lambda line: place(_step_of_line(line)))
 
     def to_dict(self) -> ReportJSON:
         out = ReportJSON(
