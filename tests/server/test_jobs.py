@@ -181,7 +181,8 @@ def test_a_concurrency_out_of_range_is_refused_and_queues_nothing(
     assert operator.get(f"/v1/runs/{run_id}/rollback").status_code == 404
 
 
-# Each undo notes how many undos run as it starts (itself included), then takes a moment.
+# Each undo notes how many undos run as it starts (itself included), then takes a moment, so that undos
+# would overlap without the cap; the count never passes the cap however slow the machine is.
 COUNTING = """
 import json, os, sys, time
 call = json.load(sys.stdin)
