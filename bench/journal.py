@@ -41,6 +41,7 @@ from bench.common import (
     timed_calls,
     write_manifest,
 )
+from reversi.core.json_values import JSONObjectView
 from reversi.core.json_values import compact as dumps
 from reversi.core.models import utc_now
 
@@ -79,7 +80,7 @@ class _Baseline:
 
     def rows(self, args: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         step_row = (self.run_id, self.step, TOOL, dumps(args), "[]", 0, self.digest, None)
-        intended = {"tool": TOOL, "args": args, "depends_on": [], "manifested": True}
+        intended: JSONObjectView = {"tool": TOOL, "args": args, "depends_on": [], "manifested": True}
         event = (self.run_id, self.seq, self.step, "intended", utc_now(), ACTOR, dumps(intended), None)
         return step_row, event
 

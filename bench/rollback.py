@@ -41,6 +41,7 @@ from bench.common import (
     with_search_path,
     write_manifest,
 )
+from reversi.core.json_values import JSONObjectView
 from reversi.core.json_values import compact as dumps
 from reversi.core.models import utc_now
 from reversi.core.plan import compensation_key
@@ -90,8 +91,8 @@ class Floor(abc.ABC):
     def rows(self, step: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         key = compensation_key(self.run_id, step, UNDO)
         args = {"reservation": f"res_sku-{step}_{step % 7 + 1}", "sku": f"sku-{step}"}
-        begin = {"tool": UNDO, "args": args, "idempotency_key": key, "attempt": 1}
-        done = {"result": {"ok": True}, "attempts": 1}
+        begin: JSONObjectView = {"tool": UNDO, "args": args, "idempotency_key": key, "attempt": 1}
+        done: JSONObjectView = {"result": {"ok": True}, "attempts": 1}
         self.seq += 2
         return (
             (self.run_id, self.seq - 2, step, "compensating", utc_now(), "local", dumps(begin), None),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from reversi.core.json_values import JSONView
 from reversi.core.models import Event, EventType, Mode, NewEvent, RunRecord, Scope
 from reversi.errors import KeepWrites
 from reversi.store.base import Store
@@ -41,7 +42,7 @@ def store(db_url: str) -> Iterator[Store]:
         yield store
 
 
-def event(actor: str, **data: object) -> NewEvent:
+def event(actor: str, **data: JSONView) -> NewEvent:
     return NewEvent(EventType.INTENDED, None, actor, data)
 
 

@@ -20,7 +20,7 @@ import pytest
 from tests.server.conftest import ServerProcess
 
 import reversi
-from reversi.core.json_values import quoted
+from reversi.core.json_values import JSONObjectView, quoted
 from reversi.core.patterns import MAX_PROGRAM_SIZE, MAX_SCAN_CHARS, check_pattern, first_match
 from reversi.core.references import ReferenceContext, RunContext, resolve
 from reversi.engine.manifest_files import check_manifest_files
@@ -59,7 +59,7 @@ def test_search_keeps_its_groups_line_anchors_and_numbers() -> None:
     assert first_match("/issues/(\\d+)$", "https://github.com/a/b/issues/42") == "42"
     assert first_match("(?i)^ID: (\\w+)", "id: x7") == "x7"
     assert first_match("(x)?y", "y") is None  # a group that took no part names nothing
-    number = {"$search": "$result.url", "pattern": "/pull/(\\d+)$", "number": True}
+    number: JSONObjectView = {"$search": "$result.url", "pattern": "/pull/(\\d+)$", "number": True}
     assert resolve(number, ctx({"url": "https://github.com/a/b/pull/7"})) == 7
 
 

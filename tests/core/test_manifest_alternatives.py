@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from reversi.core.drill import differences
 from reversi.core.expect import first_mismatch, rule_holds
+from reversi.core.json_values import JSONObjectView
 from reversi.core.manifest import merge
 from reversi.core.manifest_fit import fit_problems, key_lines
 from reversi.core.manifest_prefix import prefixed
@@ -38,9 +39,9 @@ def parse(body: str) -> tuple[list[Any], list[str]]:
 
 
 def test_optional_leaves_a_missing_value_out_or_gives_its_default() -> None:
-    template = {"title": "$args.title", "project": {"$optional": "$args.project"},
-                "folder": {"$optional": "$args.folder", "default": "main"},
-                "tags": [{"$optional": "$args.tag"}, "x"]}
+    template: JSONObjectView = {"title": "$args.title", "project": {"$optional": "$args.project"},
+                                "folder": {"$optional": "$args.folder", "default": "main"},
+                                "tags": [{"$optional": "$args.tag"}, "x"]}
     assert resolve(template, ctx({"title": "t"})) == {"title": "t", "folder": "main", "tags": ["x"]}
     assert resolve(template, ctx({"title": "t", "project": None, "folder": "f", "tag": 1})) == {
         "title": "t", "project": None, "folder": "f", "tags": [1, "x"]}
@@ -49,14 +50,14 @@ def test_optional_leaves_a_missing_value_out_or_gives_its_default() -> None:
 
 
 def test_optional_takes_a_form_that_may_name_nothing() -> None:
-    directory = {"$optional": {"$search": "$before.path", "pattern": "^(.*)/[^/]*$"}, "default": ""}
+    directory: JSONObjectView = {"$optional": {"$search": "$before.path", "pattern": "^(.*)/[^/]*$"}, "default": ""}
     assert resolve(directory, ctx(before={"path": "lists/a/b.md"})) == "lists/a"
     assert resolve(directory, ctx(before={"path": "b.md"})) == ""
 
 
 def test_format_builds_a_text_and_the_quoting_forms_keep_a_value_one_token() -> None:
-    template = {"$format": "DROP TABLE {table}; -- {{kept}} {n}", "table": {"$sql_identifier": "$args.name"},
-                "n": "$args.n"}
+    template: JSONObjectView = {"$format": "DROP TABLE {table}; -- {{kept}} {n}",
+                                "table": {"$sql_identifier": "$args.name"}, "n": "$args.n"}
     assert resolve(template, ctx({"name": 'a"b', "n": 3})) == 'DROP TABLE "a""b"; -- {kept} 3'
     assert resolve({"$sql_text": "$args.v"}, ctx({"v": "it's"})) == "'it''s'"
     assert resolve({"$argument": "$args.branch"}, ctx({"branch": "feature/x"})) == "feature/x"
@@ -81,7 +82,7 @@ def test_a_quoted_identifier_reads_back_as_exactly_the_value(name: str) -> None:
 
 def test_an_agents_statement_cannot_widen_the_drop_built_from_it() -> None:
     """docs/manifest.md's sqlite example: the name is the text up to the first space or parenthesis."""
-    template = {"$format": "DROP TABLE {table}", "table": {"$sql_identifier": {
+    template: JSONObjectView = {"$format": "DROP TABLE {table}", "table": {"$sql_identifier": {
         "$search": "$args.query", "pattern": r"(?i)create\s+table\s+(?:if\s+not\s+exists\s+)?([^\s(]+)"}}}
     assert resolve(template, ctx({"query": "CREATE TABLE x; DROP TABLE customers"})) == 'DROP TABLE "x;"'
     assert resolve(template, ctx({"query": 'create table a"b(c)'})) == 'DROP TABLE "a""b"'
@@ -253,8 +254,10 @@ def test_a_whole_expect_may_be_alternatives_one_of_them_an_error() -> None:
 
 
 def test_volatile_paths_are_left_out_of_a_drills_differences() -> None:
-    before = {"find": {"nodes": [{"name": "a", "updated_at": "1"}]}, "tail": {"result": [{"id": 1, "x": 1}]}}
-    after = {"find": {"nodes": [{"name": "a", "updated_at": "2"}]}, "tail": {"result": [{"id": 2, "x": 2}]}}
+    before: JSONObjectView = {"find": {"nodes": [{"name": "a", "updated_at": "1"}]},
+                              "tail": {"result": [{"id": 1, "x": 1}]}}
+    after: JSONObjectView = {"find": {"nodes": [{"name": "a", "updated_at": "2"}]},
+                             "tail": {"result": [{"id": 2, "x": 2}]}}
     assert differences(before, after) == ['find.nodes[0].updated_at: "1" -> "2"', "tail.result[0].id: 1 -> 2",
                                           "tail.result[0].x: 1 -> 2"]
     assert differences(before, after, volatile=["*.updated_at", "tail.result[*].id"]) == ["tail.result[0].x: 1 -> 2"]

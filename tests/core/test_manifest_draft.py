@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reversi.core.drill import Drill, Verdict, coverage_rows, differences, only_reads, verdict_of
+from reversi.core.json_values import JSONObjectView
 from reversi.core.manifest import merge
 from reversi.core.manifest_draft import draft_manifest, undo_candidates
 from reversi.core.manifest_fit import fit_problems
@@ -106,9 +107,10 @@ def test_the_draft_is_a_valid_manifest_that_fits_the_tools_it_was_drafted_from()
 
 
 def test_differences_name_each_path_that_changed_and_a_drill_passes_only_when_undone() -> None:
-    before = {"read_graph": {"entities": [{"name": "Ada", "observations": ["old"]}], "relations": []}}
-    after = {"read_graph": {"entities": [{"name": "Ada", "observations": ["old", "new"]}], "relations": []},
-             "list": {"error": "gone"}}
+    before: JSONObjectView = {"read_graph": {"entities": [{"name": "Ada", "observations": ["old"]}], "relations": []}}
+    after: JSONObjectView = {"read_graph": {"entities": [{"name": "Ada", "observations": ["old", "new"]}],
+                                            "relations": []},
+                             "list": {"error": "gone"}}
     assert differences(before, after) == ['read_graph.entities[0].observations: ["old"] -> ["old","new"]',
                                           'list: (absent) -> {"error":"gone"}']
     assert differences(before, before) == []

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from reversi.core.expect import first_mismatch, unmet_condition
+from reversi.core.json_values import JSONObjectView
 from reversi.core.manifest import Capture, ManifestSet
 from reversi.core.manifest_prefix import prefixed
 from reversi.core.manifest_yaml import parse_manifest
@@ -45,7 +46,8 @@ def parse(body: str) -> tuple[list[Any], list[str]]:
 
 
 def test_each_builds_a_list_with_renamed_keys_from_every_element() -> None:
-    template = {"$each": "$result.results", "as": {"entityName": "$item.entityName", "observations": "$item.added"}}
+    template: JSONObjectView = {"$each": "$result.results",
+                                "as": {"entityName": "$item.entityName", "observations": "$item.added"}}
     result = {"results": [{"entityName": "ada", "added": ["x"]}, {"entityName": "bob", "added": []}]}
     assert resolve({"deletions": template}, ctx(result=result)) == {
         "deletions": [{"entityName": "ada", "observations": ["x"]}, {"entityName": "bob", "observations": []}]
@@ -69,7 +71,7 @@ def test_excludes_holds_for_a_text_without_it_and_says_what_it_found() -> None:
 
 def test_search_with_number_reads_the_match_as_a_number_or_names_nothing() -> None:
     url = {"id": 7, "url": "https://github.com/acme/shop/issues/42"}
-    number = {"$search": "$result.url", "pattern": "/issues/(\\d+)$", "number": True}
+    number: JSONObjectView = {"$search": "$result.url", "pattern": "/issues/(\\d+)$", "number": True}
     assert resolve(number, ctx(result=url)) == 42
     assert resolve({**number, "number": False}, ctx(result=url)) == "42"
     with pytest.raises(MissingReference, match="is not a number"):
@@ -297,7 +299,7 @@ def test_a_prefix_must_be_a_name_the_gateway_takes_for_an_upstream(name: str) ->
 
 
 def test_not_tells_an_explicit_false_and_an_absent_flag_from_true() -> None:
-    single = {"$args.is_directory": {"$not": True}}
+    single: JSONObjectView = {"$args.is_directory": {"$not": True}}
     assert unmet_condition(single, ctx(args={"is_directory": False})) is None
     assert unmet_condition(single, ctx(args={})) is None  # nothing at all is not true either
     assert unmet_condition(single, ctx(args={"is_directory": True})) == \
@@ -307,7 +309,7 @@ def test_not_tells_an_explicit_false_and_an_absent_flag_from_true() -> None:
 
 
 def test_any_holds_when_one_choice_matches_and_comparisons_take_numbers_only() -> None:
-    kind = {"$args.kind": {"$any": ["note", {"$excludes": "/"}]}}
+    kind: JSONObjectView = {"$args.kind": {"$any": ["note", {"$excludes": "/"}]}}
     assert unmet_condition(kind, ctx(args={"kind": "note"})) is None
     assert unmet_condition(kind, ctx(args={"kind": "folder/x"})) == \
         '`$args.kind` is "folder/x", expected one of ["note",{"$excludes":"/"}]'

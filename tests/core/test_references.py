@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reversi.core.json_values import JSONObjectView, JSONView
 from reversi.core.references import (
     MissingReference,
     ReferenceContext,
@@ -162,12 +163,13 @@ def test_any_other_interpolated_part_is_a_bad_reference(text: str, bad: list[str
 
 
 def test_bad_references_walks_lists_and_mapping_values_but_not_keys() -> None:
-    template = {"$key": ["$ok", {"x": "$result.id", "y": "$reslt"}], "z": "fine"}
+    template: JSONObjectView = {"$key": ["$ok", {"x": "$result.id", "y": "$reslt"}], "z": "fine"}
     assert bad_references(template) == ["$ok", "$reslt"]
 
 
 def test_good_references_are_not_bad() -> None:
-    good = ["$args.a.b[0][*].c", "$result", "$run.environment", "$step", "a ${args.x} b", "$$x", "plain", 5]
+    good: list[JSONView] = ["$args.a.b[0][*].c", "$result", "$run.environment", "$step", "a ${args.x} b", "$$x",
+                            "plain", 5]
     assert bad_references(good) == []
 
 

@@ -127,7 +127,7 @@ def test_any_pointer_reads_as_a_reference_to_the_same_place_or_is_refused(tokens
         assert undos == {}
         return
     template = undos["a"].args["x"]
-    assert is_reference(template)
+    assert isinstance(template, str) and is_reference(template)
     value: Any = "found"
     for token in reversed(tokens):
         value = [value] * (int(token) + 1) if token.isascii() and token.isdigit() else {token: value}

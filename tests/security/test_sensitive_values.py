@@ -19,6 +19,7 @@ from tests.cli.conftest import reversi_cli
 from tests.server.conftest import ServerProcess
 
 import reversi
+from reversi.core.json_values import JSON
 from reversi.core.sensitive import MASK_RE, Masker, is_sensitive_name
 from reversi.engine.keys import create_key
 
@@ -170,7 +171,7 @@ def test_secrets_inside_text_are_masked_and_the_rest_is_kept() -> None:
 @given(st.text(max_size=300), st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                                            lambda kids: st.lists(kids, max_size=4)
                                            | st.dictionaries(st.text(max_size=12), kids, max_size=4), max_leaves=30))
-def test_hostile_values_never_break_masking(text: str, value: object) -> None:
+def test_hostile_values_never_break_masking(text: str, value: JSON) -> None:
     m = Masker(b"k" * 32)
     shown = m.value({"password": text, "nested": value, text: value})
     assert shown["password"] == (m.mask(text) if text else text)
@@ -180,7 +181,7 @@ def test_hostile_values_never_break_masking(text: str, value: object) -> None:
 def test_huge_and_deep_values_are_masked() -> None:
     m = Masker(b"k" * 32)
     huge = "a" * 2_000_000 + "?key=" + "b" * 1000
-    deep: object = {"password": "x"}
+    deep: JSON = {"password": "x"}
     for _ in range(500):
         deep = {"d": deep}
     assert "b" * 1000 not in m.text(huge)  # RE2: linear in the text, whatever it holds

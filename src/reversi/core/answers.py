@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from reversi.core.json_values import LooseJSON
 
 __all__ = ["TextAnswer"]
 
@@ -14,5 +15,5 @@ class TextAnswer:
     text as it came, what `$result_text` (`$before_text`) names. Text that happens to parse (`"[]"`,
     `"42"`) changes type in `value`; `text` keeps what the tool said."""
 
-    value: Any
+    value: LooseJSON
     text: str

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
 
+from reversi.core.json_values import LooseJSON
 from reversi.errors import BadInput
 
 MAX_ATTEMPTS = 10
@@ -34,7 +34,7 @@ class Retry:
                 raise BadInput(f"{name} must be a whole number of milliseconds from 0, got {value!r}")
 
     @classmethod
-    def of(cls, value: Retry | Mapping[str, Any] | None) -> Retry:
+    def of(cls, value: Retry | Mapping[str, LooseJSON] | None) -> Retry:
         """A policy from a `Retry`, a mapping of its fields (`{"attempts": 3, "base_ms": 100}`) or None
         (one attempt).
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
 
+from reversi.core.json_values import JSONObject, LooseJSON
 from reversi.core.models import Event, EventType, StepState
 from reversi.core.printable import ESCAPED
 from reversi.errors import BadInput, Conflict, NotFound
@@ -28,7 +28,7 @@ class Checkpoint:
     after_step: int
     at: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"name": self.name, "after_step": self.after_step, "at": self.at}
 
 
@@ -75,12 +75,12 @@ class RollbackScope:
             parts.append(f"the steps journaled until {self.until}")
         return f"scope: {'; '.join(parts) or 'every step'}; other steps are kept"
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"after_step": self.after_step, "checkpoint": self.checkpoint}
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {"after_step": self.after_step, "checkpoint": self.checkpoint}
         return out | {k: v for k, v in (("tool", self.tool), ("since", self.since), ("until", self.until)) if v}
 
     @classmethod
-    def from_dict(cls, data: Any) -> RollbackScope | None:
+    def from_dict(cls, data: LooseJSON) -> RollbackScope | None:
         """The scope `to_dict` made (as a job keeps it); None for None."""
         if data is None:
             return None
@@ -113,7 +113,7 @@ def checkpoints_of(events: Iterable[Event]) -> list[Checkpoint]:
     ]
 
 
-def new_checkpoint_data(name: object, existing: Sequence[Checkpoint], last_step: int, run_id: str) -> dict[str, Any]:
+def new_checkpoint_data(name: object, existing: Sequence[Checkpoint], last_step: int, run_id: str) -> JSONObject:
     """The data of a new `checkpoint` event: `name` checked and unique within the run.
 
     Raises:

@@ -21,9 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Any
 
-from reversi.core.json_values import compact
+from reversi.core.json_values import JSON, JSONObject, JSONView, LooseJSON, compact
 from reversi.core.manifest import Compensation, Effect, ManifestSet, ToolEntry
 from reversi.core.tool_listing import ListedTool, Listing
 
@@ -57,9 +56,9 @@ class Drill:
     version: str
     verdict: Verdict
     at: str
-    evidence: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Mapping[str, LooseJSON] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"drill_id": self.drill_id, "tool": self.tool, "server": {"name": self.server, "version": self.version},
                 "verdict": self.verdict.value, "at": self.at, **self.evidence}
 
@@ -68,7 +67,7 @@ def new_drill_id() -> str:
     return "drill_" + secrets.token_hex(8)
 
 
-def differences(before: Any, after: Any, at: str = "", volatile: Sequence[str] = ()) -> list[str]:
+def differences(before: JSONView, after: JSONView, at: str = "", volatile: Sequence[str] = ()) -> list[str]:
     """Where two JSON values differ, as `PATH: BEFORE -> AFTER` lines (at most 20, then a count), but for
     paths that match a `volatile` glob (`*.updated_at`, where `*` matches anything, dots included)."""
     globs = [_INDEX.sub(r"[[]\1[]]", glob) for glob in volatile]  # `[3]`, `[*]`: a list index, not a set
@@ -78,7 +77,7 @@ def differences(before: Any, after: Any, at: str = "", volatile: Sequence[str] =
     return found
 
 
-def _differences(before: Any, after: Any, at: str) -> Iterable[tuple[str, str]]:
+def _differences(before: JSONView, after: JSONView, at: str) -> Iterable[tuple[str, str]]:
     """(path, line) for each difference."""
     if isinstance(before, Mapping) and isinstance(after, Mapping):
         for key in [*before, *(k for k in after if k not in before)]:
@@ -96,7 +95,7 @@ def _differences(before: Any, after: Any, at: str) -> Iterable[tuple[str, str]]:
         yield at, f"{at or 'the value'}: {_short(before)} -> {_short(after)}"
 
 
-def _short(value: Any) -> str:
+def _short(value: JSONView) -> str:
     text = compact(value)
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -145,12 +144,12 @@ class CoverageRow:
     entry_changed: bool = False  # since the drill: it tried another undo than the one declared now
     alternative: str | None = None  # the row is for this alternative of the tool's entry
 
-    def to_dict(self) -> dict[str, Any]:
-        drilled = None if self.drill is None else {"drill_id": self.drill.drill_id, "at": self.drill.at,
+    def to_dict(self) -> JSONObject:
+        drilled: JSON = None if self.drill is None else {"drill_id": self.drill.drill_id, "at": self.drill.at,
                                                     "verdict": self.drill.verdict.value,
                                                     "undo_ran": undo_ran(self.drill),
                                                     "entry_changed_since": self.entry_changed}
-        out = {"tool": self.tool, "undo": self.undo, "drilled": drilled, "residue": list(self.residue)}
+        out: JSONObject = {"tool": self.tool, "undo": self.undo, "drilled": drilled, "residue": list(self.residue)}
         return out | ({"alternative": self.alternative} if self.alternative is not None else {})
 
     def to_text(self) -> str:

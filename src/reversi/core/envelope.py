@@ -21,7 +21,7 @@ from functools import lru_cache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from reversi.core.json_values import compact
+from reversi.core.json_values import JSONView, compact
 
 __all__ = [
     "KEY_BYTES",
@@ -108,7 +108,7 @@ def _aad(data_key_id: str, run_id: str, place: str) -> bytes:
     return f"v:{data_key_id}:{run_id}:{place}".encode()
 
 
-def seal_value(data_key: bytes, data_key_id: str, run_id: str, place: str, value: object) -> str:
+def seal_value(data_key: bytes, data_key_id: str, run_id: str, place: str, value: JSONView) -> str:
     """`value` (JSON) as stored: sealed under the run's data key for `place`."""
     body = _seal(data_key, compact(value).encode("utf-8", "surrogatepass"), _aad(data_key_id, run_id, place))
     return f"{PREFIX}{data_key_id}:{body}"

@@ -15,9 +15,8 @@ number, not a boolean, compared with N); and, for a whole read-back only, `{$err
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from reversi.core.json_values import quoted
+from reversi.core.json_values import JSONObjectView, JSONView, LooseJSON, quoted
 from reversi.core.patterns import first_match
 from reversi.core.references import NOTHING, ReferenceContext, resolve
 from reversi.errors import MissingReference
@@ -36,7 +35,7 @@ COMPARISONS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
 }
 
 
-def first_mismatch(expect: Any, answer: Any, error: str | None = None) -> str | None:
+def first_mismatch(expect: LooseJSON, answer: LooseJSON, error: str | None = None) -> str | None:
     """The first way `answer` fails to match `expect`, or None when it matches.
 
     Every key `expect` names must be in the answer with an equal value, recursively through nested
@@ -67,7 +66,7 @@ def first_mismatch(expect: Any, answer: Any, error: str | None = None) -> str | 
     return _mismatch(expect, answer, "")
 
 
-def unmet_condition(conditions: Mapping[str, Any], ctx: ReferenceContext) -> str | None:
+def unmet_condition(conditions: JSONObjectView, ctx: ReferenceContext) -> str | None:
     """The first of `conditions` (a reference → the value it must match) that does not hold for a call,
     or None when all hold. A reference that names nothing holds only `{$exists: false}`."""
     for written, expected in conditions.items():
@@ -85,19 +84,19 @@ def unmet_condition(conditions: Mapping[str, Any], ctx: ReferenceContext) -> str
     return None
 
 
-def rule_holds(rule: bool | Mapping[str, Any], ctx: ReferenceContext) -> bool:
+def rule_holds(rule: bool | JSONObjectView, ctx: ReferenceContext) -> bool:
     """A `requires_approval` rule for one call: true, false, or whether its conditions all hold."""
     return rule if isinstance(rule, bool) else unmet_condition(rule, ctx) is None
 
 
-def _exists(expect: Any) -> bool | None:
+def _exists(expect: JSONView) -> bool | None:
     """What `{$exists: B}` asks for (B), or None when `expect` is not that operator."""
     if isinstance(expect, Mapping) and EXISTS in expect:
         return bool(expect[EXISTS])
     return None
 
 
-def _logical(expect: Mapping[str, Any], answer: Any, path: str) -> str | None:
+def _logical(expect: Mapping[str, LooseJSON], answer: LooseJSON, path: str) -> str | None:
     """`$not`, `$any` and the comparisons: the mismatch, or None when it holds."""
     shown = "missing" if answer is NOTHING else _shown(answer)
     if NOT in expect:
@@ -116,11 +115,11 @@ def _logical(expect: Mapping[str, Any], answer: Any, path: str) -> str | None:
     return f"{_subject(path)} is {shown}, expected a number {sign} {quoted(expect[name])}"
 
 
-def _is_logical(expect: Any) -> bool:
+def _is_logical(expect: JSONView) -> bool:
     return isinstance(expect, Mapping) and len(expect) == 1 and next(iter(expect)) in (NOT, ANY, *COMPARISONS)
 
 
-def _text_matcher(expect: Mapping[str, Any], answer: Any, path: str) -> str | None:
+def _text_matcher(expect: Mapping[str, LooseJSON], answer: LooseJSON, path: str) -> str | None:
     """`$excludes`, `$contains` and `$matches`: the mismatch, or None when the answer is a text that holds."""
     name = next(iter(expect))
     wanted = str(expect[name])
@@ -137,7 +136,7 @@ def _text_matcher(expect: Mapping[str, Any], answer: Any, path: str) -> str | No
     return f"{_subject(path)} is {shown}, expected a text {what} {quoted(wanted)}"
 
 
-def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
+def _mismatch(expect: LooseJSON, answer: LooseJSON, path: str) -> str | None:
     if _is_logical(expect):
         return _logical(expect, answer, path)
     if isinstance(expect, Mapping) and len(expect) == 1 and next(iter(expect)) in TEXT_MATCHERS:
@@ -164,7 +163,7 @@ def _mismatch(expect: Any, answer: Any, path: str) -> str | None:
     return None
 
 
-def _shown(answer: Any, limit: int = 200) -> str:
+def _shown(answer: LooseJSON, limit: int = 200) -> str:
     """An answer as a message quotes it, cut short when long (the whole answer is journaled beside it)."""
     text = quoted(answer)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
@@ -174,7 +173,7 @@ def _subject(path: str) -> str:
     return f"`{path}`" if path else "the answer"
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: JSONView, b: JSONView) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):

@@ -14,9 +14,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
-from reversi.core.json_values import compact
+from reversi.core.json_values import JSONObject, JSONView, LooseJSON, compact
 from reversi.core.manifest import FollowUp
 from reversi.core.models import Event, EventType
 from reversi.core.references import ReferenceContext, resolve
@@ -30,10 +29,10 @@ def follow_up_id(run_id: str, step: int) -> str:
     return "fu_" + hashlib.sha256(f"{run_id}:{step}".encode()).hexdigest()[:24]
 
 
-def opened_data(follow_up: FollowUp, ctx: ReferenceContext, run_id: str, step: int, why: str) -> dict[str, Any]:
+def opened_data(follow_up: FollowUp, ctx: ReferenceContext, run_id: str, step: int, why: str) -> JSONObject:
     """What `follow_up_opened` journals: the entry's follow-up, its references resolved (a text whose
     references name nothing is kept as written, naming what is missing), and why the step stays."""
-    data: dict[str, Any] = {"follow_up_id": follow_up_id(run_id, step), "title": _text(follow_up.title, ctx),
+    data: JSONObject = {"follow_up_id": follow_up_id(run_id, step), "title": _text(follow_up.title, ctx),
                             "text": _text(follow_up.text, ctx), "owner": follow_up.owner, "why": why}
     if follow_up.action is not None:
         try:
@@ -44,7 +43,7 @@ def opened_data(follow_up: FollowUp, ctx: ReferenceContext, run_id: str, step: i
     return data
 
 
-def _text(template: Any, ctx: ReferenceContext) -> str:
+def _text(template: JSONView, ctx: ReferenceContext) -> str:
     try:
         value = resolve(template, ctx)
     except MissingReference as missing:
@@ -63,7 +62,7 @@ class FollowUpState:
     text: str
     owner: str
     why: str
-    action: Mapping[str, Any] | None
+    action: Mapping[str, LooseJSON] | None  # as `follow_up_opened` journaled it
     opened_at: str
     opened_by: str
     closed_at: str | None = None
@@ -75,14 +74,14 @@ class FollowUpState:
     def status(self) -> str:
         return "open" if self.closed_at is None else "closed"
 
-    def hook_payload(self) -> dict[str, Any]:
+    def hook_payload(self) -> JSONObject:
         """What the `follow_up` hook is told of it: the run, the step and what `follow_up_opened` journaled."""
-        out = {"run_id": self.run_id, "step": self.step, "follow_up_id": self.follow_up_id, "title": self.title,
-               "text": self.text, "owner": self.owner, "why": self.why}
+        out: JSONObject = {"run_id": self.run_id, "step": self.step, "follow_up_id": self.follow_up_id,
+                           "title": self.title, "text": self.text, "owner": self.owner, "why": self.why}
         return out | ({"action": dict(self.action)} if self.action is not None else {})
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
             "follow_up_id": self.follow_up_id, "run_id": self.run_id, "step": self.step, "status": self.status,
             "title": self.title, "text": self.text, "owner": self.owner, "why": self.why,
             "opened_at": self.opened_at, "opened_by": self.opened_by,

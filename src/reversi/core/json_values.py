@@ -6,10 +6,28 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 from reversi.errors import BadInput
+
+# Which alias a JSON value takes (none of them changes what the code does; they say what it holds):
+#
+# - `JSON`, `JSONObject`: a value this code builds, returns or stores, typed exactly. A `dict` or
+#   `list` of them is invariant, so build it as a literal or annotate the variable (`out: JSONObject`).
+# - `JSONView`, `JSONObjectView`: a parameter that only reads a JSON value. Read-only containers are
+#   covariant, so callers may pass a `dict[str, str]`, a `list[int]` or a tuple as they are.
+# - `LooseJSON`, `LooseJSONObject`: JSON whose shape its writer knows, not the type checker: a journal
+#   entry or an event's data read back, a parsed body, an upstream's answer, a template resolved, a
+#   `to_dict` its readers read into. What is read deep in it (`data["undone"]["by"]`) is checked where
+#   it is read, or by a validation before, so these are `Any` under a name that says what the value is.
+#   Use them only where the exact aliases would take a cast or an isinstance that checks nothing new.
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+JSONObject: TypeAlias = dict[str, JSON]
+JSONView: TypeAlias = Mapping[str, "JSONView"] | Sequence["JSONView"] | str | int | float | bool | None
+JSONObjectView: TypeAlias = Mapping[str, JSONView]
+LooseJSON: TypeAlias = Any
+LooseJSONObject: TypeAlias = dict[str, Any]
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -29,10 +47,10 @@ _STRICT = json.JSONEncoder(allow_nan=False)
 _NAMED_CONSTANTS = json.JSONDecoder(parse_constant=str)
 _PLAIN = json.JSONDecoder()
 # What `json.loads` calls for the value itself, past its checks for bytes and surrounding whitespace.
-_SCAN: Callable[[str, int], tuple[Any, int]] = _PLAIN.scan_once  # type: ignore[attr-defined]
+_SCAN: Callable[[str, int], tuple[LooseJSON, int]] = _PLAIN.scan_once  # type: ignore[attr-defined]
 
 
-def loads(text: str) -> Any:
+def loads(text: str) -> LooseJSON:
     """`json.loads(text)`, the same value or error, without its per-call overhead on text as `compact`
     writes it (nothing around the value): what a store reads many rows of goes through this."""
     if type(text) is str:
@@ -45,28 +63,28 @@ def loads(text: str) -> Any:
     return json.loads(text)
 
 
-def compact(value: Any) -> str:
+def compact(value: JSONView) -> str:
     """Compact JSON as the journal stores it (UTF-8 text, no spaces)."""
     return _COMPACT.encode(value)
 
 
-def canonical(value: Any, *, text_fallback: bool = False) -> str:
+def canonical(value: JSONView, *, text_fallback: bool = False) -> str:
     """Compact JSON with sorted keys: equal values give equal text. With `text_fallback`, a value JSON has
     no form for (a YAML date) is written as its text instead of raising TypeError."""
     return (_CANONICAL_TEXT if text_fallback else _CANONICAL).encode(value)
 
 
-def quoted(value: Any) -> str:
+def quoted(value: object) -> str:
     """A value as messages quote it: compact JSON, and the text of anything JSON has no form for."""
     return _QUOTED.encode(value)
 
 
-def digest(*parts: Any) -> str:
+def digest(*parts: JSONView) -> str:
     """Lowercase hex SHA-256 of the canonical JSON of `parts`."""
     return hashlib.sha256(canonical(list(parts)).encode()).hexdigest()
 
 
-def _fallback(value: Any) -> Any:
+def _fallback(value: object) -> object:
     dump = getattr(value, "model_dump", None)  # pydantic models and the like
     if callable(dump):
         return dump(mode="json")
@@ -80,7 +98,7 @@ def _fallback(value: Any) -> Any:
 _ANY = json.JSONEncoder(default=_fallback, ensure_ascii=False)
 
 
-def to_json(value: Any) -> Any:
+def to_json(value: object) -> JSON:
     """A result as JSON: plain values as they are, models and objects by their fields, else their text.
 
     Never raises: what a call returned is journaled whatever it is. A value JSON cannot hold (one
@@ -92,10 +110,11 @@ def to_json(value: Any) -> Any:
         text = _ANY.encode(value)
     except (TypeError, ValueError, RecursionError):
         text = json.dumps(_shown(value), ensure_ascii=False)
-    return _NAMED_CONSTANTS.decode(valid_text(text))
+    decoded: JSON = _NAMED_CONSTANTS.decode(valid_text(text))
+    return decoded
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     try:
         return repr(value)
     except Exception:  # a repr that fails, or recurses too deep, still leaves the type's name
@@ -107,7 +126,7 @@ def valid_text(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-def has_lone_surrogate(value: Any) -> bool:
+def has_lone_surrogate(value: JSONView) -> bool:
     """Whether a JSON value holds text that is not valid Unicode (a lone surrogate, as `"\\ud800"` decodes to)."""
     return _LONE_SURROGATE.search(compact(value)) is not None
 
@@ -116,7 +135,7 @@ def too_deep(what: str) -> BadInput:
     return BadInput(f"{what}: JSON nested deeper than {MAX_DEPTH} levels")
 
 
-def parse_json(text: str, what: str, decoder: json.JSONDecoder = _PLAIN) -> Any:
+def parse_json(text: str, what: str, decoder: json.JSONDecoder = _PLAIN) -> LooseJSON:
     """The JSON value `text` holds (`what` names it in errors: a flag, "the body").
 
     Raises:
@@ -133,7 +152,7 @@ def parse_json(text: str, what: str, decoder: json.JSONDecoder = _PLAIN) -> Any:
     return value
 
 
-def checked_arguments(args: Any, what: str = "arguments") -> Any:
+def checked_arguments(args: object, what: str = "arguments") -> JSON:
     """Arguments must already be plain JSON (they are journaled and sent to compensators as they are).
 
     Raises:
@@ -148,13 +167,14 @@ def checked_arguments(args: Any, what: str = "arguments") -> Any:
         raise BadInput(f"{what} must be JSON values: {exc}") from exc
     if problem is not None:  # JSON would turn it into text, silently (and {1: "a", "1": "b"} into one key)
         raise BadInput(f"{what} must be JSON values: an object's keys are strings, not {problem[1]!r}")
-    return json.loads(text)
+    checked: JSON = json.loads(text)
+    return checked
 
 
 _TOO_DEEP = ("too deep", None)
 
 
-def _problem(value: Any) -> tuple[str, object] | None:
+def _problem(value: object) -> tuple[str, object] | None:
     """`("key", KEY)` for the first key that is not text, _TOO_DEEP past MAX_DEPTH levels (so a value
     that holds itself ends too), else None; walked without recursing."""
     stack = [(value, 1)]

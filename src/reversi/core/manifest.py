@@ -9,9 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Any
 
-from reversi.core.json_values import quoted
+from reversi.core.json_values import JSONObjectView, JSONView, quoted
 from reversi.core.sensitive import SensitivePath
 from reversi.core.windows import UndoWindow
 
@@ -59,11 +58,11 @@ class Capture:
     """
 
     tool: str
-    args: Mapping[str, Any] = field(default_factory=dict)
+    args: JSONObjectView = field(default_factory=dict)
     absent_on_error: str | None = None
 
 
-Conditions = Mapping[str, Any]
+Conditions = JSONObjectView
 """A reference → the value it must match (`{"$args.dryRun": true}`), matched by `reversi.core.expect`."""
 
 ApprovalRule = bool | Conditions
@@ -76,7 +75,7 @@ class Call:
     """One more call of an undo made of several (`Compensation.then`): `tool` with `args`, a template."""
 
     tool: str
-    args: Mapping[str, Any] = field(default_factory=dict)
+    args: JSONObjectView = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ class Compensation:
     """
 
     tool: str
-    args: Mapping[str, Any] = field(default_factory=dict)
+    args: JSONObjectView = field(default_factory=dict)
     kind: CompensationKind = CompensationKind.COMPENSATION
     requires_approval: ApprovalRule = False
     residue: tuple[str, ...] = ()
@@ -116,8 +115,8 @@ class FollowUp:
     references; `owner`, who does it (a role, a team, an actor); `action`, a call that would make amends,
     for the person to make once they agree."""
 
-    title: Any
-    text: Any = ""
+    title: JSONView
+    text: JSONView = ""
     owner: str = ""
     action: Call | None = None
 
@@ -134,10 +133,10 @@ class Probe:
     """
 
     tool: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-    took_effect: Mapping[str, Any] | None = None
-    not_taken: Mapping[str, Any] | None = None
-    result: Any = "$result"
+    args: JSONObjectView = field(default_factory=dict)
+    took_effect: JSONObjectView | None = None
+    not_taken: JSONObjectView | None = None
+    result: JSONView = "$result"
 
 
 @dataclass(frozen=True)
@@ -145,8 +144,8 @@ class Verification:
     """The read-back after an undo: call `tool` with `args`, require the answer to match `expect`."""
 
     tool: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-    expect: Mapping[str, Any] = field(default_factory=dict)
+    args: JSONObjectView = field(default_factory=dict)
+    expect: JSONObjectView = field(default_factory=dict)
     retries: int = 0
     backoff_ms: int = 200
 
@@ -184,17 +183,17 @@ class ToolEntry:
     irreversible: bool = False
     requires: tuple[str, ...] = ()
     requires_approval: ApprovalRule = False
-    idempotency_key: tuple[Any, ...] | None = None
+    idempotency_key: tuple[JSONView, ...] | None = None
     compensations: tuple[Compensation, ...] = ()
     verification: Verification | None = None
     irreversible_reason: str = ""
     capture: Capture | None = None
     read_when: Conditions | None = None
     sensitive: tuple[SensitivePath, ...] = ()
-    resources: tuple[Any, ...] = ()  # texts, or `$each` forms that make lists of them
+    resources: tuple[JSONView, ...] = ()  # texts, or `$each` forms that make lists of them
     digest: str = ""
     volatile: tuple[str, ...] = ()
-    declaration: Mapping[str, Any] | None = None
+    declaration: JSONObjectView | None = None
     undo_window: UndoWindow | None = None
     probe: Probe | None = None
     follow_up: FollowUp | None = None

@@ -28,9 +28,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
 
-from reversi.core.json_values import quoted
+from reversi.core.json_values import JSONObjectView, JSONView, LooseJSON, quoted
 from reversi.core.server_undo import DeclaredUndo, listing_undos
 from reversi.core.tool_listing import ListedTool, Listing, arguments_fit
 
@@ -203,7 +202,7 @@ def _restoring(tool: ListedTool, listing: Listing) -> list[str]:
     return [*lines, "compensation:", *put_back]
 
 
-def _read_args(read: ListedTool, inputs: Mapping[str, Any]) -> dict[str, str] | None:
+def _read_args(read: ListedTool, inputs: JSONObjectView) -> dict[str, str] | None:
     """Arguments for `read` (or a delete) from the call's own: the same name, else the one identifying
     argument each has (`identifier` for `title`); None when a required one cannot be filled."""
     required, _, _ = arguments_fit(read.input_schema, [])
@@ -245,8 +244,8 @@ def _guess_arguments(tool: ListedTool, undo: ListedTool) -> dict[str, tuple[str 
     return guessed
 
 
-def _guess(name: str, wanted: Mapping[str, Any], inputs: Mapping[str, Any],
-           outputs: Mapping[str, Any]) -> tuple[str | None, str]:
+def _guess(name: str, wanted: JSONView, inputs: Mapping[str, LooseJSON],
+           outputs: Mapping[str, LooseJSON]) -> tuple[str | None, str]:
     # What the call answered comes first: it says what was done, where the arguments say what was asked.
     places = (("result", outputs, "call's result"), ("args", inputs, "call's argument"))
     for root, found, where in places:
@@ -261,12 +260,13 @@ def _guess(name: str, wanted: Mapping[str, Any], inputs: Mapping[str, Any],
     return None, ""
 
 
-def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+def _properties(schema: JSONObjectView) -> Mapping[str, LooseJSON]:
+    """A JSON schema's `properties`, each a schema (an upstream's: read where used)."""
     found = schema.get("properties")
     return found if isinstance(found, Mapping) else {}
 
 
-def _is_list(schema: Any) -> bool:
+def _is_list(schema: JSONView) -> bool:
     kind = schema.get("type") if isinstance(schema, Mapping) else None
     return kind == "array" or (isinstance(kind, list) and "array" in kind)
 

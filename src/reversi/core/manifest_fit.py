@@ -13,12 +13,13 @@ What is checked:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reversi.core.expect import first_mismatch
+from reversi.core.json_values import JSONObjectView, JSONView
 from reversi.core.manifest import Effect, ManifestSet, Problem, ToolEntry, Verification
 from reversi.core.references import NOTHING, references_to
 from reversi.core.server_undo import listing_undos
@@ -37,7 +38,7 @@ class Called(Protocol):
     def tool(self) -> str: ...
 
     @property
-    def args(self) -> Mapping[str, Any]: ...
+    def args(self) -> JSONObjectView: ...
 
 
 def tools_called(entry: ToolEntry) -> list[tuple[tuple[str, ...], Called]]:
@@ -119,7 +120,7 @@ class _Checker:
                          warning=True)
         for path, call in tools_called(entry):
             self.call(entry, path, call, forward)
-        templates: list[tuple[tuple[str, ...], Any]] = [
+        templates: list[tuple[tuple[str, ...], JSONView]] = [
             ((*path, "args", name), value) for path, call in tools_called(entry) for name, value in call.args.items()
         ]
         templates += [((*path, "expect", k), v) for path, call in tools_called(entry)
@@ -153,7 +154,7 @@ class _Checker:
                 self.say(entry, (*path, "args", name), f"{message} declared: it may be ignored", warning=True)
 
     def references(
-        self, entry: ToolEntry, path: tuple[str, ...], template: Any, tool: ListedTool, guarded: frozenset[str]
+        self, entry: ToolEntry, path: tuple[str, ...], template: JSONView, tool: ListedTool, guarded: frozenset[str]
     ) -> None:
         required = {ref: steps for ref, steps in references_to(template, "args", optional=False) if ref not in guarded}
         for written, steps in references_to(template, "args"):

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from reversi.core.json_values import canonical, quoted
+from reversi.core.json_values import JSON, JSONObject, JSONView, canonical, quoted
 from reversi.core.manifest import (
     ApprovalRule,
     Call,
@@ -319,7 +319,7 @@ class _Reader:
         absent_on_error = self.get(found, "absent_on_error", self.text, label)
         return Capture(tool, args, absent_on_error) if tool is not None else None
 
-    def conditions(self, key: Node, node: Node, label: str) -> dict[str, Any] | None:
+    def conditions(self, key: Node, node: Node, label: str) -> JSONObject | None:
         before = len(self.problems)
         self.templates.conditions(node, self.roots, label)
         value = plain(node)
@@ -375,13 +375,13 @@ class _Reader:
             self.problem(key, f"{label}: give took_effect, not_taken or both: what the answer shows when the call "
                               "took effect, and when it did not")
             return None
-        result: Any = "$result"
+        result: JSON = "$result"
         if "result" in found:
             self.templates.template(found["result"][1], AFTER_CALL)
             result = plain(found["result"][1])
         return Probe(tool, args, took_effect, not_taken, result) if tool is not None else None
 
-    def probe_expect(self, key: Node, node: Node, label: str) -> dict[str, Any] | None:
+    def probe_expect(self, key: Node, node: Node, label: str) -> JSONObject | None:
         if not isinstance(node, MappingNode):
             self.problem(node, f"{label}: expected a mapping, as a read-back's expect, got {describe(node)}")
             return None
@@ -415,7 +415,7 @@ class _Reader:
             return None
         return UndoWindow(length=span, start=self.moment_template(start[1], "undo_from") if start else None)
 
-    def moment_template(self, node: Node, label: str) -> Any:
+    def moment_template(self, node: Node, label: str) -> JSON:
         """A template naming a moment (`$result.created`), or a moment written as text."""
         self.templates.template(node, self.roots)
         value = plain(node)
@@ -446,7 +446,7 @@ class _Reader:
             tool, args, expect, 0 if retries is None else retries, 200 if backoff_ms is None else backoff_ms
         )
 
-    def idempotency(self, key: Node, node: Node, label: str) -> tuple[Any, ...] | None:
+    def idempotency(self, key: Node, node: Node, label: str) -> tuple[JSON, ...] | None:
         found = self.fields(node, frozenset({"key"}), label)
         if found is None:
             return None
@@ -545,7 +545,7 @@ class _Reader:
                 self.problem(item, f"{label}: {exc.message}")
         return tuple(paths) if len(paths) == len(found) else None
 
-    def resources(self, key: Node, node: Node, label: str) -> tuple[Any, ...] | None:
+    def resources(self, key: Node, node: Node, label: str) -> tuple[JSON, ...] | None:
         """Templates of text (or `$each` forms that make a list of texts): what a call touches."""
         if not isinstance(node, SequenceNode):
             self.problem(node, f"{label}: expected a list of templates, got {describe(node)}")
@@ -577,7 +577,7 @@ class _Reader:
 
     def template_mapping(
         self, key: Node, node: Node, label: str, roots: frozenset[str] | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         if is_null(node):
             return {}
         if not isinstance(node, MappingNode):
@@ -587,7 +587,7 @@ class _Reader:
         value = plain(node)
         return value if isinstance(value, dict) else None
 
-    def expect(self, key: Node, node: Node, label: str) -> dict[str, Any] | None:
+    def expect(self, key: Node, node: Node, label: str) -> JSONObject | None:
         if is_null(node):
             return {}
         if not isinstance(node, MappingNode):
@@ -602,5 +602,5 @@ def _has_key(node: Node, key: str) -> bool:
     return isinstance(node, MappingNode) and any(isinstance(k, ScalarNode) and k.value == key for k, _ in node.value)
 
 
-def _digest(value: Any) -> str:
+def _digest(value: JSONView) -> str:
     return hashlib.sha256(canonical(value, text_fallback=True).encode()).hexdigest()

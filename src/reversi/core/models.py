@@ -11,6 +11,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON, LooseJSONObject
 from reversi.core.times import format_time, parse_time
 from reversi.errors import BadInput
 
@@ -141,7 +142,7 @@ class NewEvent:
     type: EventType
     step: int | None = None
     actor: str = ""
-    data: Mapping[str, Any] = field(default_factory=dict)
+    data: JSONObjectView = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,9 @@ class Event:
     type: str
     at: str
     actor: str
-    data: Mapping[str, Any]
+    data: Mapping[str, LooseJSON]  # read back from the journal: the shape its writer gave it
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LooseJSONObject:
         return {
             "run_id": self.run_id,
             "seq": self.seq,
@@ -194,7 +195,7 @@ class StepRecord:
     run_id: str
     step: int
     tool: str
-    args: Any
+    args: LooseJSON
     depends_on: tuple[int, ...] = ()
     compensation_needs_approval: bool = False
     manifest_digest: str | None = None
@@ -219,7 +220,7 @@ class StepState:
 
     record: StepRecord
     status: StepStatus
-    result: Any = None
+    result: LooseJSON = None
     has_result: bool = False
     error: str | None = None
     settled_by: str | None = None
@@ -227,14 +228,14 @@ class StepState:
     last_error: str | None = None
     attempts: int = 0
     denied_approval: str | None = None  # the compensation approval that was asked for and denied, if so
-    before: Any = None  # what the manifest's capture read before the call (`$before`), when has_before
+    before: LooseJSON = None  # what the manifest's capture read before the call (`$before`), when has_before
     has_before: bool = False
     before_absent: str | None = None  # the capture found nothing: the error that said so
     at: str = ""  # when the step was journaled `intended`: its place in journal order across runs
     call_id: str | None = None  # the framework's id of the call (a model's tool call id), when it gave one
     result_text: str | None = None  # the result's text as it came, when it was read as JSON
     before_text: str | None = None  # the capture's text as it came, likewise
-    declared_undo: Any = None  # the undo its server declared, when that was its entry (`core.server_undo`)
+    declared_undo: LooseJSON = None  # the undo its server declared, when that was its entry (`core.server_undo`)
     follow_up_open: bool = False  # a rollback opened a follow-up for it, and nobody closed it yet
 
     @property
@@ -246,10 +247,10 @@ class StepState:
         return self.record.tool
 
     @property
-    def args(self) -> Any:
+    def args(self) -> LooseJSON:
         return self.record.args
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "step": self.index,
             "tool": self.tool,
@@ -323,7 +324,7 @@ def derive_step(record: StepRecord, events: Iterable[Event]) -> StepState:
 _DATA_READ = frozenset({EventType.INTENDED, EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED,
                         EventType.APPROVAL_DENIED, EventType.RESOLVED, EventType.SUCCEEDED, EventType.FAILED,
                         EventType.UNCERTAIN, EventType.COMPENSATING, EventType.COMPENSATION_FAILED})
-NO_DATA: Mapping[str, Any] = MappingProxyType({})  # an event's data where `data_read` says none of it is read
+NO_DATA: Mapping[str, LooseJSON] = MappingProxyType({})  # an event's data where `data_read` says none of it is read
 
 
 def data_read(event_type: str, text: str) -> bool:
@@ -336,10 +337,11 @@ def data_read(event_type: str, text: str) -> bool:
     return event_type in _DATA_READ
 
 
-def derive_step_rows(record: StepRecord, events: Iterable[tuple[str, str, str, Mapping[str, Any]]]) -> StepState:
+def derive_step_rows(record: StepRecord,
+                     events: Iterable[tuple[str, str, str, Mapping[str, LooseJSON]]]) -> StepState:
     """`derive_step` over the step's events as (type, at, actor, data) tuples, in seq order."""
     status = StepStatus.INTENDED
-    result: Any = None
+    result: LooseJSON = None
     has_result = False
     error: str | None = None
     settled_by: str | None = None
@@ -348,14 +350,14 @@ def derive_step_rows(record: StepRecord, events: Iterable[tuple[str, str, str, M
     attempts = 0
     asked: str | None = None  # the step's latest compensation approval request
     denied: str | None = None
-    before: Any = None
+    before: LooseJSON = None
     has_before = False
     before_absent: str | None = None
     at = ""
     call_id: str | None = None
     result_text: str | None = None
     before_text: str | None = None
-    declared_undo: Any = None
+    declared_undo: LooseJSON = None
     follow_up_open = False  # a rollback opened a follow-up for it that nobody closed since
     status_after, follow_ups = _STATUS_AFTER, _FOLLOW_UP_OPEN_AFTER
     for kind, when, actor, data in events:
@@ -421,7 +423,7 @@ class RunSnapshot:
     def step(self, index: int) -> StepState:
         return self.steps[index]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LooseJSONObject:
         """The run as `reversi show --json` prints it and the HTTP API answers: its summary, its labels,
         and `steps` the list of its steps (the count moves to `steps_count`)."""
         summary = RunSummary.of(self.run, (s.status for s in self.steps))
@@ -452,7 +454,7 @@ class Approval:
     step: int | None
     kind: ApprovalKind
     tool: str
-    args: Any
+    args: LooseJSON
     status: ApprovalStatus
     requested_by: str
     requested_at: str
@@ -462,7 +464,7 @@ class Approval:
     used: bool = False
     decided_principal: str | None = None  # who decided, as authenticated; `decided_by` is who they said
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "approval_id": self.approval_id,
             "run_id": self.run_id,
@@ -518,11 +520,11 @@ class Halt:
     # SPEC §8 fixes: the journal's `halt_added` has it, and text output shows it beside `by` when they differ.
     principal: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "halt_id": self.halt_id,
             "reason": self.reason,
-            "scope": self.scope.to_dict(),
+            "scope": dict(self.scope.to_dict()),  # a dict[str, JSON], as a dict's values are invariant
             "by": self.by,
             "created_at": self.created_at,
         }
@@ -545,7 +547,7 @@ class RunSummary:
         return cls(run, len(found), sum(s.stands for s in found), sum(s.unresolved for s in found),
                    frozenset(s.value for s in found))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LooseJSONObject:
         return {
             "run_id": self.run.run_id,
             "principal": self.run.principal,

@@ -6,9 +6,9 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
+from reversi.core.json_values import JSONObject, LooseJSON, LooseJSONObject
 from reversi.core.manifest import CompensationKind, Verification
 from reversi.core.resources import Dependent
 
@@ -106,7 +106,7 @@ class CompensationCall:
     step: int
     tool: str
     original_tool: str
-    args: Any
+    args: LooseJSON  # resolved from the entry's template
     idempotency_key: str
     kind: CompensationKind
     residue: tuple[str, ...]
@@ -114,7 +114,7 @@ class CompensationCall:
     verification: Verification | None
     alternative: str | None = None  # which of the entry's alternatives, when it has several
     chosen_because: str | None = None
-    then: tuple[tuple[str, Any], ...] = ()  # the calls after the first (tool, resolved arguments)
+    then: tuple[tuple[str, LooseJSON], ...] = ()  # the calls after the first (tool, resolved arguments)
     declared_by: str | None = None  # the server that declared the undo (`server shop (recovery)`), if no manifest
     window: Window | None = None  # when the undo stops being possible, if its entry says
 
@@ -128,7 +128,7 @@ class CompensationCall:
         """How many calls the undo makes."""
         return 1 + len(self.then)
 
-    def part_json(self, part: int) -> dict[str, Any]:
+    def part_json(self, part: int) -> JSONObject:
         """Call `part` of the undo as compensators receive it: for an undo of several calls, each has its
         own tool and arguments, the key with its index appended (`KEY:1`), `part` and `parts`."""
         if not self.then:
@@ -138,7 +138,7 @@ class CompensationCall:
         return self.call_json() | {"tool": tool, "args": args, "idempotency_key": key, "part": part,
                                    "parts": self.parts}
 
-    def call_json(self) -> dict[str, Any]:
+    def call_json(self) -> JSONObject:
         """The call as compensators receive it."""
         return {
             "run_id": self.run_id,
@@ -173,8 +173,8 @@ class Action:
         """Whether the step still stands after the rollback, assuming each compensation succeeds."""
         return self.kind in LEAVES_STANDING or self.denied_approval is not None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"step": self.step, "tool": self.tool, "kind": self.kind.value}
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {"step": self.step, "tool": self.tool, "kind": self.kind.value}
         comp = self.compensation
         if self.kind is ActionKind.COMPENSATE and comp is not None:
             out.update(
@@ -246,8 +246,8 @@ class Plan:
         """The plan with one more note."""
         return replace(self, notes=(*self.notes, note))
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {
+    def to_dict(self) -> LooseJSONObject:
+        out: LooseJSONObject = {
             "run_id": self.run_id,
             "actions": [a.to_dict() for a in self.actions],
             "fully_reversible": self.fully_reversible,

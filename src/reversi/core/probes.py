@@ -9,11 +9,10 @@ that cannot tell says so, and nothing is guessed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from reversi.core.expect import first_mismatch
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON
 from reversi.core.manifest import Probe
 from reversi.core.references import ReferenceContext, resolve
 
@@ -29,14 +28,14 @@ class Probed:
     outcome: str
     why: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"step": self.step, "tool": self.tool, "outcome": self.outcome, "why": self.why}
 
     def describe(self) -> str:
         return f"step {self.step}  {self.tool}  {self.outcome}  {self.why}"
 
 
-def judged(probe: Probe, ctx: ReferenceContext, answer: Any, error: str | None) -> tuple[str, Any] | str:
+def judged(probe: Probe, ctx: ReferenceContext, answer: LooseJSON, error: str | None) -> tuple[str, LooseJSON] | str:
     """`("succeeded", result)` or `("failed", None)` for the probe's answer (`error`: the read tool's own
     error answer, which `{$error: ...}` expects); else why it settles neither.
 
@@ -54,5 +53,5 @@ def judged(probe: Probe, ctx: ReferenceContext, answer: Any, error: str | None) 
     return "its answer matches neither took_effect nor not_taken"
 
 
-def _matches(expect: Mapping[str, Any], ctx: ReferenceContext, answer: Any, error: str | None) -> bool:
+def _matches(expect: JSONObjectView, ctx: ReferenceContext, answer: LooseJSON, error: str | None) -> bool:
     return first_mismatch(resolve(dict(expect), ctx), answer, error) is None

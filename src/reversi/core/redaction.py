@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from reversi.core.follow_ups import FollowUpState
+from reversi.core.json_values import JSONView, LooseJSON
 from reversi.core.models import Event, EventType, RunSnapshot, StepState
 from reversi.core.plan import Action, Plan
 from reversi.core.probes import Probed
@@ -110,12 +111,12 @@ def probed(masker: Masker, found: Probed) -> Probed:
     return replace(found, why=masker.text(found.why))
 
 
-def approval_args(masker: Masker, tool: str, args: Any) -> Any:
+def approval_args(masker: Masker, tool: str, args: JSONView) -> LooseJSON:
     """An approval's call arguments, masked (a compensation's are masked by name and text only)."""
     return masker.call(tool, args)[0]
 
 
-Shown = TypeVar("Shown", bound=Mapping[str, Any])
+Shown = TypeVar("Shown", bound=Mapping[str, LooseJSON])
 
 
 def report(masker: Masker, shown: Shown) -> Shown:

@@ -26,12 +26,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
 
-from reversi.core.json_values import compact
+from reversi.core.json_values import JSONView, LooseJSON, compact
 from reversi.core.patterns import first_match
 from reversi.errors import MissingReference
 
@@ -63,8 +62,8 @@ SQL_IDENTIFIER, SQL_TEXT, ARGUMENT = "$sql_identifier", "$sql_text", "$argument"
 QUOTES = (SQL_IDENTIFIER, SQL_TEXT, ARGUMENT)
 FORMS = (EACH, SEARCH, OPTIONAL, FORMAT, *QUOTES)
 """The keys that make a mapping a template form rather than a mapping of templates."""
-_OMITTED: Any = type("Omitted", (), {"__repr__": lambda self: "OMITTED", "__slots__": ()})()
-NOTHING: Any = type("Nothing", (), {"__repr__": lambda self: "NOTHING", "__slots__": ()})()
+_OMITTED: object = type("Omitted", (), {"__repr__": lambda self: "OMITTED", "__slots__": ()})()
+NOTHING: object = type("Nothing", (), {"__repr__": lambda self: "NOTHING", "__slots__": ()})()
 """What `before` and `item` are when there is none: every reference to them names nothing."""
 
 _KEY = r"[^.\[\]\s${}]+"
@@ -105,12 +104,12 @@ class ReferenceContext:
         result_text, before_text: The result's (the capture's) text as it came, when it was read as JSON.
     """
 
-    args: Any
-    result: Any
+    args: LooseJSON
+    result: LooseJSON
     run: RunContext
     step: int
-    before: Any = NOTHING
-    item: Any = NOTHING
+    before: LooseJSON = NOTHING
+    item: LooseJSON = NOTHING
     before_absent: str | None = None
     result_text: str | None = None
     before_text: str | None = None
@@ -133,7 +132,7 @@ class _Bad:
     refs: tuple[str, ...]
 
 
-def resolve(template: Any, ctx: ReferenceContext) -> Any:
+def resolve(template: JSONView, ctx: ReferenceContext) -> LooseJSON:
     """Resolve every reference in a JSON-like template; mapping keys are left as they are.
 
     Args:
@@ -141,7 +140,8 @@ def resolve(template: Any, ctx: ReferenceContext) -> Any:
         ctx: The call the references are about.
 
     Returns:
-        A new JSON value with each reference replaced.
+        A new JSON value with each reference replaced, shaped as the template (loosely typed: what its
+        references name has the shape of the values they name).
 
     Raises:
         MissingReference: A reference named nothing.
@@ -149,11 +149,12 @@ def resolve(template: Any, ctx: ReferenceContext) -> Any:
     """
     value = _resolve(template, ctx)
     if value is _OMITTED:
+        assert isinstance(template, Mapping)  # only an `$optional` form resolves to nothing
         raise MissingReference(compact(template[OPTIONAL]))
     return value
 
 
-def _resolve(template: Any, ctx: ReferenceContext) -> Any:
+def _resolve(template: JSONView, ctx: ReferenceContext) -> LooseJSON:
     """`resolve`, where an `$optional` that names nothing is `_OMITTED` (its holder leaves it out)."""
     if isinstance(template, str):
         return _resolve_text(template, ctx) if "$" in template else template
@@ -168,14 +169,17 @@ def _resolve(template: Any, ctx: ReferenceContext) -> Any:
     return template
 
 
-def _form(template: Mapping[str, Any]) -> Any:
+_Form = Callable[[Mapping[str, JSONView], ReferenceContext], LooseJSON]
+
+
+def _form(template: Mapping[str, JSONView]) -> _Form | None:
     for name in FORMS:
         if name in template:
             return _FORMS[name]
     return None
 
 
-def _optional(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
+def _optional(template: Mapping[str, JSONView], ctx: ReferenceContext) -> LooseJSON:
     try:
         return resolve(template[OPTIONAL], ctx)
     except MissingReference:
@@ -190,7 +194,7 @@ def format_names(text: str) -> list[str]:
     return [m[1] for m in _FIELD.finditer(text) if m[1] is not None]
 
 
-def _format(template: Mapping[str, Any], ctx: ReferenceContext) -> str:
+def _format(template: Mapping[str, JSONView], ctx: ReferenceContext) -> str:
     def part(match: re.Match[str]) -> str:
         if match[1] is None:
             return match[0][0]
@@ -199,7 +203,7 @@ def _format(template: Mapping[str, Any], ctx: ReferenceContext) -> str:
     return _FIELD.sub(part, str(template[FORMAT]))
 
 
-def _quoted(template: Mapping[str, Any], ctx: ReferenceContext) -> str:
+def _quoted(template: Mapping[str, JSONView], ctx: ReferenceContext) -> str:
     name = next(form for form in QUOTES if form in template)
     value = resolve(template[name], ctx)
     if not isinstance(value, str | int | float) or isinstance(value, bool) or "\x00" in str(value):
@@ -214,7 +218,7 @@ def _quoted(template: Mapping[str, Any], ctx: ReferenceContext) -> str:
     return text
 
 
-def _each(template: Mapping[str, Any], ctx: ReferenceContext) -> list[Any]:
+def _each(template: Mapping[str, JSONView], ctx: ReferenceContext) -> list[LooseJSON]:
     written = template[EACH]
     items = resolve(written, ctx)
     if not isinstance(items, list):
@@ -223,7 +227,7 @@ def _each(template: Mapping[str, Any], ctx: ReferenceContext) -> list[Any]:
     return [value for value in found if value is not _OMITTED]
 
 
-def _search(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
+def _search(template: Mapping[str, JSONView], ctx: ReferenceContext) -> LooseJSON:
     written, pattern = template[SEARCH], str(template.get("pattern", ""))
     text = resolve(written, ctx)
     group = template.get("group")
@@ -235,13 +239,13 @@ def _search(template: Mapping[str, Any], ctx: ReferenceContext) -> Any:
     return match
 
 
-_FORMS = {
+_FORMS: dict[str, _Form] = {
     EACH: _each, SEARCH: _search, OPTIONAL: _optional, FORMAT: _format,
     SQL_IDENTIFIER: _quoted, SQL_TEXT: _quoted, ARGUMENT: _quoted,
 }
 
 
-def _number(written: str, text: str) -> int | float:
+def _number(written: JSONView, text: str) -> int | float:
     """`text` read as a JSON number (`number: true` in a `$search`: an id in a URL, for a tool that wants a number)."""
     try:
         value = json.loads(text)
@@ -257,13 +261,13 @@ def is_reference(text: str) -> bool:
     return isinstance(_parse(text), _Ref)
 
 
-def reference_roots(template: Any) -> set[str]:
+def reference_roots(template: JSONView) -> set[str]:
     """The roots (`args`, `result`, `before`, `item`, `run`, `step`) a template's references use,
     `$each` and `$search` forms included; bad references are left out."""
     return {ref.root for ref in _refs(template)}
 
 
-def bad_references(template: Any) -> list[str]:
+def bad_references(template: JSONView) -> list[str]:
     """Every bad reference in a template, as written, in order; mapping keys are not checked.
 
     A whole string that begins with `$` is returned entire; a bad `${...}` part inside text is
@@ -277,14 +281,14 @@ def bad_references(template: Any) -> list[str]:
     return found
 
 
-def result_references(template: Any) -> list[tuple[str, tuple[str | int | None, ...]]]:
+def result_references(template: JSONView) -> list[tuple[str, tuple[str | int | None, ...]]]:
     """Every `$result` reference a template makes, once each in order: as written (`$result.id`)
     and as its path (`("id",)`; an index is an int, `[*]` is None). Bad references are left out."""
     return references_to(template, "result")
 
 
 def references_to(
-    template: Any, root: str, *, optional: bool = True
+    template: JSONView, root: str, *, optional: bool = True
 ) -> list[tuple[str, tuple[str | int | None, ...]]]:
     """Every reference to `root` (`"args"`, `"result"`, `"before"`) a template makes, as `result_references`;
     without those inside an `$optional` form when `optional` is false (those a missing value cannot fail)."""
@@ -292,7 +296,7 @@ def references_to(
     return list(found.items())
 
 
-def _refs(template: Any, optional: bool = True) -> Iterator[_Ref]:
+def _refs(template: JSONView, optional: bool = True) -> Iterator[_Ref]:
     """Every good reference a template makes, in order."""
     for text in _texts(template, optional):
         parsed = _parse(text)
@@ -302,7 +306,7 @@ def _refs(template: Any, optional: bool = True) -> Iterator[_Ref]:
             yield from (part for part in parsed.parts if isinstance(part, _Ref))
 
 
-def _texts(template: Any, optional: bool = True) -> Iterator[str]:
+def _texts(template: JSONView, optional: bool = True) -> Iterator[str]:
     """The template's strings that hold a `$`, in order (mapping keys are not templates); without those of
     `$optional` forms when `optional` is false."""
     if isinstance(template, str):
@@ -322,7 +326,7 @@ def _texts(template: Any, optional: bool = True) -> Iterator[str]:
             yield from _texts(item, optional)
 
 
-def _resolve_text(text: str, ctx: ReferenceContext) -> Any:
+def _resolve_text(text: str, ctx: ReferenceContext) -> LooseJSON:
     parsed = _parse(text)
     if isinstance(parsed, str):
         return parsed
@@ -333,7 +337,7 @@ def _resolve_text(text: str, ctx: ReferenceContext) -> Any:
     raise ValueError(f"bad reference {parsed.refs[0]!r}")
 
 
-def _render(value: Any) -> str:
+def _render(value: JSONView) -> str:
     if isinstance(value, str):
         return value
     return compact(value)
@@ -400,7 +404,7 @@ def _path_step(step: re.Match[str]) -> _PathStep:
     return None
 
 
-def _value(ref: _Ref, ctx: ReferenceContext) -> Any:
+def _value(ref: _Ref, ctx: ReferenceContext) -> LooseJSON:
     if ref.root == "step":
         return ctx.step
     if ref.root in ("result_text", "before_text"):
@@ -426,7 +430,7 @@ def _as_text(ref: _Ref, ctx: ReferenceContext) -> str:
     raise MissingReference(ref.written)
 
 
-def _walk(value: Any, path: tuple[_PathStep, ...], written: str) -> Any:
+def _walk(value: LooseJSON, path: tuple[_PathStep, ...], written: str) -> LooseJSON:
     for i, step in enumerate(path):
         if step is None:
             if not isinstance(value, list | tuple):

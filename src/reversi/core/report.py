@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from reversi.core.checkpoints import RollbackScope
+from reversi.core.json_values import JSONObject, LooseJSONObject
 from reversi.core.resources import Dependent
 
 
@@ -16,7 +17,7 @@ class Failure:
     error: str
     attempts: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"step": self.step, "error": self.error, "attempts": self.attempts}
 
 
@@ -25,7 +26,7 @@ class Unrecoverable:
     step: int
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"step": self.step, "reason": self.reason}
 
 
@@ -35,8 +36,8 @@ class Deferred:
     blocked_by: tuple[int, ...]
     blocked_by_runs: tuple[Dependent, ...] = ()  # steps of other runs that touched its resources later
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"step": self.step, "blocked_by": list(self.blocked_by)}
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {"step": self.step, "blocked_by": list(self.blocked_by)}
         return out | ({"blocked_by_runs": [d.to_dict() for d in self.blocked_by_runs]} if self.blocked_by_runs else {})
 
 
@@ -46,7 +47,7 @@ class AwaitingApproval:
     approval_id: str
     status: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"step": self.step, "approval_id": self.approval_id, "status": self.status}
 
 
@@ -59,14 +60,14 @@ class ReportJSON(TypedDict):
     unresolved: list[int]
     unmanifested: list[int]
     unverified: list[int]
-    failed: list[dict[str, Any]]
-    unrecoverable: list[dict[str, Any]]
-    deferred: list[dict[str, Any]]
-    awaiting_approval: list[dict[str, Any]]
+    failed: list[JSONObject]
+    unrecoverable: list[JSONObject]
+    deferred: list[JSONObject]
+    awaiting_approval: list[JSONObject]
     already_undone: list[int]
     complete: bool
-    scope: NotRequired[dict[str, Any]]
-    follow_ups: NotRequired[list[dict[str, Any]]]
+    scope: NotRequired[JSONObject]
+    follow_ups: NotRequired[list[LooseJSONObject]]
     settled: NotRequired[bool]
 
 
@@ -90,7 +91,7 @@ class RollbackReport:
     lines: list[str] = field(default_factory=list, repr=False)
     scope: RollbackScope | None = None  # the steps after a checkpoint, when not the whole run
     # The follow-ups of the steps it leaves in the world (`reversi.core.follow_ups`), as dicts.
-    follow_ups: list[dict[str, Any]] = field(default_factory=list)
+    follow_ups: list[LooseJSONObject] = field(default_factory=list)
 
     @property
     def staying(self) -> dict[int, str]:

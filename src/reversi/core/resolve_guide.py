@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any
 
+from reversi.core.json_values import JSON, JSONView
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState
 from reversi.core.references import resolve, result_references
@@ -43,14 +43,14 @@ def guide(manifests: ManifestSet, step: StepState) -> ResolveGuide | None:
     refs = _references(entry_of(manifests, step))
     if not refs:
         return None
-    skeleton: Any = None
+    skeleton: JSON = None
     for _, path in refs:
         skeleton = _place(skeleton, path)
     text = json.dumps(skeleton, indent=2, ensure_ascii=False) if skeleton is not None else ""
     return ResolveGuide([written for written, _ in refs], text)
 
 
-def missing_fields(manifests: ManifestSet, snapshot: RunSnapshot, step: int, result: Any) -> list[str]:
+def missing_fields(manifests: ManifestSet, snapshot: RunSnapshot, step: int, result: JSONView) -> list[str]:
     """The `$result` references the step's undo needs that `result` does not give (or gives as null or "")."""
     state = snapshot.step(step)
     ctx = replace(reference_context(snapshot, state), result=result)
@@ -66,7 +66,7 @@ def missing_fields(manifests: ManifestSet, snapshot: RunSnapshot, step: int, res
     return missing
 
 
-def _place(node: Any, path: Path) -> Any:
+def _place(node: JSON, path: Path) -> JSON:
     """`node` with a null at `path` (keys make objects, indexes and `[*]` make lists)."""
     if not path:
         return node

@@ -21,9 +21,9 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from reversi.core.expect import unmet_condition
+from reversi.core.json_values import JSONObject
 from reversi.core.manifest import Effect, ToolEntry
 from reversi.core.references import ReferenceContext, resolve
 from reversi.errors import MissingReference
@@ -79,7 +79,7 @@ class Dependent:
     step: int
     resource: str  # the resource's text, as the earlier step names it
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"run": self.run_id, "step": self.step, "resource": self.resource}
 
     def describe(self) -> str:

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
 
+from reversi.core.json_values import JSONObject
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import RunRecord, RunSnapshot, StepState, StepStatus
 from reversi.core.plan import Action, ActionKind
@@ -72,7 +72,7 @@ class Hold:
         steps = ("step " if len(self.steps) == 1 else "steps ") + named + (f" and {more} more" if more > 0 else "")
         return _TEXTS[self.kind].format(steps=steps, verb="stands" if len(self.steps) == 1 else "stand")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"kind": self.kind.value, "steps": list(self.steps), "text": self.text}
 
 

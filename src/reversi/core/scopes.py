@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
+from reversi.core.json_values import JSONObject, LooseJSON, LooseJSONObject
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import RunRecord, RunSnapshot
 from reversi.core.plan import Action, Plan
@@ -79,15 +79,15 @@ class Selection:
                 and (self.tenant is None or run.scope.tenant == self.tenant)
                 and all(run.labels.get(k) == v for k, v in self.labels))
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: v for k, v in (("actor", self.actor), ("key", self.key), ("tenant", self.tenant),
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {k: v for k, v in (("actor", self.actor), ("key", self.key), ("tenant", self.tenant),
                                                   ("tool", self.tool), ("since", self.since),
                                                   ("until", self.until)) if v is not None}
         return out | ({"labels": dict(self.labels)} if self.labels else {})
 
     @classmethod
     def typed(cls, *, actor: str | None = None, key: str | None = None, tenant: str | None = None,
-              labels: Mapping[str, Any] | None = None, tool: str | None = None, since: str | None = None,
+              labels: Mapping[str, LooseJSON] | None = None, tool: str | None = None, since: str | None = None,
               until: str | None = None) -> Selection:
         """The selection as people type it (every surface reads its fields through this): `since` and
         `until` as durations ago (`30m`, `2h`, `7d`) or dates; empty texts count as not given.
@@ -118,7 +118,7 @@ class Selection:
         return found
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Selection:
+    def from_dict(cls, data: Mapping[str, LooseJSON]) -> Selection:
         """The selection `to_dict` made (as a job keeps it)."""
         labels = tuple(sorted(dict(data.get("labels") or {}).items()))
         return cls(data.get("actor"), data.get("key"), data.get("tenant"), labels, data.get("tool"),
@@ -146,7 +146,7 @@ class ScopePlan:
     def run_ids(self) -> list[str]:
         return [p.run_id for p in self.plans]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LooseJSONObject:
         return {
             "scope": self.selection.to_dict(),
             "runs": self.run_ids,
@@ -225,8 +225,8 @@ class ScopeReport:
     def complete(self) -> bool:
         return not self.in_progress and all(r.complete for r in self.reports.values())
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scope": self.selection.to_dict(), "runs": list(self.reports)}
+    def to_dict(self) -> LooseJSONObject:
+        out: LooseJSONObject = {"scope": self.selection.to_dict(), "runs": list(self.reports)}
         undone = {(run, step) for run, steps in self.compensated.items() for step in steps}
         out["compensated"] = [{"run": run, "step": s} for run, s in sorted(undone)]
         for name in ("skipped", "unresolved", "unmanifested", "unverified"):

@@ -23,11 +23,10 @@ import hmac
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
-from reversi.core.json_values import canonical
+from reversi.core.json_values import JSONView, LooseJSON, canonical
 from reversi.errors import BadInput
 
 __all__ = ["DEFAULT_NAMES", "KEPT", "MASK_RE", "Masker", "SensitivePath", "is_sensitive_name", "parse_path",
@@ -97,12 +96,12 @@ KEPT = ("kept in the journal so the undo can run (encrypted at rest when REVERSI
 _REFERENCE = re.compile(r"\$(args|result)((?:\.[A-Za-z0-9_\-]+|\[\d+\])+)")
 
 
-def sensitive_references(template: Any, paths: Sequence[SensitivePath], names: Iterable[str] = ()) -> list[str]:
+def sensitive_references(template: JSONView, paths: Sequence[SensitivePath], names: Iterable[str] = ()) -> list[str]:
     """The `$args...` / `$result...` references in a compensation's or read-back's `template` that name
     a sensitive value: a key of a secret's name on the way, or a path the tool marks (or below it)."""
     found: list[str] = []
 
-    def visit(value: Any) -> None:
+    def visit(value: JSONView) -> None:
         if isinstance(value, Mapping):
             for v in value.values():
                 visit(v)
@@ -146,13 +145,13 @@ class Masker:
     paths: Callable[[str], Sequence[SensitivePath]] = lambda tool: ()
     known: dict[str, str] = field(default_factory=dict)  # a sensitive text seen -> its mask
 
-    def mask(self, value: Any) -> str:
+    def mask(self, value: JSONView) -> str:
         """The mask of one value."""
         text = canonical(value, text_fallback=True)
         digest = hmac.new(self.key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
         return f"«sensitive:{digest[:8]}»"
 
-    def _remember(self, value: Any) -> str:
+    def _remember(self, value: JSONView) -> str:
         if isinstance(value, str) and MASK_RE.fullmatch(value):
             return value  # masked already (a view masks in more than one pass)
         shown = self.mask(value)
@@ -160,23 +159,23 @@ class Masker:
             self.known.setdefault(value, shown)
         return shown
 
-    def learn(self, tool: str, args: Any, result: Any = None) -> None:
+    def learn(self, tool: str, args: JSONView, result: JSONView = None) -> None:
         """Note the sensitive values of one call (by key name and by the tool's paths), so that
         `text` masks them wherever they are quoted."""
         self.call(tool, args, result)
 
-    def call(self, tool: str, args: Any, result: Any = None) -> tuple[Any, Any]:
-        """A call's arguments and result, masked."""
+    def call(self, tool: str, args: JSONView, result: JSONView = None) -> tuple[LooseJSON, LooseJSON]:
+        """A call's arguments and result, masked (each shaped as it came)."""
         paths = self.paths(tool)
         return (self.value(args, [p.parts for p in paths if p.root == "args"]),
                 self.value(result, [p.parts for p in paths if p.root == "result"]))
 
-    def value(self, value: Any, paths: Sequence[tuple[str, ...]] = ()) -> Any:
+    def value(self, value: JSONView, paths: Sequence[tuple[str, ...]] = ()) -> LooseJSON:
         """`value` with every sensitive part masked: by key name, by the `paths` (relative to it),
-        and in its text."""
+        and in its text; shaped as it came."""
         return self._walk(value, list(paths), 0)
 
-    def _walk(self, value: Any, paths: list[tuple[str, ...]], depth: int) -> Any:
+    def _walk(self, value: JSONView, paths: list[tuple[str, ...]], depth: int) -> LooseJSON:
         if any(not p for p in paths):
             return self._remember(value)
         if depth > _MAX_DEPTH:

@@ -24,9 +24,8 @@ import hashlib
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from reversi.core.json_values import canonical, quoted
+from reversi.core.json_values import JSONObject, JSONObjectView, JSONView, LooseJSON, canonical, quoted
 from reversi.core.manifest import Compensation, ToolEntry
 from reversi.core.references import is_reference, references_to
 from reversi.core.tool_listing import Listing
@@ -59,7 +58,7 @@ class DeclaredUndo:
     server: str
     convention: str
     tool: str
-    args: Mapping[str, Any]
+    args: JSONObjectView
     approve: bool
 
     @property
@@ -67,12 +66,12 @@ class DeclaredUndo:
         """Where the undo came from, as the plan says it: `server shop (recovery)`."""
         return f"server {self.server} ({self.convention})"
 
-    def journal(self) -> dict[str, Any]:
+    def journal(self) -> JSONObjectView:
         return {"server": self.server, "convention": self.convention, "tool": self.tool,
                 "args": dict(self.args), "approve": self.approve}
 
     @classmethod
-    def from_journal(cls, data: Any) -> DeclaredUndo | None:
+    def from_journal(cls, data: JSONView) -> DeclaredUndo | None:
         """The undo a step's `intended` journaled; None when it journaled none (or not this shape)."""
         if not isinstance(data, Mapping):
             return None
@@ -92,7 +91,7 @@ class DeclaredUndo:
 
 
 def declared_undos(
-    listing: Sequence[Any], *, server: str, named: Callable[[str], str], approve: bool
+    listing: Sequence[LooseJSON], *, server: str, named: Callable[[str], str], approve: bool
 ) -> tuple[dict[str, DeclaredUndo], list[str]]:
     """The undos `server`'s tool listing declares, by the gateway's name of each tool.
 
@@ -134,7 +133,7 @@ class _Unreadable(Exception):
     pass
 
 
-def _read(annotations: Mapping[str, Any], tools: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+def _read(annotations: Mapping[str, LooseJSON], tools: Mapping[str, LooseJSON]) -> tuple[str, str, JSONObject]:
     """(convention, undo tool, arguments) of a tool's annotations; `recovery` first, the more exact."""
     if RECOVERY in annotations:
         recovery = annotations[RECOVERY]
@@ -155,7 +154,7 @@ def _read(annotations: Mapping[str, Any], tools: Mapping[str, Any]) -> tuple[str
     return PAIR, undo, {p: {"$optional": f"$result.{p}", "default": f"$args.{p}"} for p in _required(tools[undo])}
 
 
-def _listed(name: Any, tools: Mapping[str, Any], where: str) -> str:
+def _listed(name: JSONView, tools: Mapping[str, LooseJSON], where: str) -> str:
     if not isinstance(name, str) or not name:
         raise _Unreadable(f"{where}: expected the name of a tool")
     if name not in tools:
@@ -163,7 +162,7 @@ def _listed(name: Any, tools: Mapping[str, Any], where: str) -> str:
     return name
 
 
-def _required(tool: Mapping[str, Any]) -> list[str]:
+def _required(tool: Mapping[str, LooseJSON]) -> list[str]:
     """The parameters an undo tool requires, each one a key references can name."""
     schema = tool.get("inputSchema")
     required = schema.get("required", []) if isinstance(schema, Mapping) else []
@@ -175,7 +174,7 @@ def _required(tool: Mapping[str, Any]) -> list[str]:
     return list(required)
 
 
-def _expression(value: Any, parameter: str) -> Any:
+def _expression(value: JSONView, parameter: str) -> str:
     """A parameter's runtime expression as a template: a reference, or a constant (`$` written `$$`)."""
     if not isinstance(value, str):
         raise _Unreadable(f"parameter {quoted(parameter[:80])}: expected a runtime expression (a string)")
@@ -212,7 +211,7 @@ def _path(pointer: str, parameter: str) -> str:
     return path
 
 
-def recovery_annotation(entry: ToolEntry, required: Collection[str]) -> dict[str, Any] | None:
+def recovery_annotation(entry: ToolEntry, required: Collection[str]) -> JSONObject | None:
     """SEP-3172's `recovery` saying `entry`'s undo, for a server to list with its tool; None when the
     entry has no undo the proposal can say: not exactly one, one with conditions or several calls, or
     an argument the undo tool requires that is neither a constant nor a `$result` / `$args` reference.
@@ -226,7 +225,7 @@ def recovery_annotation(entry: ToolEntry, required: Collection[str]) -> dict[str
     comp = entry.compensations[0]
     if comp.when is not None or comp.then:
         return None
-    parameters: dict[str, str] = {}
+    parameters: JSONObject = {}
     for name, template in comp.args.items():
         said = _said(template)
         if said is not None:
@@ -236,7 +235,7 @@ def recovery_annotation(entry: ToolEntry, required: Collection[str]) -> dict[str
     return {"strategy": "compensation", "compensatingOperation": {"operationId": comp.tool, "parameters": parameters}}
 
 
-def _said(template: Any) -> str | None:
+def _said(template: JSONView) -> str | None:
     """A template as a runtime expression: a constant text, or a whole `$result` / `$args` reference."""
     if not isinstance(template, str):
         return None

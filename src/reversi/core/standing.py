@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
+from reversi.core.json_values import JSONObject, LooseJSONObject
 from reversi.core.models import Event, EventType, RunSnapshot, StepStatus
 from reversi.core.plan import Action, ActionKind, Plan
 
@@ -47,14 +47,14 @@ class StepStanding:
     step: int
     tool: str
     status: StepStatus
-    undone: dict[str, Any] | None = None  # by, principal, job, at, attempts, read_back
+    undone: LooseJSONObject | None = None  # by, principal, job, at, attempts, read_back
     remains: str | None = None  # why it still stands
     next: Next | None = None
     attempts: int = 0
     last_error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"step": self.step, "tool": self.tool, "status": self.status.value}
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {"step": self.step, "tool": self.tool, "status": self.status.value}
         if self.undone is not None:
             out["undone"] = self.undone
         if self.remains is not None:
@@ -88,10 +88,10 @@ class RunStanding:
             found.setdefault(s.next, []).append(s.step)
         return found
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "steps": [s.to_dict() for s in self.steps],
-            "next": [{"do": n.value, "steps": steps, "how": _ADVICE[n]} for n, steps in self.groups().items()],
+            "next": [{"do": n.value, "steps": list(steps), "how": _ADVICE[n]} for n, steps in self.groups().items()],
         }
 
     def to_text(self) -> str:
@@ -118,7 +118,7 @@ def _attempts(n: int) -> str:
 
 def run_standing(snapshot: RunSnapshot, events: Iterable[Event], plan: Plan) -> RunStanding:
     """The run's standing from its journal (`events`) and its rollback plan as things are now."""
-    undone: dict[int, dict[str, Any]] = {}
+    undone: dict[int, LooseJSONObject] = {}
     for e in events:
         if e.step is None:
             continue

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
+from reversi.core.json_values import JSONObjectView, LooseJSON
 from reversi.errors import BadInput
 
 __all__ = ["Fit", "ListedTool", "Listing", "arguments_fit", "parse_listing", "path_fit"]
 
 PathStep = str | int | None  # a key, an index, or None for `[*]`
+Schema = Mapping[str, LooseJSON]  # a JSON schema as a server listed it: every part of it checked where read
 _MAX_DEPTH = 64  # `$ref` cycles end here
 
 
@@ -30,12 +31,12 @@ class ListedTool:
     """
 
     name: str
-    input_schema: Mapping[str, Any] = field(default_factory=dict)
-    output_schema: Mapping[str, Any] | None = None
+    input_schema: Schema = field(default_factory=dict)
+    output_schema: Schema | None = None
     read_only_hint: bool | None = None
     destructive_hint: bool | None = None
     idempotent_hint: bool | None = None
-    annotations: Mapping[str, Any] = field(default_factory=dict)  # as listed, the hints above included
+    annotations: Schema = field(default_factory=dict)  # as listed, the hints above included
 
     @property
     def writes(self) -> bool:
@@ -61,7 +62,7 @@ class Listing:
         return f"{who} ({count})" if who else count
 
 
-def parse_listing(value: Any, source: str, server: str = "", version: str = "") -> Listing:
+def parse_listing(value: LooseJSON, source: str, server: str = "", version: str = "") -> Listing:
     """A listing from a `tools/list` result (`{"tools": [...]}`), or a whole JSON-RPC answer holding one.
 
     A recorded listing may say which server it came from in `_meta`, as
@@ -81,7 +82,7 @@ def parse_listing(value: Any, source: str, server: str = "", version: str = "") 
     return Listing(listed, server or str(said.get("name") or ""), version or str(said.get("version") or ""))
 
 
-def _tool(item: Any, where: str) -> ListedTool:
+def _tool(item: LooseJSON, where: str) -> ListedTool:
     if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or not item["name"]:
         raise BadInput(f"{where}: expected a tool with a name")
     schema = item.get("inputSchema", {})
@@ -110,7 +111,7 @@ class Fit(Enum):
     IMPOSSIBLE = "impossible"
 
 
-def path_fit(schema: Mapping[str, Any], path: Sequence[PathStep]) -> tuple[Fit, str]:
+def path_fit(schema: Schema, path: Sequence[PathStep]) -> tuple[Fit, str]:
     """Whether a value the schema describes can have something at `path`, and if not, why not
     (`"no key \\"x\\""`, `"entities[*] is a string"`).
 
@@ -119,7 +120,7 @@ def path_fit(schema: Mapping[str, Any], path: Sequence[PathStep]) -> tuple[Fit, 
     return _walk(schema, schema, tuple(path), "", 0)
 
 
-def _walk(node: Any, root: Mapping[str, Any], path: tuple[PathStep, ...], at: str, depth: int) -> tuple[Fit, str]:
+def _walk(node: LooseJSON, root: Schema, path: tuple[PathStep, ...], at: str, depth: int) -> tuple[Fit, str]:
     node = _resolved(node, root, depth)
     if not path or not isinstance(node, Mapping) or depth > _MAX_DEPTH:
         return Fit.FITS, ""  # the end of the path, or a schema that allows anything (`true`, `{}`)
@@ -140,7 +141,7 @@ def _walk(node: Any, root: Mapping[str, Any], path: tuple[PathStep, ...], at: st
     return _walk(items, root, rest, here, depth + 1)
 
 
-def _key(node: Mapping[str, Any], root: Mapping[str, Any], key: str, rest: tuple[PathStep, ...], at: str,
+def _key(node: Schema, root: Schema, key: str, rest: tuple[PathStep, ...], at: str,
          depth: int) -> tuple[Fit, str]:
     here = f"{at}.{key}" if at else key
     if not _may_be(node, "object"):
@@ -159,10 +160,10 @@ def _key(node: Mapping[str, Any], root: Mapping[str, Any], key: str, rest: tuple
     return Fit.FITS, ""
 
 
-def optional_in(schema: Mapping[str, Any], path: Sequence[PathStep]) -> str | None:
+def optional_in(schema: Schema, path: Sequence[PathStep]) -> str | None:
     """The first key along `path` that the schema declares but does not require (so a value may lack
     it), or None. Only plain object schemas are judged: through a list, or a choice of schemas, None."""
-    node: Any = schema
+    node: LooseJSON = schema
     for step in path:
         node = _resolved(node, schema, 0)
         if not isinstance(step, str) or not isinstance(node, Mapping) or any(k in node for k in _CHOICES):
@@ -177,7 +178,7 @@ def optional_in(schema: Mapping[str, Any], path: Sequence[PathStep]) -> str | No
 
 
 
-def arguments_fit(schema: Mapping[str, Any], keys: Sequence[str]) -> tuple[list[str], list[str], bool]:
+def arguments_fit(schema: Schema, keys: Sequence[str]) -> tuple[list[str], list[str], bool]:
     """How a mapping with `keys` fits an object schema: the required keys it lacks, the keys the
     schema does not declare, and whether the schema forbids undeclared keys."""
     node = _resolved(schema, schema, 0)
@@ -191,13 +192,13 @@ def arguments_fit(schema: Mapping[str, Any], keys: Sequence[str]) -> tuple[list[
     return missing, unknown, node.get("additionalProperties") is False
 
 
-def _resolved(node: Any, root: Mapping[str, Any], depth: int) -> Any:
+def _resolved(node: LooseJSON, root: Schema, depth: int) -> LooseJSON:
     """The schema a local `$ref` (`#/$defs/X`, `#/definitions/X`) points at; anything else as it is."""
     while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and depth <= _MAX_DEPTH:
         ref = node["$ref"]
         if not ref.startswith("#"):
             return {}
-        target: Any = root
+        target: LooseJSON = root
         for part in (p.replace("~1", "/").replace("~0", "~") for p in ref[1:].split("/") if p):
             target = target.get(part) if isinstance(target, Mapping) else None
         node = target if target is not None else {}
@@ -205,11 +206,11 @@ def _resolved(node: Any, root: Mapping[str, Any], depth: int) -> Any:
     return node
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _mapping(value: LooseJSON) -> Schema:
     return value if isinstance(value, Mapping) else {}
 
 
-def _types(node: Mapping[str, Any]) -> set[str] | None:
+def _types(node: JSONObjectView) -> set[str] | None:
     kind = node.get("type")
     if isinstance(kind, str):
         return {kind}
@@ -218,12 +219,12 @@ def _types(node: Mapping[str, Any]) -> set[str] | None:
     return None
 
 
-def _may_be(node: Mapping[str, Any], kind: str) -> bool:
+def _may_be(node: JSONObjectView, kind: str) -> bool:
     types = _types(node)
     return types is None or kind in types
 
 
-def _kind(node: Mapping[str, Any]) -> str:
+def _kind(node: JSONObjectView) -> str:
     types = sorted(_types(node) or ())
     words = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
              "null": "null", "array": "a list", "object": "an object"}

@@ -21,13 +21,12 @@ import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.dependencies import Blockers, dependencies_of
 from reversi.core.envelope import Unreadable
 from reversi.core.expect import rule_holds, unmet_condition
-from reversi.core.json_values import compact
+from reversi.core.json_values import LooseJSON, compact
 from reversi.core.manifest import Compensation, Effect, ManifestSet, ToolEntry
 from reversi.core.models import RunSnapshot, StepState, StepStatus
 from reversi.core.plan import Action, ActionKind, CompensationCall, Reason, Window, compensation_key
@@ -159,7 +158,8 @@ def choose_compensation(
     return Reason.none_fits(passed)
 
 
-_Built = tuple[Any, tuple[tuple[str, Any], ...]]  # the first call's arguments; (tool, arguments) of each after it
+# The first call's arguments; (tool, arguments) of each after it.
+_Built = tuple[LooseJSON, tuple[tuple[str, LooseJSON], ...]]
 
 
 def _arguments(comp: Compensation, ctx: ReferenceContext) -> _Built | str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
+from reversi.core.json_values import JSONObject, JSONView
 from reversi.core.references import ReferenceContext, resolve
 from reversi.core.times import format_time, parse_time
 from reversi.errors import WindowUnknown
@@ -31,9 +31,9 @@ class UndoWindow:
         start: A template naming the moment `length` counts from; None: when the call was journaled.
     """
 
-    until: Any = None
+    until: JSONView = None
     length: timedelta | None = None
-    start: Any = None
+    start: JSONView = None
 
     @property
     def written(self) -> str:
@@ -67,11 +67,11 @@ class Closing:
     closes: str
     left: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"run_id": self.run_id, "step": self.step, "tool": self.tool, "closes": self.closes, "left": self.left}
 
 
-def moment(value: Any) -> datetime:
+def moment(value: JSONView) -> datetime:
     """A moment an API gave: an RFC 3339 text, or seconds since 1970.
 
     Raises:

@@ -6,12 +6,12 @@ the line of the key or value at fault, and YAML 1.1 surprises (`yes` as a boolea
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from reversi.core.json_values import quoted
+from reversi.core.json_values import JSON, JSONObject, quoted
 
 NULL = "tag:yaml.org,2002:null"
 BOOL = "tag:yaml.org,2002:bool"
@@ -21,30 +21,34 @@ STR = "tag:yaml.org,2002:str"
 _SCALARS = SafeConstructor()
 
 
-def scalar(node: ScalarNode) -> Any:
+def scalar(node: ScalarNode) -> JSON:
     """A scalar as JSON; YAML 1.1 booleans other than true/false stay text, and so do dates."""
-    tag, text = node.tag, node.value
+    text: str = node.value  # PyYAML's stubs leave a node's value, and what it builds of it, untyped
+    number: int | float
+    tag = node.tag
     if tag == NULL:
         return None
     if tag == BOOL:
         return text.lower() == "true" if text.lower() in ("true", "false") else text
     try:
         if tag == INT:
-            return _SCALARS.construct_yaml_int(node)
+            number = _SCALARS.construct_yaml_int(node)
+            return number
         if tag == FLOAT:
-            return _SCALARS.construct_yaml_float(node)
+            number = _SCALARS.construct_yaml_float(node)
+            return number
     except (ValueError, IndexError):  # `!!int abc`: a tag the text does not fit; it stays text
         return text
     return text
 
 
-def plain(node: Node) -> Any:
+def plain(node: Node) -> JSON:
     """A node as JSON (the first of duplicate keys kept; the reader reports the others)."""
     if isinstance(node, ScalarNode):
         return scalar(node)
     if isinstance(node, SequenceNode):
         return [plain(item) for item in node.value]
-    value: dict[str, Any] = {}
+    value: JSONObject = {}
     for key, item in node.value:
         if isinstance(key, ScalarNode) and key.value not in value:
             value[key.value] = plain(item)

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
+from reversi.core.json_values import LooseJSONObject
 from reversi.distribution import version
 from reversi.engine.ledger import Ledger
 from reversi.errors import ApprovalRequired, Refused, ReversiError, Unauthorized
@@ -51,6 +52,7 @@ def _error_handler(ledger: Ledger, metrics: Metrics, console: Console | None = N
                      request.url.path)
             return Response(status_code=CLIENT_GONE)
         headers: dict[str, str] = {}
+        body: dict[str, LooseJSONObject]  # `{"error": ...}`, and what an error carries besides (`approval`)
         if isinstance(exc, ReversiError):
             status, body = exc.http_status, {"error": exc.to_dict()}
             if isinstance(exc, Refused):
