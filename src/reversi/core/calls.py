@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from reversi.core.json_values import JSONObject
+
 __all__ = ["CALL_META_KEY", "COMPENSATION_META_KEY", "CONNECTORS_SERVER", "IDEMPOTENCY_META_KEY", "CallId", "Undo",
            "current_call", "current_undo", "making", "undoing"]
 
@@ -44,7 +46,7 @@ class CallId:
             return None
         return cls(run_id, step)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JSONObject:
         return {"run_id": self.run_id, "step": self.step}
 
 

@@ -7,8 +7,8 @@ cannot be denied once it was used. Asking again while a request is pending reuse
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
+from reversi.core.json_values import JSONView
 from reversi.core.models import (
     Approval,
     ApprovalKind,
@@ -113,8 +113,8 @@ def decide(store: Store, approval_id: str, *, approve: bool, by: str, note: str 
 
 
 def compensation_approval(
-    q: Queries, run_id: str, step: int, tool: str, args: Any, *, requested_by: str, approve_pending: bool, actor: str,
-    principal: str | None = None,
+    q: Queries, run_id: str, step: int, tool: str, args: JSONView, *, requested_by: str, approve_pending: bool,
+    actor: str, principal: str | None = None,
 ) -> Approval:
     """The approval a step's compensation needs: created once, reused by re-runs.
 

@@ -14,11 +14,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from reversi.core.answers import TextAnswer
 from reversi.core.expect import unmet_condition
-from reversi.core.json_values import checked_arguments, to_json, valid_text
+from reversi.core.json_values import JSON, JSONObject, JSONView, LooseJSON, checked_arguments, to_json, valid_text
 from reversi.core.manifest import ToolEntry
 from reversi.core.models import RunRecord
 from reversi.core.references import ReferenceContext, RunContext, reference_roots, resolve
@@ -31,31 +30,31 @@ class Captured:
     """What a capture read: `value`, or nothing (`absent`, the error answer that said so)."""
 
     tool: str
-    args: Any
-    value: Any = None
+    args: LooseJSON  # resolved from the capture's template
+    value: JSON = None
     absent: str | None = None
     text: str | None = None  # the answer's text as it came, when it was read as JSON
 
     @classmethod
-    def supplied(cls, value: Any) -> Captured:
+    def supplied(cls, value: object) -> Captured:
         """What the caller read before the call itself (`run.begin(before=...)`, HTTP `before`)."""
         return cls("", None, checked_arguments(value, "before"))
 
-    def journal(self) -> dict[str, Any]:
+    def journal(self) -> JSONObject:
         """The fields of the `intended` event's data."""
-        said = {"before_absent": self.absent} if self.absent is not None else {"before": self.value}
+        said: JSONObject = {"before_absent": self.absent} if self.absent is not None else {"before": self.value}
         text = {"before_text": valid_text(self.text)} if self.text is not None else {}
         return ({"capture": {"tool": self.tool, "args": self.args}} if self.tool else {}) | said | text
 
 
-def call_context(run: RunRecord, args: Any) -> ReferenceContext:
+def call_context(run: RunRecord, args: JSONView) -> ReferenceContext:
     """What a template resolved before the call may name: its arguments and its run."""
     scope = run.scope
     return ReferenceContext(args=args, result=None, run=RunContext(run.run_id, scope.actor, scope.tenant,
                                                                     scope.environment), step=-1)
 
 
-def needs_capture(entry: ToolEntry | None, run: RunRecord, args: Any) -> bool:
+def needs_capture(entry: ToolEntry | None, run: RunRecord, args: JSONView) -> bool:
     """Whether a call must be captured first: its entry has a capture, and the call is not one its
     `read_when` already shows changes nothing (a dry run), judged on its arguments alone."""
     if entry is None or entry.capture is None:
@@ -66,7 +65,7 @@ def needs_capture(entry: ToolEntry | None, run: RunRecord, args: Any) -> bool:
 
 
 async def take_capture(
-    entry: ToolEntry | None, run: RunRecord, args: Any, read: ReadBack,
+    entry: ToolEntry | None, run: RunRecord, args: JSONView, read: ReadBack,
     stopped: Callable[[], Awaitable[bool]] | None = None,
 ) -> Captured | None:
     """Make the entry's capture for a call of `run` with `args`; None when it needs none, or when

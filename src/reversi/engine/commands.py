@@ -21,10 +21,9 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reversi.core.calls import current_call
-from reversi.core.json_values import parse_json
+from reversi.core.json_values import JSONObjectView, JSONView, LooseJSON, LooseJSONObject, parse_json
 from reversi.errors import BadInput, CommandFailed
 
 __all__ = [
@@ -224,7 +223,7 @@ def _last_line(err: bytes) -> str | None:
     return line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS] + "…"
 
 
-async def run_command(argv: list[str], payload: Any, timeout_s: float) -> str:
+async def run_command(argv: list[str], payload: JSONView, timeout_s: float) -> str:
     """Run `argv` with `payload` as JSON on stdin; return its stdout.
 
     The command runs in a session of its own: a timeout, output over the cap, or a cancellation kills
@@ -260,7 +259,7 @@ async def run_command(argv: list[str], payload: Any, timeout_s: float) -> str:
     return out.decode(errors="replace")
 
 
-def _json_or_text(text: str) -> Any:
+def _json_or_text(text: str) -> LooseJSON:
     text = text.strip()
     if not text:
         return None
@@ -272,12 +271,12 @@ def _json_or_text(text: str) -> Any:
 
 def command_compensator(
     cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the compensator command"
-) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+) -> Callable[[LooseJSONObject], Awaitable[LooseJSON]]:
     """A `compensate(call)` that runs `cmd` (`what` names it in errors); its stdout, when JSON, is the
     compensation's result."""
     argv = split_command(cmd, what)
 
-    async def compensate(call: dict[str, Any]) -> Any:
+    async def compensate(call: JSONObjectView) -> LooseJSON:
         return _json_or_text(await run_command(argv, call, timeout_s))
 
     return compensate
@@ -285,11 +284,11 @@ def command_compensator(
 
 def command_check_undo(
     cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the verify command"
-) -> Callable[[dict[str, Any]], Awaitable[bool]]:
+) -> Callable[[LooseJSONObject], Awaitable[bool]]:
     """A check that the undo took effect (the SDK's `verify(call)`): it passes when `cmd` exits 0."""
     argv = split_command(cmd, what)
 
-    async def check_undo(call: dict[str, Any]) -> bool:
+    async def check_undo(call: JSONObjectView) -> bool:
         await run_command(argv, call, timeout_s)
         return True
 
@@ -298,13 +297,13 @@ def command_check_undo(
 
 def command_read_back(
     cmd: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, what: str = "the reader command"
-) -> Callable[[str, Any], Awaitable[Any]]:
+) -> Callable[[str, JSONView], Awaitable[LooseJSON]]:
     """A read-back (the SDK's `verifier(tool, arguments)`; captures and probes read with it too) that
     runs `cmd` with `{"tool","arguments"}` and parses its JSON answer;
     with `"call": {"run_id", "step"}` too when the read is made for a step (a probe)."""
     argv = split_command(cmd, what)
 
-    async def read(tool: str, arguments: Any) -> Any:
+    async def read(tool: str, arguments: JSONView) -> LooseJSON:
         call = current_call()
         made_for = {"call": call.to_dict()} if call is not None else {}
         out = await run_command(argv, {"tool": tool, "arguments": arguments} | made_for, timeout_s)

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from reversi.core.json_values import LooseJSON, LooseJSONObject
 from reversi.core.models import Mode
 from reversi.core.times import parse_duration
 from reversi.errors import BadInput, ConfigError
@@ -39,7 +39,7 @@ class Settings:
     compensator_cmd: str | None = None
     reader_cmd: str | None = None
     follow_up_cmd: str | None = None  # told of each follow-up a rollback opens (JSON on stdin): an issue tracker
-    upstreams: Mapping[str, Any] = field(default_factory=dict)
+    upstreams: Mapping[str, LooseJSON] = field(default_factory=dict)  # each checked when the gateway starts it
     rollback_lease_s: float = DEFAULT_LEASE_S
     retention: timedelta | None = None  # prune settled runs older than this (`reversi prune`, the server)
     retention_interval_s: float = RETENTION_INTERVAL_S
@@ -50,7 +50,7 @@ class Settings:
 _MODES = tuple(m.value for m in Mode)
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def _read_config(path: Path) -> LooseJSONObject:
     try:
         data = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
     except UnicodeDecodeError:
@@ -74,29 +74,29 @@ def _read_config(path: Path) -> dict[str, Any]:
     return data
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     if not isinstance(value, str):
         return f"must be a string, not {value!r}"
     return "is empty: give a value, or leave the key out" if not value.strip() else None
 
 
-def _store_url(value: Any) -> str | None:
+def _store_url(value: LooseJSON) -> str | None:
     problem = _text(value)
     if problem is None and not is_store_url(value):
         problem = f"must be a store URL ({STORE_URL_FORMS}), not {value!r}"
     return problem
 
 
-def _mode(value: Any) -> str | None:
+def _mode(value: object) -> str | None:
     return None if value in _MODES else f"must be {' or '.join(_MODES)}, not {value!r}"
 
 
-def durability_problem(value: Any) -> str | None:
+def durability_problem(value: object) -> str | None:
     """What is wrong with `value` as a durability (None: nothing)."""
     return None if value in DURABILITIES else f"must be {' or '.join(DURABILITIES)}, not {value!r}"
 
 
-def _command(value: Any) -> str | None:
+def _command(value: LooseJSON) -> str | None:
     problem = _text(value)
     if problem is None:
         try:
@@ -106,14 +106,14 @@ def _command(value: Any) -> str | None:
     return problem
 
 
-def _paths(value: Any) -> str | None:
+def _paths(value: object) -> str | None:
     if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
         blank = [v for v in ([value] if isinstance(value, str) else value) if not v.strip()]
         return "holds an empty path" if blank else None
     return f"must be a path or a list of paths, not {value!r}"
 
 
-def _upstreams(value: Any) -> str | None:
+def _upstreams(value: object) -> str | None:
     if not isinstance(value, dict):
         return f"must be a mapping of upstream names to commands or URLs, not {value!r}"
     for name, entry in value.items():
@@ -124,13 +124,13 @@ def _upstreams(value: Any) -> str | None:
     return None  # the gateway checks each entry's keys when it starts them
 
 
-def _names(value: Any) -> str | None:
+def _names(value: object) -> str | None:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() and len(v) <= 200 for v in value):
         return f"must be a list of key names such as [ssn, customer_email], not {value!r}"
     return None
 
 
-def _duration(value: Any) -> str | None:
+def _duration(value: object) -> str | None:
     if not isinstance(value, str):
         return f"must be a duration like 90d or 12h, not {value!r}"
     try:
@@ -153,7 +153,7 @@ def _mode_from_env() -> str | None:
     return value or None
 
 
-def _durability(data: dict[str, Any], explicit: str | None) -> str:
+def _durability(data: LooseJSONObject, explicit: str | None) -> str:
     if explicit is not None:
         problem = durability_problem(explicit)
         if problem:
@@ -179,7 +179,7 @@ def _seconds_from_env(name: str, default: float, highest: float) -> float:
     return seconds
 
 
-def _retention(data: dict[str, Any]) -> timedelta | None:
+def _retention(data: LooseJSONObject) -> timedelta | None:
     value = os.environ.get("REVERSI_RETENTION")
     if value:
         problem = _duration(value)

@@ -13,8 +13,8 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from reversi.core.json_values import JSONObject
 from reversi.engine.config import load_settings
 from reversi.engine.encryption import ENCRYPTION_KEYS, keyring_from_env
 from reversi.errors import ReversiError
@@ -34,7 +34,7 @@ class Finding:
     detail: str
     fix: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
 
 

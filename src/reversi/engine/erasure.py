@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from reversi.core.json_values import JSONObject
 from reversi.core.models import EventType, NewEvent, RunRecord, check_run_id, utc_now
 from reversi.errors import BadInput, NotFound
 from reversi.store.base import Store
@@ -32,8 +32,9 @@ class Erasure:
     already: list[str] = field(default_factory=list)
     clear: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"scope": self.scope, "erased": self.erased, "already_erased": self.already, "in_clear": self.clear}
+    def to_dict(self) -> JSONObject:
+        return {"scope": self.scope, "erased": list(self.erased), "already_erased": list(self.already),
+                "in_clear": list(self.clear)}
 
 
 def _scope(tenant: str | None, actor: str | None, run_id: str | None) -> str:

@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from reversi.core.backoff import Retry
 from reversi.core.checkpoints import RollbackScope
+from reversi.core.json_values import LooseJSONObject
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import utc_now
 from reversi.core.report import ReportJSON, RollbackReport
@@ -89,7 +90,7 @@ class JobJSON(TypedDict):
     created_at: str
     started_at: str | None
     finished_at: str | None
-    scope: NotRequired[dict[str, Any]]
+    scope: NotRequired[LooseJSONObject]
 
 
 def submit_rollback(store: Store, run_id: str, *, actor: str, approve_compensations: bool, attempts: int,
@@ -156,7 +157,7 @@ class JobRunner:
     read_back: ReadBack | None = None
     on_done: Callable[[Job], None] | None = None
     lease_s: float = DEFAULT_LEASE_S
-    follow_up: Callable[[dict[str, Any]], Any] | None = None  # told of each follow-up a job's rollback opens
+    follow_up: Callable[[LooseJSONObject], object] | None = None  # told of each follow-up a job's rollback opens
 
     def claim(self, job_id: str) -> tuple[Job, Lease] | None:
         """Take the run's lease for a job that is not done; None when someone alive holds it within

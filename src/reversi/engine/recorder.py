@@ -16,13 +16,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from reversi.core.answers import TextAnswer
 from reversi.core.checkpoints import Checkpoint, check_name, checkpoints_of, new_checkpoint_data
 from reversi.core.expect import rule_holds
 from reversi.core.halts import halt_message, matching_halt
-from reversi.core.json_values import checked_arguments, digest, to_json, valid_text
+from reversi.core.json_values import (
+    JSON,
+    JSONObject,
+    JSONObjectView,
+    JSONView,
+    checked_arguments,
+    digest,
+    to_json,
+    valid_text,
+)
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import (
     ApprovalKind,
@@ -89,8 +98,8 @@ class Recorder:
             return f"kill file unreadable: {exc}"
 
     def begin(
-        self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *, before: Captured | None = None,
-        call_id: str | None = None,
+        self, run: RunRecord, tool: str, args: object, depends_on: Sequence[int] = (), *,
+        before: Captured | None = None, call_id: str | None = None,
     ) -> int:
         """Journal `intended` for a new call (with what its capture read, `before`, and the framework's id
         of the call, `call_id`) and return its step number.
@@ -105,19 +114,19 @@ class Recorder:
             reads_halts=True
         )
 
-    def refuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> NoReturn:
+    def refuse(self, run: RunRecord, tool: str, args: object, refusal: Refused) -> NoReturn:
         """Journal a call refused before any check (its capture failed) as `refused`, and raise `refusal`."""
         self.store.run_write(self._refuse_write(run, tool, args, refusal), run.run_id)
         raise refusal
 
     async def arefuse(
-        self, run: RunRecord, tool: str, args: Any, refusal: Refused
+        self, run: RunRecord, tool: str, args: object, refusal: Refused
     ) -> NoReturn:
         """`refuse` for an event loop."""
         await self.store.arun_write(self._refuse_write(run, tool, args, refusal), run.run_id)
         raise refusal
 
-    def _refuse_write(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> WriteFn[None]:
+    def _refuse_write(self, run: RunRecord, tool: str, args: object, refusal: Refused) -> WriteFn[None]:
         event = _refused_event(run, tool, checked_arguments(args) if isinstance(args, Mapping) else {}, refusal)
 
         def write(q: Queries) -> None:
@@ -129,10 +138,10 @@ class Recorder:
         self,
         run: RunRecord,
         tool: str,
-        args: Any,
+        args: object,
         depends_on: Sequence[int] = (),
         *,
-        via: Mapping[str, Any] | None = None,
+        via: Mapping[str, JSON] | None = None,
         before: Captured | None = None,
     ) -> int:
         """`begin` for an event loop: the write joins the group commit without blocking the loop; `via`,
@@ -144,10 +153,10 @@ class Recorder:
         self,
         run: RunRecord,
         tool: str,
-        args: Any,
+        args: object,
         depends_on: Sequence[int] = (),
         *,
-        via: Mapping[str, Any] | None = None,
+        via: Mapping[str, JSON] | None = None,
         before: Captured | None = None,
         call_id: str | None = None,
     ) -> WriteFn[int]:
@@ -175,12 +184,12 @@ class Recorder:
         q: Queries,
         run: RunRecord,
         tool: str,
-        args: Any,
+        args: JSON,
         depends: tuple[int, ...],
         entry: ToolEntry | None,
         kill: str | None,
-        extra: dict[str, Any],
-        via: Mapping[str, Any] | None = None,
+        extra: JSONObjectView,
+        via: Mapping[str, JSON] | None = None,
     ) -> int:
         """Inside one write: every check that reads the store, then `refused` or the new step's `intended`."""
         halted = self._halted(q, run, tool)  # also takes the run's write lock: always first
@@ -216,7 +225,7 @@ class Recorder:
         bad = [d for d in depends if d >= step]
         if bad:  # raising undoes this write's insert
             raise BadInput(f"depends_on: step {bad[0]} is not an earlier step of {run.run_id}")
-        data: dict[str, Any] = {
+        data: dict[str, JSONView] = {
             "tool": tool,
             "args": args,
             "depends_on": list(depends),
@@ -233,7 +242,7 @@ class Recorder:
         return step
 
     def outcome(
-        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None
+        self, run: RunRecord, step: int, status: StepStatus, *, result: object = None, error: str | None = None
     ) -> None:
         """Journal what a call did: `succeeded` with its result, `failed` or `uncertain` with an error.
         With durability `intent` it returns before the commit, and the two errors below are logged
@@ -255,7 +264,7 @@ class Recorder:
         step: int,
         status: StepStatus,
         *,
-        result: Any = None,
+        result: object = None,
         error: str | None = None,
     ) -> None:
         """`outcome` for an event loop: the write joins the group commit without blocking the loop."""
@@ -266,7 +275,7 @@ class Recorder:
             await self.store.arun_write(write, run.run_id)
 
     def outcome_write(
-        self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None, error: str | None = None,
+        self, run: RunRecord, step: int, status: StepStatus, *, result: object = None, error: str | None = None,
         reported: bool = False,
     ) -> WriteFn[StepState]:
         """`outcome` as a write function that also returns the step's new state, for a caller that runs
@@ -291,7 +300,7 @@ class Recorder:
         return write
 
     def _outcome_write(
-        self, run: RunRecord, step: int, status: StepStatus, result: Any, error: str | None
+        self, run: RunRecord, step: int, status: StepStatus, result: object, error: str | None
     ) -> WriteFn[list[Event]]:
         event = _outcome_event(run, step, status, result, error)
         secret = self._resource_secret()
@@ -362,7 +371,7 @@ class Recorder:
         return Halted(halt_message(halt.reason, halt), halt_id=halt.halt_id) if halt else None
 
 
-def _trace_of(extra: Mapping[str, Any]) -> dict[str, Any]:
+def _trace_of(extra: JSONObjectView) -> dict[str, JSONView]:
     return {key: value for key, value in extra.items() if key in ("trace_id", "span_id")}
 
 
@@ -387,8 +396,8 @@ def _checked_depends_on(depends_on: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(depends_on)))
 
 
-def _outcome_event(run: RunRecord, step: int, status: StepStatus, result: Any, error: str | None) -> NewEvent:
-    data: dict[str, Any]
+def _outcome_event(run: RunRecord, step: int, status: StepStatus, result: object, error: str | None) -> NewEvent:
+    data: JSONObject
     if status is StepStatus.SUCCEEDED and isinstance(result, TextAnswer):
         data = {"result": to_json(result.value), "text": valid_text(result.text)}
     elif status is StepStatus.SUCCEEDED:
@@ -420,7 +429,7 @@ def _unmanifested(run: RunRecord, tool: str, entry: ToolEntry | None) -> Refused
     return None
 
 
-def _dup_key(run: RunRecord, tool: str, args: Any, entry: ToolEntry | None) -> str | None:
+def _dup_key(run: RunRecord, tool: str, args: JSONView, entry: ToolEntry | None) -> str | None:
     if entry is None or entry.idempotency_key is None:
         return None
     ctx = call_context(run, args)
@@ -440,7 +449,7 @@ def _duplicate(q: Queries, dup_key: str) -> Refused | None:
     return None
 
 
-def _forward_approval(q: Queries, run: RunRecord, tool: str, args: Any) -> tuple[Refused | None, str | None]:
+def _forward_approval(q: Queries, run: RunRecord, tool: str, args: JSONView) -> tuple[Refused | None, str | None]:
     """Refuse until a person approves this exact call; an approval is used up by the call it lets through."""
     call_key = digest(tool, args)
     open_requests = [a for a in q.approvals_for_call(run.run_id, ApprovalKind.CALL, call_key) if not a.used]
@@ -469,9 +478,9 @@ def _forward_approval(q: Queries, run: RunRecord, tool: str, args: Any) -> tuple
     return ApprovalRequired(f"approval required: {approval_id}", approval_id), None
 
 
-def _refused_event(run: RunRecord, tool: str, args: Any, refusal: Refused,
-                   trace: Mapping[str, Any] | None = None) -> NewEvent:
+def _refused_event(run: RunRecord, tool: str, args: JSONView, refusal: Refused,
+                   trace: JSONObjectView | None = None) -> NewEvent:
     """`refused`, with the caller's trace (as `intended` has it) so a refusal is found from its span too."""
-    data = {"tool": tool, "args": args, "reason": refusal.message, "code": refusal.code,
+    data: JSONObjectView = {"tool": tool, "args": args, "reason": refusal.message, "code": refusal.code,
             **(tracing.journal_fields() if trace is None else trace)}
     return NewEvent(EventType.REFUSED, None, _who(run), data)

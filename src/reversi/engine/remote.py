@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from reversi.core.json_values import to_json
+from reversi.core.json_values import JSONObject, to_json
 from reversi.core.manifest import ManifestSet, Verification
 from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, NewEvent, RunSnapshot, StepStatus
 from reversi.core.plan import Action, ActionKind
@@ -26,7 +25,7 @@ class CompensationWork:
 
     run_id: str
     index: int
-    call: dict[str, Any]
+    call: JSONObject
     claim_until: str
     verification: Verification | None
     worker: str = ""
@@ -70,7 +69,7 @@ def begin_compensation(
         if call.then:  # a worker reports one outcome, and such an undo journals each of its calls
             raise NotCompensable(f"step {step} of {run_id} is undone by {call.parts} calls in turn: a rollback "
                                  "makes them, not a remote worker")
-        data: dict[str, Any] = {}
+        data: JSONObject = {}
         if call.needs_approval:
             approvals = q.approvals_for_call(run_id, ApprovalKind.COMPENSATION, str(step))
             if not approvals or approvals[-1].status is not ApprovalStatus.APPROVED:
@@ -104,7 +103,8 @@ def _walk_to(snapshot: RunSnapshot, manifests: ManifestSet, step: int, lineage: 
 
 
 def complete_compensation(
-    store: Store, work: CompensationWork, *, ok: bool, result: Any, error: str | None, verified: bool | None, actor: str
+    store: Store, work: CompensationWork, *, ok: bool, result: object, error: str | None, verified: bool | None,
+    actor: str,
 ) -> StepStatus:
     """Journal how a claimed compensation went; returns the step's new status.
 

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from reversi.core import redaction
-from reversi.core.json_values import compact
+from reversi.core.json_values import LooseJSONObject, compact
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import RunRecord
 from reversi.core.retention import Hold, HoldKind, RetentionFacts, cutoff, holds
@@ -48,10 +48,10 @@ class PruneOutcome:
     def pruned(self) -> bool:
         return not self.holds
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LooseJSONObject:
         r = self.run
-        out: dict[str, Any] = {"run_id": r.run_id, "created_at": r.created_at, "actor": r.scope.actor,
-                               "tenant": r.scope.tenant}
+        out: LooseJSONObject = {"run_id": r.run_id, "created_at": r.created_at, "actor": r.scope.actor,
+                           "tenant": r.scope.tenant}
         return out if self.pruned else out | {"kept_because": [h.to_dict() for h in self.holds]}
 
 

@@ -28,7 +28,7 @@ from reversi.core.backoff import Retry
 from reversi.core.checkpoints import RollbackScope
 from reversi.core.expect import first_mismatch
 from reversi.core.follow_ups import FollowUpState, follow_ups_of, opened_data
-from reversi.core.json_values import to_json
+from reversi.core.json_values import JSON, JSONObject, LooseJSON, LooseJSONObject, to_json
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
     Approval,
@@ -60,9 +60,10 @@ from reversi.store.queries import Queries
 # What a rollback is given (the SDK's `compensate=`, `verify=` and `verifier=`): the undo of one call,
 # the check that the undo is visible (truthy when it is), and what runs a declared read-back (or any read
 # of a tool: captures and probes too): `(tool, arguments) -> answer`.
-Compensate = Callable[[dict[str, Any]], Any]
-CheckUndo = Callable[[dict[str, Any]], Any]
-ReadBack = Callable[[str, Any], Any]
+# What they are handed is read as the manifest shapes it; what they answer is journaled as JSON (`to_json`).
+Compensate = Callable[[LooseJSONObject], object]
+CheckUndo = Callable[[LooseJSONObject], object]
+ReadBack = Callable[[str, LooseJSON], object]
 # Told (done, total) after each step of the rollback's scope (`step_after` says which step comes next). It
 # may be async.
 Progress = Callable[[int, int], Any]
@@ -136,7 +137,7 @@ class RollbackOptions:
     job: str | None = None  # the rollback job it runs for, journaled in each event's data (where a run stands)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # what undo windows are judged by
     deadline_first: bool = False  # take ready steps by their undo windows, soonest first (`RollbackWalk`)
-    follow_up: Callable[[dict[str, Any]], Any] | None = None  # told of each follow-up opened (an issue tracker)
+    follow_up: Callable[[LooseJSONObject], object] | None = None  # told of each follow-up opened (an issue tracker)
     concurrency: int = 1  # how many independent steps are undone at once (1: one at a time, newest first)
 
     def __post_init__(self) -> None:
@@ -270,7 +271,7 @@ class RollbackExecutor:
         await self._close_follow_ups_of_undone(snapshot, report)
         stays = report.staying
         run_id = snapshot.run.run_id
-        wanted: dict[int, dict[str, Any]] = {}
+        wanted: dict[int, JSONObject] = {}
         for index, why in sorted(stays.items()):
             entry = walk.entry(index)
             if entry is not None and entry.follow_up is not None:
@@ -380,7 +381,7 @@ class RollbackExecutor:
 
     async def _attempts(
         self, call: CompensationCall, approval_id: str | None
-    ) -> tuple[Any, int, str | None] | None:
+    ) -> tuple[JSON, int, str | None] | None:
         """Run the compensation (and the verify check) up to `retry.attempts` times with one key; None
         when the step turned out compensated already (see `_begin_attempt`) and nothing was run. An undo
         of several calls goes on from the first call not known done, on each attempt and each re-run."""
@@ -399,7 +400,7 @@ class RollbackExecutor:
                 result, part, error = await self._run_parts(call, part, attempt, approval_id, trace)
                 if error is not None:
                     tracing.compensation_ended(span, error)
-                    said: dict[str, Any] = {"error": error, "attempt": attempt}
+                    said: JSONObject = {"error": error, "attempt": attempt}
                     if call.then:
                         said["part"] = part
                     if attempt < retry.attempts:  # when the next attempt goes, for whoever watches
@@ -412,14 +413,14 @@ class RollbackExecutor:
         return None, retry.attempts, error
 
     async def _run_parts(
-        self, call: CompensationCall, part: int, attempt: int, approval_id: str | None, trace: dict[str, Any]
-    ) -> tuple[Any, int, str | None]:
+        self, call: CompensationCall, part: int, attempt: int, approval_id: str | None, trace: dict[str, str]
+    ) -> tuple[JSON, int, str | None]:
         """Make the undo's calls from `part` on (journaling `compensating` before each after the first),
         then the verify check: the last call's answer, the part reached, and the error, if one failed."""
         compensate = self.options.compensate
         assert compensate is not None
-        result: Any = None
-        payload: dict[str, Any] = {}
+        result: JSON = None
+        payload: JSONObject = {}
         start = part
         while part < call.parts:
             if part > start:
@@ -442,11 +443,11 @@ class RollbackExecutor:
 
     @staticmethod
     def _attempt_data(
-        call: CompensationCall, part: int, attempt: int, approval_id: str | None, trace: dict[str, Any]
-    ) -> dict[str, Any]:
+        call: CompensationCall, part: int, attempt: int, approval_id: str | None, trace: dict[str, str]
+    ) -> JSONObject:
         """What `compensating` journals of one call of the undo (its part, for an undo of several)."""
         sent = call.part_json(part)
-        data: dict[str, Any] = {"tool": sent["tool"], "args": sent["args"], "idempotency_key": sent["idempotency_key"],
+        data: JSONObject = {"tool": sent["tool"], "args": sent["args"], "idempotency_key": sent["idempotency_key"],
                                 "attempt": attempt}
         if call.then:
             data.update(part=part, parts=call.parts)
@@ -455,7 +456,7 @@ class RollbackExecutor:
         return data | trace
 
     async def _begin_attempt(
-        self, call: CompensationCall, attempt: int, approval_id: str | None, trace: dict[str, Any]
+        self, call: CompensationCall, attempt: int, approval_id: str | None, trace: dict[str, str]
     ) -> int | None:
         """Journal `compensating` for one attempt, and return the call of the undo it starts at: the first
         not known done (0 for an undo of one call). None, journaling nothing, if the step is `compensated`
@@ -508,7 +509,7 @@ class RollbackExecutor:
         snapshot: RunSnapshot,
         step: StepState,
         call: CompensationCall,
-        result: Any,
+        result: JSON,
         attempts: int,
         report: RollbackReport,
         label: str,
@@ -576,14 +577,14 @@ class RollbackExecutor:
         )
         return error
 
-    def _verified(self, call: CompensationCall, arguments: Any, answer: Any, error: str | None,
-                  **extra: Any) -> NewEvent:
+    def _verified(self, call: CompensationCall, arguments: LooseJSON, answer: JSON, error: str | None,
+                  **extra: JSON) -> NewEvent:
         """The `verified` event of a read-back whose answer (or the read tool's own error) matched."""
         assert call.verification is not None
-        data = {"tool": call.verification.tool, "arguments": arguments, "answer": answer} | extra
+        data: JSONObject = {"tool": call.verification.tool, "arguments": arguments, "answer": answer} | extra
         return self._event(EventType.VERIFIED, call.step, data | ({"error": error} if error is not None else {}))
 
-    async def _fail_verification(self, call: CompensationCall, data: dict[str, Any], error: str) -> None:
+    async def _fail_verification(self, call: CompensationCall, data: JSONObject, error: str) -> None:
         await self._journal(
             call,
             [
@@ -592,7 +593,7 @@ class RollbackExecutor:
             ],
         )
 
-    def _event(self, kind: EventType, step: int, data: dict[str, Any]) -> NewEvent:
+    def _event(self, kind: EventType, step: int, data: JSONObject) -> NewEvent:
         principal, job = self.options.principal, self.options.job
         return NewEvent(kind, step, self.options.actor,
                         data | ({"principal": principal} if principal else {}) | ({"job": job} if job else {}))
@@ -626,7 +627,7 @@ class RollbackExecutor:
         return await self.store.arun_write(locked, order=run_id)
 
 
-async def read_once(read: ReadBack, tool: str, arguments: Any) -> tuple[Any, str | None]:
+async def read_once(read: ReadBack, tool: str, arguments: LooseJSON) -> tuple[JSON, str | None]:
     """One read: its answer as JSON, or (None, the read tool's own error answer), which `{$error: ...}`
     expects. Any other failure of the read raises."""
     try:

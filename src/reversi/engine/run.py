@@ -19,6 +19,7 @@ from reversi.core.backoff import Retry
 from reversi.core.calls import making
 from reversi.core.checkpoints import Checkpoint, RollbackScope, checkpoints_of, rollback_scope
 from reversi.core.follow_ups import FollowUpState, follow_ups_of
+from reversi.core.json_values import JSONObjectView, JSONView, LooseJSON, LooseJSONObject
 from reversi.core.manifest import ManifestSet, Probe, ToolEntry
 from reversi.core.models import (
     Event,
@@ -69,7 +70,7 @@ T = TypeVar("T")
 class RollbackArguments(TypedDict, total=False):
     """The keyword options of `Run.rollback` and `Run.arollback`."""
 
-    retry: Retry | Mapping[str, Any] | None
+    retry: Retry | Mapping[str, LooseJSON] | None
     verify: CheckUndo | None
     verifier: ReadBack | None
     approve_compensations: bool
@@ -82,10 +83,10 @@ class RollbackArguments(TypedDict, total=False):
     job: str | None  # the job it runs for (journaled with each of its events)
     clock: Callable[[], datetime] | None  # the time undo windows are judged by (default: the system's clock)
     deadline_first: bool  # take the steps whose undo windows close soonest first, never past a dependent
-    follow_up: Callable[[dict[str, Any]], Any] | None  # told of each follow-up opened (default: follow_up_cmd)
+    follow_up: Callable[[LooseJSONObject], object] | None  # told of each follow-up opened (default: follow_up_cmd)
     concurrency: int  # how many independent steps are undone at once (default 1: one at a time)
 
-_NO_RESULT: Any = object()
+_NO_RESULT = object()  # no value given, where None is a value
 
 
 def _system_clock() -> datetime:
@@ -141,7 +142,7 @@ class Outcome:
     """What a probe found out about an unresolved step: `succeeded` (with its result) or `failed`."""
 
     status: str
-    result: Any = _NO_RESULT
+    result: LooseJSON = _NO_RESULT
     note: str | None = None
 
 
@@ -190,7 +191,7 @@ class Run:
     # -- recording -------------------------------------------------------------------------------
 
     def begin(
-        self, tool: str, args: Any = None, depends_on: Sequence[int] = (), *, before: Any = _NO_RESULT,
+        self, tool: str, args: LooseJSON = None, depends_on: Sequence[int] = (), *, before: LooseJSON = _NO_RESULT,
         call_id: str | None = None,
     ) -> StepHandle:
         """Journal `intended` and return the handle to report the outcome on. `before`: what you read
@@ -205,7 +206,7 @@ class Run:
         captured = None if before is _NO_RESULT else Captured.supplied(before)
         return self._begin(tool, args, depends_on, captured, call_id)
 
-    def _begin(self, tool: str, args: Any, depends_on: Sequence[int], before: Captured | None,
+    def _begin(self, tool: str, args: LooseJSON, depends_on: Sequence[int], before: Captured | None,
                call_id: str | None = None) -> StepHandle:
         index = self._ledger.recorder.begin(self.record, tool, {} if args is None else args, depends_on, before=before,
                                             call_id=call_id)
@@ -214,7 +215,7 @@ class Run:
 
     @contextmanager
     def step(
-        self, tool: str, args: Any = None, depends_on: Sequence[int] = (), *, before: Any = _NO_RESULT
+        self, tool: str, args: LooseJSON = None, depends_on: Sequence[int] = (), *, before: LooseJSON = _NO_RESULT
     ) -> Iterator[StepHandle]:
         """A block that makes the call: an exception marks it failed (uncertain for timeouts and
         connection errors) and is re-raised; report success with `step.succeeded(result)`."""
@@ -223,7 +224,7 @@ class Run:
             yield handle
 
     def call(
-        self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
+        self, tool: str, args: LooseJSON, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
         capture: ReadBack | None = None, call_id: str | None = None, pauses: tuple[type[BaseException], ...] = (),
     ) -> Any:
         """Journal, call `fn(**args)`, journal its result; returns what `fn` returned.
@@ -254,7 +255,7 @@ class Run:
             handle.succeeded(result)
         return result
 
-    def _reader(self, tool: str, args: Any, capture: ReadBack | None) -> tuple[ToolEntry, ReadBack] | None:
+    def _reader(self, tool: str, args: LooseJSON, capture: ReadBack | None) -> tuple[ToolEntry, ReadBack] | None:
         """The entry and the reader to capture this call with, when it needs a capture and one can read."""
         entry = self._ledger.manifests.lookup(tool)
         if entry is None or not isinstance(args, Mapping) or not needs_capture(entry, self.record, args):
@@ -262,7 +263,7 @@ class Run:
         read = capture or (command_read_back(cmd) if (cmd := self._ledger.settings.reader_cmd) else None)
         return (entry, read) if read is not None else None
 
-    async def _capture(self, tool: str, args: Any, how: tuple[ToolEntry, ReadBack] | None) -> Captured | None:
+    async def _capture(self, tool: str, args: LooseJSON, how: tuple[ToolEntry, ReadBack] | None) -> Captured | None:
         if how is None:
             return None
         try:
@@ -273,7 +274,7 @@ class Run:
             raise  # refuse raised already
 
     async def acall(
-        self, tool: str, args: Any, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
+        self, tool: str, args: LooseJSON, fn: Callable[..., Any], depends_on: Sequence[int] = (), *,
         capture: ReadBack | None = None, call_id: str | None = None, pauses: tuple[type[BaseException], ...] = (),
     ) -> Any:
         """`call` for async code: `fn` and `capture` may be coroutine functions; the journal writes run off the loop.
@@ -302,12 +303,12 @@ class Run:
             await asyncio.to_thread(handle.succeeded, result)
         return result
 
-    def _open_step(self, call_id: str, tool: str, args: Any) -> StepState | None:
+    def _open_step(self, call_id: str, tool: str, args: LooseJSON) -> StepState | None:
         """The step a paused call of this tool with these arguments left open, by the framework's call id."""
         return next((s for s in self.snapshot().steps if s.call_id == call_id and s.tool == tool
                      and s.status is StepStatus.INTENDED and s.args == args), None)
 
-    def settle(self, call_id: str, *, result: Any = None, error: str | None = None) -> StepState:
+    def settle(self, call_id: str, *, result: object = None, error: str | None = None) -> StepState:
         """Report how a paused call went when its answer came from elsewhere (a deferred tool answered by
         the application): `succeeded` with `result`, or `failed` with `error`. Returns the step.
 
@@ -325,7 +326,7 @@ class Run:
             handle.succeeded(result)
         return self.snapshot().step(open_step.index)
 
-    async def asettle(self, call_id: str, *, result: Any = None, error: str | None = None) -> StepState:
+    async def asettle(self, call_id: str, *, result: object = None, error: str | None = None) -> StepState:
         """`settle` off the event loop."""
         return await asyncio.to_thread(lambda: self.settle(call_id, result=result, error=error))
 
@@ -394,7 +395,7 @@ class Run:
 
     # -- operating -------------------------------------------------------------------------------
 
-    def missing_from_result(self, step: int, result: Any) -> list[str]:
+    def missing_from_result(self, step: int, result: LooseJSON) -> list[str]:
         """The `$result` references step `step`'s undo needs (by the manifests in force) that `result`
         does not give: settled as succeeded with this result, the step could never be undone.
 
@@ -507,14 +508,15 @@ class Run:
         return run_coroutine(self.arollback(compensate, **options))
 
     async def aresolve(
-        self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None
+        self, step: int, status: str, result: LooseJSON = _NO_RESULT, note: str | None = None,
+        actor: str | None = None
     ) -> StepState:
         """`resolve` off the event loop."""
         return await asyncio.to_thread(self.resolve, step, status, result, note, actor)
 
     def resolve(
-        self, step: int, status: str, result: Any = _NO_RESULT, note: str | None = None, actor: str | None = None,
-        *, _read: Mapping[str, Any] | None = None,
+        self, step: int, status: str, result: LooseJSON = _NO_RESULT, note: str | None = None,
+        actor: str | None = None, *, _read: JSONObjectView | None = None,
     ) -> StepState:
         """Settle an unresolved step as `succeeded` (with the result found) or `failed`; or correct a step
         settled so before any undo of it was tried (journaled as a `resolved` with `correction: true`).
@@ -531,7 +533,7 @@ class Run:
             raise BadInput("a failed step has no result: pass one only to settle it as succeeded")
         if not note or not note.strip():
             raise BadInput("a note is required: say how you settled the step")
-        data: dict[str, Any] = {"status": status, "note": note, "principal": self._ledger.principal}
+        data: dict[str, JSONView] = {"status": status, "note": note, "principal": self._ledger.principal}
         if _read is not None:  # the probe's read that settled it: its tool, arguments and answer (sealed)
             data.update(_read)
         if result is not _NO_RESULT:
@@ -672,7 +674,7 @@ class Run:
         self,
         work: CompensationWork,
         ok: bool,
-        result: Any = None,
+        result: object = None,
         error: str | None = None,
         verified: bool | None = None,
         actor: str | None = None,

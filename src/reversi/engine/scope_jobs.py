@@ -13,10 +13,11 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from reversi.core import redaction
 from reversi.core.backoff import Retry
+from reversi.core.json_values import JSONObject
 from reversi.core.models import utc_now
 from reversi.core.scopes import ScopeReport, Selection
 from reversi.engine import incidents
@@ -48,7 +49,7 @@ class ScopeJob:
     def job_id(self) -> str:
         return self.row.job_id
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         r = self.row
         return {"job_id": r.job_id, "scope": r.selection, "state": r.state, "report": r.report, "error": r.error,
                 "contained": list(r.contained), "actor": r.actor, "principal": r.principal,

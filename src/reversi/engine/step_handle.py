@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reversi.core.models import StepStatus
 from reversi.engine import tracing
@@ -29,7 +29,7 @@ class StepHandle:
         self._reporting = False  # whether it has journaled (or tried to) the outcome: an exception
         # since is the caller's own, or the journal's, and says nothing of the call
 
-    def succeeded(self, result: Any = None) -> None:
+    def succeeded(self, result: object = None) -> None:
         self._report(StepStatus.SUCCEEDED, result=result)
 
     def failed(self, error: object = None) -> None:
@@ -38,7 +38,7 @@ class StepHandle:
     def uncertain(self, error: object = None) -> None:
         self._report(StepStatus.UNCERTAIN, error=_text(error))
 
-    def _report(self, status: StepStatus, *, result: Any = None, error: str | None = None) -> None:
+    def _report(self, status: StepStatus, *, result: object = None, error: str | None = None) -> None:
         """Raises StoreUnavailable saying that the call was made when its outcome could not be journaled:
         the caller must not take it for a call that did not happen."""
         self._reporting = True
