@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, NoReturn, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from reversi.core.json_values import has_lone_surrogate, parse_json
+from reversi.core.json_values import JSON, JSONObject, LooseJSON, has_lone_surrogate, parse_json
 from reversi.core.surfaces import Surface
 from reversi.engine.rollback import MAX_CONCURRENCY
 from reversi.errors import BadInput
@@ -36,20 +36,20 @@ class OpenRun(Body):
 
 class RecordStep(Body):
     tool: NonEmpty
-    args: dict[str, Any] | None = Field(default_factory=dict)  # a call's arguments are named, as in MCP
+    args: dict[str, LooseJSON] | None = Field(default_factory=dict)  # a call's arguments are named, as in MCP
     depends_on: list[StepNumber] = Field(default_factory=list)
-    before: Any = None  # what the caller's capture read before the call (`$before`); only when sent
+    before: LooseJSON = None  # what the caller's capture read before the call (`$before`); only when sent
     call_id: str | None = None  # the framework's id of the call (a model's tool call id), journaled with it
 
 
 class ReportOutcome(Body):
     status: Literal["succeeded", "failed", "uncertain"]
-    result: Any = None
+    result: LooseJSON = None
     error: str | None = None
 
     @field_validator("result")
     @classmethod
-    def _result_of_a_success(cls, value: Any, info: ValidationInfo) -> Any:
+    def _result_of_a_success(cls, value: LooseJSON, info: ValidationInfo) -> LooseJSON:
         if value is not None and info.data.get("status", "succeeded") != "succeeded":
             raise PydanticCustomError("outcome", "only a succeeded outcome has a result")
         return value
@@ -65,7 +65,7 @@ class ReportOutcome(Body):
 class Resolve(Body):
     status: Literal["succeeded", "failed"]
     note: NonEmpty
-    result: Any = None
+    result: LooseJSON = None
     actor: str | None = None
 
 
@@ -154,7 +154,7 @@ B = TypeVar("B", bound=Body)
 _MAX_DIGITS = 4300  # Python's own bound on turning digits into an int and back
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
@@ -171,7 +171,7 @@ def _int(text: str) -> int:
     return int(text)
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _object(pairs: list[tuple[str, JSON]]) -> JSONObject:
     """An object, unless it names one key twice: JSON leaves which one counts to the reader, so we refuse
     it (a proxy that reads the first `status` and a journal that keeps the last would disagree)."""
     found = dict(pairs)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -35,7 +35,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from reversi.core.bounded_cache import BoundedCache
-from reversi.core.json_values import compact, parse_json
+from reversi.core.json_values import JSONObjectView, JSONView, LooseJSON, compact, parse_json
 from reversi.core.models import check_run_id
 from reversi.core.surfaces import Surface
 from reversi.engine.access import bearer, require_role
@@ -159,7 +159,7 @@ class Call:
             raise BadInput(f"limit {text!r}: expected a whole number from 1 to 1000")
         return int(text)
 
-    def cursor(self) -> Any:
+    def cursor(self) -> LooseJSON:
         """The decoded `cursor` query parameter, or None."""
         text = self.query.get("cursor")
         if text is None:
@@ -170,7 +170,7 @@ class Call:
             raise BadInput(f"bad cursor {text!r}: pass the `next` of the previous page as it was") from None
 
 
-    def cursor_of(self, kinds: tuple[type, ...]) -> Any:
+    def cursor_of(self, kinds: tuple[type, ...]) -> tuple[LooseJSON, ...] | None:
         """The `cursor` query parameter as a tuple of values of these types, or None.
 
         Raises:
@@ -185,20 +185,21 @@ class Call:
         return tuple(value)
 
 
-def encode_cursor(value: Any) -> str:
+def encode_cursor(value: JSONView) -> str:
     return base64.urlsafe_b64encode(compact(value).encode()).decode().rstrip("=")
 
 
-def reply(data: Any, status: int = 200) -> Response:
+def reply(data: JSONView | Mapping[str, object], status: int = 200) -> Response:
+    """`data` as the JSON answer (a TypedDict of a JSON object is no JSONView to the type checker)."""
     return JSONResponse(data, status_code=status)
 
 
-def page(items: list[Any], next_value: Any, **more: Any) -> Response:
+def page(items: Sequence[JSONView], next_value: JSONView, **more: JSONView) -> Response:
     """A listing: `{items, next}`, where `next` is the cursor of the following page, or null; and `more`."""
     return reply({"items": items, "next": None if next_value is None else encode_cursor(next_value), **more})
 
 
-def offset_page(call: Call, items: list[Any], **more: Any) -> Response:
+def offset_page(call: Call, items: Sequence[JSONView], **more: JSONView) -> Response:
     """A listing of a small, whole list, paged by position (`more`: as `page`)."""
     start = call.cursor() or 0
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
@@ -213,7 +214,7 @@ class Param:
 
     name: str
     description: str
-    schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "string"})
+    schema: JSONObjectView = field(default_factory=lambda: {"type": "string"})
 
 
 class Runs(Enum):

@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from reversi.core.json_values import LooseJSONObject
 from reversi.engine.commands import command_compensator, command_read_back
 from reversi.engine.jobs import Job, Lease
 from reversi.engine.ledger import Ledger
@@ -28,12 +29,13 @@ log = logging.getLogger("reversi.server")
 MAX_UNDOS = 16  # undo commands a server runs at once, across all its jobs, whatever each job's concurrency
 
 
-def at_most(limit: int, compensate: Callable[[dict[str, Any]], Awaitable[Any]]) -> Callable[[dict[str, Any]], Any]:
+def at_most(limit: int, compensate: Callable[[LooseJSONObject], Awaitable[object]]
+            ) -> Callable[[LooseJSONObject], Awaitable[object]]:
     """`compensate`, of which at most `limit` calls run at once (on the one event loop the worker runs):
     an operator's job at concurrency 64 times several jobs must not start hundreds of processes."""
     gate: asyncio.Semaphore | None = None
 
-    async def bounded(call: dict[str, Any]) -> Any:
+    async def bounded(call: LooseJSONObject) -> object:
         nonlocal gate
         gate = gate or asyncio.Semaphore(limit)
         async with gate:
@@ -184,7 +186,7 @@ class JobWorker:
     def _count(self, job: Job) -> None:
         self._counted(f"rollback job {job.job_id} of {job.row.run_id}", job.row.report, job.row.error)
 
-    def _counted(self, name: str, report: Any, error: Any) -> None:
+    def _counted(self, name: str, report: Mapping[str, object] | None, error: object) -> None:
         outcome = "error" if error else ("complete" if report and report.get("complete") else "incomplete")
         self.metrics.rollbacks.labels(outcome).inc()
         log.info("%s: done (%s)", name, outcome)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any
 
+from reversi.core.json_values import LooseJSONObject
 from reversi.core.manifest import CompensationKind
 from reversi.core.models import ApprovalKind, ApprovalStatus, EventType, Mode, StepStatus
 from reversi.core.plan import ActionKind
@@ -15,13 +15,15 @@ from reversi.engine.keys import Role
 from reversi.server.bodies import Body
 from reversi.server.endpoint import Endpoint
 
+# The document is built by nesting dicts and filling them in place, so its parts are LooseJSONObject:
+# exact types would take a narrowing of each nested dict before it is filled.
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 _BOOL = {"type": "boolean"}
-_ANY: dict[str, Any] = {}
+_ANY: LooseJSONObject = {}
 
 
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+def _nullable(schema: LooseJSONObject) -> LooseJSONObject:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
@@ -29,16 +31,16 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _object(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+def _object(required: LooseJSONObject, optional: LooseJSONObject | None = None) -> LooseJSONObject:
     return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
 
 
-def _enum(kind: type[StrEnum], values: Iterable[StrEnum] | None = None) -> dict[str, Any]:
+def _enum(kind: type[StrEnum], values: Iterable[StrEnum] | None = None) -> LooseJSONObject:
     """A string schema whose values are the enum's (or those of `values`), so the document follows the code."""
     return {"type": "string", "enum": [v.value for v in (values if values is not None else kind)]}
 
 
-def _list_of(name: str) -> dict[str, Any]:
+def _list_of(name: str) -> LooseJSONObject:
     return _object({"items": {"type": "array", "items": _ref(name)}, "next": _nullable(_STR)})
 
 
@@ -51,7 +53,7 @@ _SUMMARY = {"run_id": _STR, "principal": _STR, "mode": _enum(Mode),
             "actor": _STR, "tenant": _STR, "environment": _STR, "created_at": _STR, "standing": _INT,
             "unresolved": _INT}
 
-SCHEMAS: dict[str, Any] = {
+SCHEMAS: LooseJSONObject = {
     "Error": _object({"error": _ERROR_DETAIL}),
     "ApprovalPending": _object({"error": _ERROR_DETAIL, "approval": _ref("Approval")}),
     "Step": _object({"step": _INT, "tool": _STR, "args": _ANY, "depends_on": _STEPS, "status": _STEP_STATUS,
@@ -152,7 +154,7 @@ _ERRORS = {400: "bad input", 401: "no valid API key", 403: "not allowed, or the 
            503: "the store is unavailable"}
 
 
-def _json(schema: dict[str, Any]) -> dict[str, Any]:
+def _json(schema: LooseJSONObject) -> LooseJSONObject:
     return {"application/json": {"schema": schema}}
 
 
@@ -160,15 +162,15 @@ _RUN = "$response.body#/run_id"
 _SAME_RUN = "$request.path.run_id"
 
 
-def _run_links(run: str) -> dict[str, Any]:
+def _run_links(run: str) -> LooseJSONObject:
     """What a client does next with a run it has (its id taken from `run`)."""
     return {"GetRun": _link("get_run", run_id=run), "RecordStep": _link("record_step", run_id=run),
             "GetEvents": _link("get_events", run_id=run), "GetPlan": _link("get_plan", run_id=run),
             "StartRollback": _link("start_rollback", run_id=run), "AddCheckpoint": _link("add_checkpoint", run_id=run)}
 
 
-def _link(operation: str, body: dict[str, str] | None = None, **parameters: str) -> dict[str, Any]:
-    link: dict[str, Any] = {"operationId": operation, "parameters": parameters}
+def _link(operation: str, body: dict[str, str] | None = None, **parameters: str) -> LooseJSONObject:
+    link: LooseJSONObject = {"operationId": operation, "parameters": parameters}
     if body is not None:
         link["requestBody"] = body
     return link
@@ -177,7 +179,7 @@ def _link(operation: str, body: dict[str, str] | None = None, **parameters: str)
 # How one answer leads to the next request (OpenAPI links), keyed by the answering operation and
 # status: a run opened, a step recorded, its outcome, a checkpoint, the plan, the rollback and its
 # progress; an approval asked for and decided; a key made and revoked; a halt and its lifting.
-LINKS: dict[tuple[str, int], dict[str, Any]] = {
+LINKS: dict[tuple[str, int], LooseJSONObject] = {
     ("open_run", 201): _run_links(_RUN),
     ("open_run", 200): _run_links(_RUN),
     ("get_run", 200): _run_links(_RUN),
@@ -210,8 +212,8 @@ def _error_statuses(ep: Endpoint) -> list[int]:
     return sorted(set(statuses))
 
 
-def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
-    responses: dict[str, Any] = {}
+def _operation(ep: Endpoint, schemas: LooseJSONObject) -> LooseJSONObject:
+    responses: LooseJSONObject = {}
     for status, name in ep.ok.items():
         content = _json(_ref(name))
         if ep.ndjson:
@@ -222,7 +224,7 @@ def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
             responses[str(status)]["links"] = links
     for status in _error_statuses(ep):
         responses[str(status)] = {"description": _ERRORS[status], "content": _json(_ref("Error"))}
-    op: dict[str, Any] = {"summary": ep.summary, "operationId": ep.handler.__name__, "responses": responses,
+    op: LooseJSONObject = {"summary": ep.summary, "operationId": ep.handler.__name__, "responses": responses,
                           "x-reversi-role": ep.role.value}
     params = [{"name": name, "in": "path", "required": True, "schema": _STR}
               for name in re.findall(r"{(\w+)}", ep.path)]
@@ -238,21 +240,21 @@ def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
     return op
 
 
-def _body_schema(model: type[Body], schemas: dict[str, Any]) -> dict[str, Any]:
+def _body_schema(model: type[Body], schemas: LooseJSONObject) -> LooseJSONObject:
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(schema.pop("$defs", {}))
     schemas[model.__name__] = schema
     return _ref(model.__name__)
 
 
-def _plain(summary: str, content: dict[str, Any]) -> dict[str, Any]:
+def _plain(summary: str, content: LooseJSONObject) -> LooseJSONObject:
     return {"get": {"summary": summary, "security": [], "responses": {"200": {"description": "ok",
                                                                              "content": content}}}}
 
 
-def openapi_document(endpoints: tuple[Endpoint, ...]) -> dict[str, Any]:
+def openapi_document(endpoints: tuple[Endpoint, ...]) -> LooseJSONObject:
     schemas = dict(SCHEMAS)
-    paths: dict[str, Any] = {
+    paths: LooseJSONObject = {
         "/healthz": _plain("Liveness.", _json(_ref("Health"))),
         "/metrics": _plain("Prometheus metrics.", {"text/plain": {"schema": _STR}}),
     }

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
 
-from reversi.core.json_values import parse_json
+from reversi.core.json_values import LooseJSONObject, parse_json
 from reversi.core.scopes import Selection
 from reversi.engine.rollback import MAX_CONCURRENCY, check_concurrency
 from reversi.errors import BadInput
@@ -92,13 +91,14 @@ def concurrency(text: object) -> int:
     return check_concurrency(int(text))
 
 
-def resolve_arguments(form: FormData) -> dict[str, Any]:
+def resolve_arguments(form: FormData) -> LooseJSONObject:
+    """The keyword arguments of `resolve` the form gives: status, note, and the result typed, parsed."""
     status = str(form.get("status") or "")
     note = str(form.get("note") or "")
     result_text = str(form.get("result") or "").strip()
     if status == "failed" and result_text == str(form.get("template") or "").strip():
         result_text = ""  # the template the form started from, untouched: no result
-    kwargs: dict[str, Any] = {"status": status, "note": note}
+    kwargs: LooseJSONObject = {"status": status, "note": note}
     if result_text:
         kwargs["result"] = parse_json(result_text, "the result")
     return kwargs
@@ -107,7 +107,7 @@ def resolve_arguments(form: FormData) -> dict[str, Any]:
 SCOPE_FIELDS = ("actor", "key", "tenant", "labels", "tool", "since", "until")
 
 
-def scope_fields(source: Mapping[str, Any]) -> dict[str, str]:
+def scope_fields(source: Mapping[str, object]) -> dict[str, str]:
     """The scope-of-runs fields of a form or a query, as text (absent ones empty)."""
     return {name: str(source.get(name) or "").strip()[:500] for name in SCOPE_FIELDS}
 

@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from reversi.core.json_values import compact
+from reversi.core.json_values import JSONView, compact
 from reversi.core.models import who_acted
 from reversi.core.surfaces import Surface
 from reversi.engine.access import Access, require_role
@@ -99,7 +99,7 @@ class Console:
             self.sessions.clear_flash(request, response)
         return response
 
-    def after(self, request: Request, to: str, fragment: str = "", **flash: Any) -> Response:
+    def after(self, request: Request, to: str, fragment: str = "", **flash: JSONView) -> Response:
         """The answer to a form: a redirect to the page at path `to`, which shows `flash` once."""
         response = RedirectResponse(to + (f"#{fragment}" if fragment else ""), status_code=303)
         if flash:

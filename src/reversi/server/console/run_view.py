@@ -9,6 +9,7 @@ from typing import Any
 from reversi.core import redaction
 from reversi.core.dependencies import dependencies_of
 from reversi.core.follow_ups import FollowUpState, follow_ups_of
+from reversi.core.json_values import LooseJSON
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Approval, Event, EventType, RunRecord, StepState, who_acted
 from reversi.core.plan import Plan
@@ -282,7 +283,7 @@ def job_page(ledger: PrincipalLedger, run_id: str) -> JobView | None:
                 run.plan())
 
 
-def missing_for_resolve(ledger: PrincipalLedger, run_id: str, step: int, result: Any) -> list[str]:
+def missing_for_resolve(ledger: PrincipalLedger, run_id: str, step: int, result: LooseJSON) -> list[str]:
     """The fields of `result` that step `step`'s undo needs and does not get (`Run.missing_from_result`).
 
     Raises:

@@ -20,12 +20,12 @@ import os
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reversi.core.json_values import JSONObjectView, LooseJSONObject
 from reversi.core.times import format_time
 from reversi.engine.keys import Principal
 from reversi.engine.ledger import Ledger
@@ -88,7 +88,7 @@ class Sessions:
         self.ledger.sign_out(session.csrf, format_time(datetime.now(UTC) + timedelta(seconds=MAX_AGE_S)))
 
 
-    def flash(self, request: Request, response: Response, to: str, context: dict[str, Any]) -> None:
+    def flash(self, request: Request, response: Response, to: str, context: JSONObjectView) -> None:
         """Have the page at path `to` show `context` once (its `form` key, what was typed, is left out
         when it would make the cookie too large)."""
         value = self._flasher.dumps({"to": to, **context})
@@ -101,7 +101,7 @@ class Sessions:
         response.set_cookie(FLASH_COOKIE, value, max_age=FLASH_MAX_AGE_S, httponly=True, samesite="strict",
                             path="/", secure=_https(request))
 
-    def take_flash(self, request: Request) -> dict[str, Any] | None:
+    def take_flash(self, request: Request) -> LooseJSONObject | None:
         """The flash left for the page at the request's path, if any (the caller deletes the cookie)."""
         raw = request.cookies.get(FLASH_COOKIE)
         if not raw:

@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from markupsafe import Markup, escape
 
+from reversi.core.json_values import JSONView
 from reversi.core.models import RunSummary, StepStatus
 from reversi.core.plan import ActionKind, Plan
 from reversi.core.times import parse_duration, parse_time
@@ -72,12 +72,12 @@ def linked_ids(text: str) -> Markup:
     return Markup(_IDS.sub(link, str(escape(text))))
 
 
-def pretty(value: Any) -> str:
+def pretty(value: JSONView) -> str:
     """JSON for people: indented, keys sorted, every character as itself (the page escapes what HTML must)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def compact(value: Any) -> str:
+def compact(value: JSONView) -> str:
     """JSON on one line, every character as itself."""
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
