@@ -80,3 +80,16 @@ def test_bad_checkpoints_and_scopes_are_one_line_errors(here: Path, db_url: str)
     with reversi.open(db_url) as ledger:
         assert [c.name for c in ledger.get_run(run_id).checkpoints()] == ["c"]
         assert all(e.type != "compensating" for e in ledger.get_run(run_id).events())
+
+
+def test_a_checkpoint_is_the_runs_own_principals_to_take(here: Path, db_url: str) -> None:
+    # The CLI is the local admin: it operates on every run, but records (a checkpoint is a record of the
+    # run) only in its own principal's runs, as any principal's door allows.
+    with reversi.open(db_url, manifests=[str(here / "tools.yaml")], principal="billing-agent") as ledger:
+        run_id = ledger.start_run(actor="bot").id
+    refused = reversi_cli("--db", db_url, "checkpoint", run_id, "c", cwd=here)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == f"reversi: error: {run_id} belongs to another principal"
+    assert json.loads(reversi_cli("--db", db_url, "show", run_id, "--json", cwd=here).stdout)["checkpoints"] == []
+    taken = reversi_cli("--db", db_url, "checkpoint", run_id, "c", cwd=here, env={"REVERSI_PRINCIPAL": "billing-agent"})
+    assert taken.returncode == 0, taken.stderr

@@ -362,6 +362,15 @@ def test_halts_list_as_json_and_lift_one_by_id(here: Path) -> None:
     assert json.loads(reversi_cli("halt", "list", "--json", cwd=here).stdout) == []
 
 
+def test_who_halts_and_lifts_is_by_else_reversi_actor(here: Path) -> None:
+    acting = {"REVERSI_ACTOR": "ops-on-call"}
+    added = json.loads(reversi_cli("halt", "add", "freeze", "--json", cwd=here, env=acting).stdout)
+    assert added["by"] == "ops-on-call"
+    assert reversi_cli("halt", "lift", "--by", "erin", cwd=here, env=acting).stdout.strip() == "lifted 1"
+    lifted = [json.loads(line) for line in reversi_cli("export", cwd=here).stdout.splitlines()][-1]
+    assert (lifted["type"], lifted["actor"]) == ("halt_lifted", "erin")
+
+
 def test_a_denial_needs_a_note(here: Path) -> None:
     p = reversi_cli("approvals", "deny", "apr_x", cwd=here)
     assert p.returncode == 1 and "note" in p.stderr

@@ -12,6 +12,7 @@ from tests.gateway.conftest import UPSTREAM
 from tests.gateway.test_drill import RESIDUE
 
 import reversi
+from reversi.core.surfaces import Surface
 from reversi.gateway.drill import DrillRequest, run_drill
 from reversi.store import loop_watch
 
@@ -24,7 +25,7 @@ def test_a_drill_opens_no_store_transaction_on_its_event_loop(tmp_path: Path) ->
                            manifests=(str(manifest),), reads=(("get_order", {"order_id": "o-1"}),))
     with reversi.open(f"sqlite:///{tmp_path}/evidence.db", manifests=[str(manifest)]) as evidence:
         with loop_watch.watching() as on_a_loop:
-            drill = asyncio.run(run_drill(request, evidence))
+            drill = asyncio.run(run_drill(request, evidence.as_local_admin(Surface.CLI)))
         assert [d.drill_id for d in evidence.drills()] == [drill.drill_id]
     assert drill.verdict.value == "residue", drill  # undone, as the entry declares
     assert not on_a_loop, "a store transaction opened on the drill's loop:\n" + "\n".join(on_a_loop[:3])

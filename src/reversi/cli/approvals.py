@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
 
 from reversi.cli.context import echo, echo_json, json_option, state
-from reversi.core import redaction
 from reversi.core.json_values import compact
 from reversi.core.models import who_acted
 
@@ -36,10 +34,8 @@ def approvals() -> None:
 @click.pass_context
 def approvals_list(ctx: click.Context, status: str | None, run_id: str | None, as_json: bool) -> int:
     """List approvals, pending first."""
-    with state(ctx).ledger() as ledger:
-        found = ledger.approvals(status, run_id)
-        masker = ledger.masker()
-        found = [replace(a, args=redaction.approval_args(masker, a.tool, a.args)) for a in found]
+    with state(ctx).door() as door:
+        found = door.approvals(status, run_id)
     if as_json:
         echo_json([a.to_dict() for a in found])
     elif not found:
@@ -57,8 +53,8 @@ def approvals_list(ctx: click.Context, status: str | None, run_id: str | None, a
 @click.pass_context
 def approve(ctx: click.Context, approval_id: str, by: str | None, note: str | None, as_json: bool) -> int:
     """Approve a pending (or earlier denied) request."""
-    with state(ctx).ledger() as ledger:
-        decided = ledger.approve(approval_id, by=by, note=note)
+    with state(ctx).door() as door:
+        decided = door.approve(approval_id, by=by, note=note)
     echo_json(decided.to_dict()) if as_json else echo(f"approved {decided.approval_id}")
     return 0
 
@@ -71,7 +67,7 @@ def approve(ctx: click.Context, approval_id: str, by: str | None, note: str | No
 @click.pass_context
 def deny(ctx: click.Context, approval_id: str, by: str | None, note: str, as_json: bool) -> int:
     """Deny a request; the call (or undo) stays refused until someone approves it."""
-    with state(ctx).ledger() as ledger:
-        decided = ledger.deny(approval_id, note=note, by=by)
+    with state(ctx).door() as door:
+        decided = door.deny(approval_id, note=note, by=by)
     echo_json(decided.to_dict()) if as_json else echo(f"denied {decided.approval_id}: {decided.note}")
     return 0

@@ -1,4 +1,8 @@
-"""What every command shares: the global flags, opening the ledger, printing text and JSON.
+"""What every command shares: the global flags, the door to the ledger, printing text and JSON.
+
+Whoever runs the CLI holds the store: a command acts through the door of the local admin
+(`Ledger.as_local_admin`), as every other surface acts through its principal's, so the rules of who may
+do what, the defaults of a surface and what is masked in what is shown are decided in one place.
 
 Every line the CLI prints goes through `echo` or `echo_json` (a test keeps it so): text with its
 control characters escaped (`reversi.core.printable`), since much of it came from agents, upstream
@@ -7,8 +11,9 @@ servers and commands; JSON exact, its characters that a terminal would act on wr
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +22,7 @@ import click
 if TYPE_CHECKING:
     from reversi.engine.config import Settings
     from reversi.engine.ledger import Ledger
+    from reversi.engine.principal_ledger import PrincipalLedger
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 manifest_option = click.option(
@@ -53,6 +59,14 @@ class CliState:
                     echo(f"reversi: warning: manifest {path} not found: shown without it", err=True)
             settings = replace(settings, manifests=present)
         return open_with(settings)
+
+    @contextlib.contextmanager
+    def door(self, manifests: Sequence[str] = (), *, reading: bool = False) -> Iterator[PrincipalLedger]:
+        """The local admin's door to the ledger `ledger` opens, closed on the way out."""
+        from reversi.core.surfaces import Surface
+
+        with self.ledger(manifests, reading=reading) as ledger:
+            yield ledger.as_local_admin(Surface.CLI)
 
 
 def state(ctx: click.Context) -> CliState:

@@ -62,12 +62,12 @@ def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tup
         raise click.UsageError(NO_MANIFESTS)
     request = DrillRequest(tool, args, upstream, settings.manifests, environment(env), _calls(reads, "--read"),
                            _calls(setup, "--setup"), keep, call_timeout, cli.config, seed)
-    with cli.ledger(manifests) as ledger:
-        drillable(ledger.manifests, tool)  # a drill that cannot be carried out says so before anything else
+    with cli.door(manifests) as door:
+        drillable(door.manifests, tool)  # a drill that cannot be carried out says so before anything else
         if "{scratch}" not in upstream and not any("{scratch}" in value for value in request.env.values()):
             echo("reversi: warning: {scratch} is in neither --upstream nor --env: a server that keeps its data "
                  "anywhere but its working folder is drilled on its real data", err=True)
-        done = run_live(lambda: run_drill(request, ledger))
+        done = run_live(lambda: run_drill(request, door))
     if as_json:
         echo_json(done.to_dict())
     else:

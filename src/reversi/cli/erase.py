@@ -24,8 +24,8 @@ def erase(ctx: click.Context, tenant: str | None, actor: str | None, run_id: str
     """
     if not yes:
         raise click.UsageError("erasing cannot be undone: add --yes to erase")
-    with state(ctx).ledger() as ledger:
-        done = ledger.erase_values(tenant=tenant, actor=actor, run_id=run_id, by=by)
+    with state(ctx).door() as door:
+        done = door.erase_values(tenant=tenant, actor=actor, run_id=run_id, by=by)
     if as_json:
         echo_json(done.to_dict())
         return 0 if not done.clear else 2

@@ -23,8 +23,8 @@ def list_follow_ups(ctx: click.Context, run_id: str, only_open: bool, as_json: b
     from reversi.core.models import check_run_id
 
     check_run_id(run_id)
-    with state(ctx).ledger(()) as ledger:
-        found = [f for f in ledger.get_run(run_id).follow_ups(ledger.masker()) if not only_open or f.status == "open"]
+    with state(ctx).door(()) as door:
+        found = [f for f in door.follow_ups(run_id, masked=True) if not only_open or f.status == "open"]
     if as_json:
         echo_json([f.to_dict() for f in found])
     elif not found:
@@ -49,10 +49,9 @@ def close(ctx: click.Context, run_id: str, step: int, note: str | None, actor: s
     check_run_id(run_id)
     if not note or not note.strip():
         raise BadInput("a note is required (--note): say what was done")
-    with state(ctx).ledger(()) as ledger:
-        run = ledger.get_run(run_id)
-        closed = run.close_follow_up(step, note, actor)
-        closed = redaction.follow_up(redaction.learn(ledger.masker(), run.steps()), closed)
+    with state(ctx).door(()) as door:
+        closed = door.close_follow_up(run_id, step, note, actor=actor)
+        closed = redaction.follow_up(redaction.learn(door.masker(), door.get_run(run_id).steps()), closed)
     if as_json:
         echo_json(closed.to_dict())
     else:

@@ -22,8 +22,8 @@ def keys() -> None:
 @click.pass_context
 def create(ctx: click.Context, name: str, role: str, tenant: str | None, as_json: bool) -> int:
     """Create a key for principal NAME; the key is printed this once only."""
-    with state(ctx).ledger() as ledger:
-        row, key = ledger.create_key(name, role, tenant)
+    with state(ctx).door() as door:
+        row, key = door.create_key(name, role, tenant)
     if as_json:
         echo_json({"id": row.key_id, "name": row.name, "role": row.role, "tenant": row.tenant, "key": key})
     else:
@@ -39,8 +39,8 @@ def create(ctx: click.Context, name: str, role: str, tenant: str | None, as_json
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> int:
     """List keys (never their secrets)."""
-    with state(ctx).ledger() as ledger:
-        rows = ledger.list_keys()
+    with state(ctx).door() as door:
+        rows = door.list_keys()
     if as_json:
         echo_json([r.to_dict() for r in rows])
     elif not rows:
@@ -60,9 +60,9 @@ def list_(ctx: click.Context, as_json: bool) -> int:
 @click.pass_context
 def revoke(ctx: click.Context, key_id: str, force: bool, as_json: bool) -> int:
     """Revoke a key at once."""
-    with state(ctx).ledger() as ledger:
+    with state(ctx).door() as door:
         try:
-            row = ledger.revoke_key(key_id, last_admin=force)
+            row = door.revoke_key(key_id, last_admin=force)
         except Conflict as exc:
             raise Conflict(f"{exc.message}, or pass --force") from None
     echo_json(row.to_dict()) if as_json else echo(f"revoked {row.key_id} ({row.name})")
@@ -76,8 +76,8 @@ def revoke(ctx: click.Context, key_id: str, force: bool, as_json: bool) -> int:
 @click.pass_context
 def rotate_data(ctx: click.Context, batch_size: int, as_json: bool) -> int:
     """Re-wrap every data key with the first key of REVERSI_ENCRYPTION_KEYS; safe to stop and run again."""
-    with state(ctx).ledger() as ledger:
-        done = ledger.rotate_data(batch=batch_size)
+    with state(ctx).door() as door:
+        done = door.rotate_data(batch=batch_size)
     if as_json:
         echo_json(done.to_dict())
         return 0 if not done.stuck else 2

@@ -134,9 +134,9 @@ def coverage(ctx: click.Context, upstream: str | None, tools_list: str | None, e
     listing = _listing(upstream, tools_list, env)
     if listing is None:
         raise click.UsageError("give the server: --upstream CMD|URL or --tools-list FILE")
-    with state(ctx).ledger(manifests) as ledger:
-        in_force = ledger.manifests
-        rows = coverage_rows(in_force, listing, ledger.drills(server=listing.server or None))
+    with state(ctx).door(manifests) as door:
+        in_force = door.manifests
+        rows = coverage_rows(in_force, listing, door.drills(server=listing.server or None))
     if as_json:
         echo_json({"server": {"name": listing.server, "version": listing.version},
                    "tools": [row.to_dict() for row in rows]})

@@ -32,11 +32,11 @@ def prune(ctx: click.Context, older_than: str | None, dry_run: bool, export_file
     window = parse_duration(older_than, what="--older-than") if older_than is not None else None
     pruned = kept = 0
     found: list[dict[str, object]] = []
-    with state(ctx).ledger(manifests) as ledger:
-        if window is None and ledger.settings.retention is None:
+    with state(ctx).door(manifests) as door:
+        if window is None and door.settings.retention is None:
             raise ConfigError("no retention window: pass --older-than DURATION (e.g. 90d), or set `retention: 90d` "
                               "in reversi.yaml or REVERSI_RETENTION=90d")
-        pass_ = ledger.pruning(window, dry_run=dry_run, export=Path(export_file) if export_file else None)
+        pass_ = door.pruning(window, dry_run=dry_run, export=Path(export_file) if export_file else None)
         before = pass_.cutoff
         for outcome in pass_.run():
             pruned, kept = pruned + outcome.pruned, kept + (not outcome.pruned)

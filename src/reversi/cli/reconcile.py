@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from reversi.cli.context import echo, echo_json, json_option, manifest_option, state
-from reversi.core import redaction
 
 
 @click.command()
@@ -35,11 +34,8 @@ def reconcile(ctx: click.Context, run_id: str, reader_cmd: str | None, cmd_timeo
     if not reader_cmd:
         raise ConfigError("nothing to read with: pass --reader-cmd, or set reader_cmd in reversi.yaml")
     read_back = command_read_back(reader_cmd, cmd_timeout, what="--reader-cmd")
-    with state(ctx).ledger(manifests) as ledger:
-        run = ledger.get_run(run_id)
-        found = run.reconcile_by_probes(read_back, actor=actor)
-        masker = redaction.learn(ledger.masker(), run.steps())  # a reader's error may quote a credential
-        found = [redaction.probed(masker, probed) for probed in found]
+    with state(ctx).door(manifests) as door:  # masked: a reader's error may quote a credential
+        found = door.reconcile_by_probes(run_id, read_back, masked=True, actor=actor)
     left = [probed for probed in found if probed.outcome == "unresolved"]
     if as_json:
         echo_json({"run_id": run_id, "steps": [probed.to_dict() for probed in found], "settled": not left})

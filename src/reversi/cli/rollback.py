@@ -99,8 +99,8 @@ def checkpoint(ctx: click.Context, run_id: str, name: str, as_json: bool) -> int
     from reversi.core.models import check_run_id
 
     check_run_id(run_id)
-    with state(ctx).ledger() as ledger:
-        made = ledger.get_run(run_id).checkpoint(name)
+    with state(ctx).door() as door:
+        made = door.checkpoint(run_id, name)
     if as_json:
         echo_json(made.to_dict())
     else:
@@ -125,17 +125,17 @@ def plan(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...], to:
     selection = _selection(run_id, actor, key, tenant, labels, tool, since, until)
     if selection is not None:
         _no_checkpoint(to, after_step, deadline_first)
-        with state(ctx).ledger(manifests) as ledger:
-            many = ledger.plan_scope(selection, masked=True)
+        with state(ctx).door(manifests) as door:
+            many = door.plan_scope(selection)
         _show(many, as_json)
         return 0 if many.fully_reversible else 2
     assert run_id is not None  # `_selection` refuses neither a RUN nor a scope
     scope = _scope(to, after_step)
-    with state(ctx).ledger(manifests) as ledger:
-        run = ledger.get_run(run_id)
+    with state(ctx).door(manifests) as door:
+        run = door.get_run(run_id)
         result = run.plan(**scope, deadline_first=deadline_first)
-        result = redaction.plan(redaction.learn(ledger.masker(), run.snapshot().steps), result)
-        if not ledger.settings.manifests and result.unmanifested:
+        result = redaction.plan(redaction.learn(door.masker(), run.snapshot().steps), result)
+        if not door.settings.manifests and result.unmanifested:
             result = result.noting(NO_MANIFESTS)
     _show(result, as_json)
     return 0 if result.fully_reversible else 2
@@ -198,6 +198,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
     """Undo the standing steps of one RUN, or of a scope of runs (--actor, --key, --tenant, --label, --tool,
     --since, --until), newest first. Exit 2 when the rollback is incomplete."""
     from reversi.core.backoff import Retry
+    from reversi.engine.access import Access
     from reversi.engine.commands import command_check_undo, command_compensator, command_read_back
     from reversi.engine.rollback import MAX_CONCURRENCY
     from reversi.errors import BadInput
@@ -224,11 +225,11 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
     if reconcile and read_back is None:
         raise BadInput("--reconcile reads with the probes' reader: pass --reader-cmd, or set reader_cmd in the config")
     if selection is not None:
-        with state(ctx).ledger(manifests) as ledger, _needs_compensator():
-            many = ledger.rollback_scope(selection, compensate, contain=contain, reason=reason, retry=retry,
+        with state(ctx).door(manifests) as door, _needs_compensator():
+            many = door.rollback_scope(selection, compensate, contain=contain, reason=reason, retry=retry,
                                          verify=check_undo, verifier=read_back, actor=by,
                                          approve_compensations=approve_compensations, concurrency=concurrency)
-            masker = ledger.masker()
+            masker = door.masker()
             shown = redaction.report(masker, many.to_dict())
             text = masker.text(many.to_text())
         if as_json:
@@ -237,8 +238,8 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
             echo(text)
         return 0 if many.complete else 2
     assert run_id is not None
-    with state(ctx).ledger(manifests) as ledger:
-        run = ledger.get_run(run_id)
+    with state(ctx).door(manifests) as door:
+        run = door.get_run(run_id, Access.OPERATE)
         if reconcile:
             assert read_back is not None
             run.reconcile_by_probes(read_back)
@@ -250,7 +251,7 @@ def rollback(ctx: click.Context, run_id: str | None, manifests: tuple[str, ...],
                                       deadline_first=deadline_first, concurrency=concurrency, **scope)
         except KeyboardInterrupt:
             raise _interrupted(run) from None
-        masker = redaction.learn(ledger.masker(), run.snapshot().steps)
+        masker = redaction.learn(door.masker(), run.snapshot().steps)
     if as_json:
         echo_json(redaction.report(masker, report.to_dict()))
     else:
@@ -342,6 +343,7 @@ def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json
     it again to correct a settlement before any undo of it."""
     from reversi.core.json_values import parse_json
     from reversi.core.models import check_run_id
+    from reversi.engine.access import Access
     from reversi.errors import BadInput
 
     check_run_id(run_id)
@@ -350,8 +352,8 @@ def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json
     kwargs: dict[str, Any] = {}
     if result_json is not None:
         kwargs["result"] = parse_json(result_json, "--result")
-    with state(ctx).ledger(manifests) as ledger:
-        run = ledger.get_run(run_id)
+    with state(ctx).door(manifests) as door:
+        run = door.get_run(run_id, Access.OPERATE)
         if status == "succeeded" and not force:
             _refuse_unrecoverable(run, step, kwargs.get("result"))
         settled = run.resolve(step, status, note=note, actor=actor, **kwargs)

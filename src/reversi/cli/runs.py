@@ -14,6 +14,10 @@ from reversi.core.standing import Next
 
 if TYPE_CHECKING:
     from reversi.core.checkpoints import Checkpoint
+    from reversi.core.models import RunSummary
+    from reversi.engine.principal_ledger import PrincipalLedger
+
+_PAGE = 1000  # runs read per page (the most a page holds)
 
 
 def _since(value: str | None) -> str | None:
@@ -38,8 +42,6 @@ def _since(value: str | None) -> str | None:
 def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str | None, since: str | None,
          limit: int | None, expiring: str | None, manifests: tuple[str, ...], as_json: bool) -> int:
     """List runs, newest first, with counts of their steps."""
-    from reversi.engine.ledger import RunFilter
-
     if expiring is not None:
         if any(v is not None for v in (status, actor, tenant, since, limit)):
             from reversi.errors import BadInput
@@ -47,8 +49,8 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
             raise BadInput("--expiring takes no other filter: it looks at every run with a standing step")
         return _expiring(ctx, expiring, manifests, as_json)
 
-    with state(ctx).ledger(reading=True) as ledger:
-        found = ledger.list_runs(RunFilter(status, actor, tenant, _since(since), limit))
+    with state(ctx).door(reading=True) as door:
+        found = _every_run(door, status, actor, tenant, _since(since), limit)
     if as_json:
         echo_json([s.to_dict() for s in found])
         return 0
@@ -62,12 +64,27 @@ def runs(ctx: click.Context, status: str | None, actor: str | None, tenant: str 
     return 0
 
 
+def _every_run(door: PrincipalLedger, status: str | None, actor: str | None, tenant: str | None, since: str | None,
+               limit: int | None) -> list[RunSummary]:
+    """The runs the filters keep, newest first, page by page: every one, or the first `limit`."""
+    found: list[RunSummary] = []
+    after = None
+    while limit is None or len(found) < limit:
+        want = _PAGE if limit is None else min(_PAGE, limit - len(found))
+        page = door.list_runs(status=status, actor=actor, tenant=tenant, since=since, after=after, limit=want)
+        found += page.items
+        if page.next is None:
+            break
+        after = page.next
+    return found
+
+
 def _expiring(ctx: click.Context, within: str, manifests: tuple[str, ...], as_json: bool) -> int:
     from reversi.core.times import parse_duration
 
     span = parse_duration(within, what="--expiring")
-    with state(ctx).ledger(manifests, reading=True) as ledger:
-        found, more = ledger.closing(span)
+    with state(ctx).door(manifests, reading=True) as door:
+        found, more = door.closing(span)
     if as_json:
         echo_json([c.to_dict() for c in found])
         return 0
@@ -98,10 +115,10 @@ def _columns(header: list[str], rows: list[list[str]], numbers: int) -> list[str
 @click.pass_context
 def show(ctx: click.Context, run_id: str, as_json: bool) -> int:
     """Show one run and its steps."""
-    with state(ctx).ledger(reading=True) as ledger:
-        run = ledger.get_run(run_id)
+    with state(ctx).door(reading=True) as door:
+        run = door.get_run(run_id)
         snap, marks = run.snapshot(), run.checkpoints()
-        masker = ledger.masker()
+        masker = door.masker()
         snap = redaction.snapshot(masker, snap)
         standing = run.standing(masker)
         refused = [e for e in redaction.events(masker, run.events()) if e.type == EventType.REFUSED]
@@ -149,13 +166,7 @@ def _count(n: int, thing: str) -> str:
 @click.pass_context
 def export(ctx: click.Context, run_id: str | None, since: str | None, as_json: bool) -> int:
     """Print the journal as JSON lines, in seq order (`--json` changes nothing: it is JSON already)."""
-    with state(ctx).ledger(reading=True) as ledger:
-        events = ledger.export(run_id, _since(since))
-        masker, current = ledger.masker(), None
-        tools: redaction.Tools = {}
-        for event in events:
-            if event.run_id != current:  # what one run holds masks the text of that run only
-                masker, tools, current = ledger.masker(), {}, event.run_id
-            for shown in redaction.events(masker, [event], tools):
-                echo_json_text(compact(shown.to_dict()))
+    with state(ctx).door(reading=True) as door:
+        for event in door.export(run_id, _since(since)):
+            echo_json_text(compact(event.to_dict()))
     return 0

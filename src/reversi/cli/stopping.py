@@ -26,8 +26,8 @@ def halt() -> None:
 def halt_add(ctx: click.Context, reason: str, tool: str | None, actor: str | None, tenant: str | None,
              environment: str | None, by: str | None, as_json: bool) -> int:
     """Stop new calls that match every scope given (no scope: every call)."""
-    with state(ctx).ledger() as ledger:
-        added = ledger.add_halt(reason, tool=tool, actor=actor, tenant=tenant, environment=environment, by=by)
+    with state(ctx).door() as door:
+        added = door.add_halt(reason, tool=tool, actor=actor, tenant=tenant, environment=environment, by=by)
     if as_json:
         echo_json(added.to_dict())
     else:
@@ -40,8 +40,8 @@ def halt_add(ctx: click.Context, reason: str, tool: str | None, actor: str | Non
 @click.pass_context
 def halt_list(ctx: click.Context, as_json: bool) -> int:
     """List the halts in force."""
-    with state(ctx).ledger() as ledger:
-        found = ledger.halts()
+    with state(ctx).door() as door:
+        found = door.halts()
     if as_json:
         echo_json([h.to_dict() for h in found])
     elif not found:
@@ -62,8 +62,8 @@ def _line(h: Halt) -> str:
 @click.pass_context
 def halt_lift(ctx: click.Context, halt_id: str | None, by: str | None, as_json: bool) -> int:
     """Lift one halt, or all of them."""
-    with state(ctx).ledger() as ledger:
-        lifted = ledger.lift_halts(halt_id, by)
+    with state(ctx).door() as door:
+        lifted = door.lift_halts(halt_id, by=by)
     if as_json:
         echo_json({"lifted": lifted})
     else:

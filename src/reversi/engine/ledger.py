@@ -44,7 +44,7 @@ from reversi.engine.commands import command_compensator
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
 from reversi.engine.encryption import Rotation, keyring_from_env
 from reversi.engine.erasure import Erasure
-from reversi.engine.keys import Principal, store_has_keys
+from reversi.engine.keys import Principal, Role, store_has_keys
 from reversi.engine.manifest_files import load_manifest_files
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.engine.recorder import Recorder
@@ -107,6 +107,11 @@ class Ledger:
         """The ledger as `principal` may use it through `surface`: its role and tenant applied to every
         call, the surface's defaults to what a call leaves out (the surfaces' door)."""
         return PrincipalLedger(self, principal, surface)
+
+    def as_local_admin(self, surface: Surface) -> PrincipalLedger:
+        """The door of whoever holds the store (the CLI, a stdio gateway): this ledger's principal as an
+        admin of every tenant, with no key. It names REVERSI_ACTOR as acting where a call names nobody."""
+        return self.for_principal(Principal(self.principal, Role.ADMIN), surface)
 
     def rotate_data(self, *, batch: int = 200, on_batch: Callable[[int], None] | None = None) -> Rotation:
         """Move every data key onto the current key-encryption key; see `encryption.rotate_data`."""

@@ -9,7 +9,7 @@ job needs a compensator to run it, and a rollback that names no attempts takes i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -20,6 +20,7 @@ import anyio
 from reversi.core import redaction
 from reversi.core.backoff import Retry
 from reversi.core.checkpoints import Checkpoint
+from reversi.core.drill import Drill
 from reversi.core.follow_ups import FollowUpState
 from reversi.core.halts import can_stop_tenant
 from reversi.core.manifest import ManifestSet
@@ -44,7 +45,7 @@ from reversi.core.sensitive import Masker
 from reversi.core.standing import RunStanding
 from reversi.core.surfaces import Surface
 from reversi.core.windows import Closing
-from reversi.engine import approvals, erasure, halts, incidents, jobs, keys, scope_jobs
+from reversi.engine import approvals, encryption, erasure, halts, incidents, jobs, keys, retention, scope_jobs
 from reversi.engine.access import (
     Access,
     check_run,
@@ -58,13 +59,14 @@ from reversi.engine.access import (
     run_tenant,
 )
 from reversi.engine.capture import Captured
-from reversi.engine.config import Settings
+from reversi.engine.config import Settings, actor_from_env
+from reversi.engine.encryption import Rotation
 from reversi.engine.erasure import Erasure
 from reversi.engine.keys import Principal, Role
 from reversi.engine.lineage import lineage_secret, run_lineages
 from reversi.engine.paging import RunPage, RunQuery, list_runs_page
 from reversi.engine.rollback import Compensate, ReadBack, check_concurrency
-from reversi.engine.run import RollbackArguments, Run
+from reversi.engine.run import RollbackArguments, Run, run_coroutine
 from reversi.engine.scope_jobs import ScopeJob
 from reversi.errors import BadInput, Forbidden, NoCompensator, NotFound, Refused
 from reversi.store.keys import KeyRow
@@ -106,6 +108,13 @@ class PrincipalLedger:
         self._base = ledger
         self.principal = principal
         self.surface = surface
+
+    def _by(self, named: str | None) -> str:
+        """Who is journaled as acting when a call names nobody: for the local admin (no key: the CLI, the
+        SDK, a stdio gateway, a server without keys) REVERSI_ACTOR, else its name; for a key, its name."""
+        if named:
+            return named
+        return actor_from_env(None, self.principal.name) if self.principal.key_id is None else self.principal.name
 
     @property
     def _ledger(self) -> Ledger:
@@ -294,6 +303,25 @@ class PrincipalLedger:
         tools: redaction.Tools = {(run_id, s.index): s.tool for s in (snap.steps if snap is not None else ())}
         return list(redaction.events(masker, found, tools))
 
+    def export(self, run_id: str | None = None, since: str | None = None) -> Iterator[Event]:
+        """The journal as `Ledger.export` gives it, as it may be shown (each run's values masked with
+        what that run holds): one run's, or every run's and then the halts'.
+
+        Raises:
+            As `run_record` (one run); Forbidden: every run's, for a principal that does not read them all
+                (an agent, or a key confined to a tenant).
+        """
+        if run_id is not None:
+            self.run_record(run_id, Access.READ)
+        elif not self.principal.reads_tenant or self.principal.tenant is not None:
+            raise Forbidden("exporting every run's journal needs a key that reads every run: name one run")
+        masker, current = self._base.masker(), None
+        tools: redaction.Tools = {}
+        for event in self._base.export(run_id, since):
+            if event.run_id != current:  # what one run holds masks the text of that run only
+                masker, tools, current = self._base.masker(), {}, event.run_id
+            yield from redaction.events(masker, [event], tools)
+
     def plan(self, run_id: str, *, to: str | None = None, after_step: int | None = None) -> Plan:
         """The run's rollback plan as it may be shown, of the steps after checkpoint `to` or step
         `after_step` when given; raises as `run_record`, and as `Run.scope`."""
@@ -331,17 +359,18 @@ class PrincipalLedger:
             BadInput, NotFound, Conflict: as `Run.resolve`.
         """
         run = self.get_run(run_id, Access.OPERATE)
-        return run.resolve(step, status, note=note, actor=actor or self.principal.name, **result)
+        return run.resolve(step, status, note=note, actor=self._by(actor), **result)
 
-    def reconcile_by_probes(self, run_id: str, read_back: ReadBack, *, masked: bool = False) -> list[Probed]:
-        """Settle a run's unresolved steps from their probes (`masked`: what they said, as it may be
-        shown); see `Run.reconcile_by_probes`.
+    def reconcile_by_probes(self, run_id: str, read_back: ReadBack, *, masked: bool = False,
+                            actor: str | None = None) -> list[Probed]:
+        """Settle a run's unresolved steps from their probes, journaled as `actor` (`masked`: what they
+        said, as it may be shown); see `Run.reconcile_by_probes` (`actor` defaults to `probe` there).
 
         Raises:
             Forbidden: not an operator of the run's tenant.
         """
         run = self.get_run(run_id, Access.OPERATE)
-        found = run.reconcile_by_probes(read_back)
+        found = run.reconcile_by_probes(read_back, actor=actor)
         if not masked:
             return found
         masker = redaction.learn(self._base.masker(), run.steps())
@@ -362,7 +391,7 @@ class PrincipalLedger:
             Forbidden: not an operator of the run's tenant.
             BadInput, NotFound, Conflict: as `Run.close_follow_up`.
         """
-        return self.get_run(run_id, Access.OPERATE).close_follow_up(step, note, actor or self.principal.name)
+        return self.get_run(run_id, Access.OPERATE).close_follow_up(step, note, self._by(actor))
 
     # -- recording: the journal's hot path -------------------------------------------------------
 
@@ -483,7 +512,7 @@ class PrincipalLedger:
         scope = self.get_run(run_id, Access.OPERATE).scope(to=to, after_step=after_step)
         if not has_compensator:
             raise NoCompensator()
-        return jobs.submit_rollback(self._base.store, run_id, actor=actor or self.principal.name,
+        return jobs.submit_rollback(self._base.store, run_id, actor=self._by(actor),
                                     approve_compensations=approve_compensations,
                                     attempts=self.surface.attempts if attempts is None else attempts,
                                     principal=self.principal.name, scope=scope, concurrency=concurrency)
@@ -536,13 +565,13 @@ class PrincipalLedger:
         check_concurrency(concurrency)
         if not has_compensator:
             raise NoCompensator()
-        contained = self._contain(selection, within, reason) if contain else []
+        contained = self._contain(selection, within, reason, self._by(actor)) if contain else []
         return scope_jobs.submit_scope_rollback(
-            self._base, selection, actor=actor or self.principal.name, principal=self.principal.name, within=within,
+            self._base, selection, actor=self._by(actor), principal=self.principal.name, within=within,
             approve_compensations=approve_compensations, attempts=attempts, contained=contained,
             concurrency=concurrency)
 
-    async def arollback_scope(self, selection: Selection, compensate: Compensate, *, contain: bool = False,
+    async def arollback_scope(self, selection: Selection, compensate: Compensate | None, *, contain: bool = False,
                               reason: str | None = None, **options: Unpack[RollbackArguments]) -> ScopeReport:
         """Roll back `selection` in this principal's reach now, in this process (the gateway's operator
         tools); as `submit_scope_rollback` otherwise. The report is as it may be shown.
@@ -552,14 +581,19 @@ class PrincipalLedger:
         """
         within = self._within(selection)
         incidents.check_options(options)  # before anything is contained
-        contained = await anyio.to_thread.run_sync(self._contain, selection, within, reason) if contain else []
+        by = self._by(options.get("actor"))
+        contained = await anyio.to_thread.run_sync(self._contain, selection, within, reason, by) if contain else []
         acting = self._base.acting_as(self.principal.name)
         return await incidents.rollback_scope(acting, selection, compensate, options, within=within,
                                               contained=contained)
 
-    def _contain(self, selection: Selection, within: str | None, reason: str | None) -> list[str]:
+    def rollback_scope(self, selection: Selection, compensate: Compensate | None, *, contain: bool = False,
+                       reason: str | None = None, **options: Unpack[RollbackArguments]) -> ScopeReport:
+        """`arollback_scope` for a caller with no event loop (the CLI)."""
+        return run_coroutine(self.arollback_scope(selection, compensate, contain=contain, reason=reason, **options))
+
+    def _contain(self, selection: Selection, within: str | None, reason: str | None, by: str) -> list[str]:
         require_role(self.principal, Role.ADMIN)
-        by = self.principal.name
         done = incidents.contain(self._base, selection, reason, by, within=within,
                                  revoke=lambda key_id: keys.revoke_key(self._base.store, key_id, within, by=by))
         return done.lines()
@@ -573,6 +607,36 @@ class PrincipalLedger:
         """
         require_role(self.principal, Role.OPERATOR, reading=True)
         return scope_jobs.get_scope_job(self._base, job_id, self.principal.tenant)
+
+    # -- the store's upkeep: retention, drills --------------------------------------------------------
+
+    def pruning(self, window: timedelta | None = None, **options: Any) -> retention.Pruning:
+        """A pass of retention over the whole store (see `Ledger.pruning`).
+
+        Raises:
+            Forbidden: not an admin of every tenant.
+            ConfigError: neither `window` nor a configured retention.
+        """
+        self._unconfined_admin("prunes the store")
+        return self._base.pruning(window, **options)
+
+    def drills(self, tool: str | None = None, server: str | None = None, limit: int | None = None) -> list[Drill]:
+        """The drills kept in the store, newest first (see `Ledger.drills`).
+
+        Raises:
+            Forbidden: not an operator (or a viewer).
+        """
+        require_role(self.principal, Role.OPERATOR, reading=True)
+        return self._base.drills(tool, server, limit)
+
+    def record_drill(self, drill: Drill) -> None:
+        """Keep a drill's evidence in the store.
+
+        Raises:
+            Forbidden: not an operator.
+        """
+        require_role(self.principal, Role.OPERATOR)
+        self._base.record_drill(drill)
 
     # -- approvals ---------------------------------------------------------------------------------
 
@@ -594,7 +658,7 @@ class PrincipalLedger:
     def approve(self, approval_id: str, *, note: str | None = None, by: str | None = None) -> Approval:
         """Approve; see `Ledger.approve`. Raises as `deny`."""
         self.approval_to_decide(approval_id)
-        return self._ledger.approve(approval_id, by=by or self.principal.name, note=note)
+        return self._ledger.approve(approval_id, by=self._by(by), note=note)
 
     def deny(self, approval_id: str, *, note: str, by: str | None = None) -> Approval:
         """Deny (a note is required); see `Ledger.deny`.
@@ -604,7 +668,7 @@ class PrincipalLedger:
             NotFound, BadInput, Conflict: as `approvals.decide`.
         """
         self.approval_to_decide(approval_id)
-        return self._ledger.deny(approval_id, note=note, by=by or self.principal.name)
+        return self._ledger.deny(approval_id, note=note, by=self._by(by))
 
     def approval_to_decide(self, approval_id: str) -> Approval:
         """The approval, if this principal may decide it: an operator of its run's tenant.
@@ -635,8 +699,9 @@ class PrincipalLedger:
                 if tenant is None or can_stop_tenant(h, tenant)]
 
     def add_halt(self, reason: str, *, tool: str | None = None, actor: str | None = None,
-                 tenant: str | None = None, environment: str | None = None) -> Halt:
-        """Stop new calls that match the scope; an admin confined to a tenant halts that tenant only.
+                 tenant: str | None = None, environment: str | None = None, by: str | None = None) -> Halt:
+        """Stop new calls that match the scope (`actor`: the runs' actor glob; `by`: who halts them); an
+        admin confined to a tenant halts that tenant only.
 
         Raises:
             Forbidden: not an admin, or a confined admin asks for another tenant.
@@ -644,7 +709,7 @@ class PrincipalLedger:
         """
         require_role(self.principal, Role.ADMIN)
         scope = HaltScope(tool, actor, halt_tenant(self.principal, tenant), environment)
-        return halts.add_halt(self._base.store, reason, scope, self.principal.name, self.principal.name)
+        return halts.add_halt(self._base.store, reason, scope, self._by(by), self.principal.name)
 
     def erase_values(self, *, tenant: str | None = None, actor: str | None = None, run_id: str | None = None,
                      by: str | None = None) -> Erasure:
@@ -660,10 +725,10 @@ class PrincipalLedger:
         if confined is not None and tenant not in (None, confined):
             raise Forbidden(f"a key confined to tenant {confined} can only erase tenant {confined}")
         return erasure.erase_values(self._base.store, tenant=tenant, actor=actor, run_id=run_id,
-                                    by=by or self.principal.name, within=confined)
+                                    by=self._by(by), within=confined)
 
-    def lift_halts(self, halt_id: str | None = None) -> int:
-        """Lift one halt, or all this principal sees; returns how many.
+    def lift_halts(self, halt_id: str | None = None, *, by: str | None = None) -> int:
+        """Lift one halt, or all this principal sees (`by`: who lifts them); returns how many.
 
         Raises:
             Forbidden: not an admin, or (confined to a tenant) a halt that can refuse its tenant's calls
@@ -679,7 +744,7 @@ class PrincipalLedger:
                 whose = f"tenants matching {said!r}" if said else "every tenant"
                 raise Forbidden(f"{halt_id} stops the calls of {whose}: an admin confined to tenant {tenant} "
                                 "may not lift it; an admin of every tenant can")
-        return halts.lift_halts(self._base.store, halt_id, self.principal.name, self.principal.tenant,
+        return halts.lift_halts(self._base.store, halt_id, self._by(by), self.principal.tenant,
                                 principal=self.principal.name)
 
     # -- keys --------------------------------------------------------------------------------------
@@ -703,12 +768,31 @@ class PrincipalLedger:
         require_role(self.principal, Role.ADMIN)
         return keys.list_keys(self._base.store, self.principal.tenant)
 
-    def revoke_key(self, key_id: str) -> KeyRow:
-        """Revoke a key this admin manages.
+    def revoke_key(self, key_id: str, *, last_admin: bool = False) -> KeyRow:
+        """Revoke a key this admin manages; `last_admin` revokes even the last admin key.
 
         Raises:
             Forbidden: not an admin.
             NotFound: no such key (of the admin's tenant, when it is confined to one).
+            Conflict: the last admin key, without `last_admin`.
         """
         require_role(self.principal, Role.ADMIN)
-        return keys.revoke_key(self._base.store, key_id, self.principal.tenant, by=self.principal.name)
+        if last_admin and self.principal.key_id is not None:
+            raise Forbidden("only the local admin, on the store itself, may revoke the last admin key")
+        return keys.revoke_key(self._base.store, key_id, self.principal.tenant, last_admin=last_admin,
+                               by=self.principal.name)
+
+    def rotate_data(self, *, batch: int = 200, on_batch: Callable[[int], None] | None = None) -> Rotation:
+        """Move every data key onto the current key-encryption key (see `encryption.rotate_data`).
+
+        Raises:
+            Forbidden: not an admin of every tenant (the data keys are the whole store's).
+        """
+        self._unconfined_admin("rotates the store's data keys")
+        return encryption.rotate_data(self._base.store, batch=batch, on_batch=on_batch)
+
+    def _unconfined_admin(self, what: str) -> None:
+        require_role(self.principal, Role.ADMIN)
+        if self.principal.tenant is not None:
+            raise Forbidden(f"a key confined to tenant {self.principal.tenant} may not do this: only an admin of "
+                            f"every tenant {what}")

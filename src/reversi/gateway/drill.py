@@ -33,6 +33,7 @@ from reversi.core.printable import for_terminal
 from reversi.core.tool_listing import ListedTool, Listing
 from reversi.engine.capture import take_capture
 from reversi.engine.ledger import Ledger
+from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import CaptureFailed, ConfigError, DrillFailed
 from reversi.gateway.live import SCRATCH, connected, listing_of, upstream_spec
 from reversi.gateway.results import error_text, is_error, journaled_answer, result_value
@@ -74,8 +75,8 @@ class DrillRequest:
     seed: str | None = None
 
 
-async def run_drill(request: DrillRequest, evidence: Ledger) -> Drill:
-    """Run the drill and record its evidence in `evidence`'s store.
+async def run_drill(request: DrillRequest, evidence: PrincipalLedger) -> Drill:
+    """Run the drill and record its evidence through `evidence`, the door of whoever drills.
 
     Raises:
         ConfigError: the tool has no entry, or one with no undo to drill; the server cannot start,

@@ -22,7 +22,6 @@ from reversi.core.models import RunRecord
 from reversi.core.printable import TerminalFormatter, for_terminal
 from reversi.core.surfaces import Surface
 from reversi.engine.config import load_settings
-from reversi.engine.keys import Principal, Role
 from reversi.engine.ledger import Ledger
 from reversi.engine.principal_ledger import PrincipalLedger
 from reversi.errors import ConfigError, ReversiError
@@ -170,7 +169,7 @@ async def serve_stdio(options: GatewayOptions, ledger: Ledger, *, operator: bool
         await pool.start(tg)
         warn_of_misfits(pool, options.manifests, ledger.manifests)
         # Whoever starts a stdio gateway holds the store: it acts as the local admin, under its own name.
-        door = ledger.for_principal(Principal(ledger.principal, Role.ADMIN), Surface.GATEWAY)
+        door = ledger.as_local_admin(Surface.GATEWAY)
 
         def door_for(ctx: ServerRequestContext[Any, Any]) -> PrincipalLedger:
             return door
