@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
+from reversi.core.json_values import JSONObjectView, LooseJSON
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import Event
 from reversi.core.tool_listing import parse_listing
@@ -94,7 +94,7 @@ def _started(pool: UpstreamPool, name: str) -> bool:
     return route is not None and route.upstream.has_connected
 
 
-def _described(identity: Mapping[str, Any]) -> str:
+def _described(identity: JSONObjectView) -> str:
     if "url" in identity:
         return str(identity["url"])
     return f"{identity.get('command')} in {identity.get('cwd')}"
@@ -105,7 +105,7 @@ def upstream_differences(pool: UpstreamPool, events: Iterable[Event]) -> list[st
     has started otherwise (another command, working directory or URL). Calls journaled without
     their upstream (by an older gateway, or not through one) are not checked."""
     mine = {upstream.name: upstream.identity for upstream in pool.upstreams}
-    seen: dict[str, tuple[int, Mapping[str, Any]]] = {}
+    seen: dict[str, tuple[int, Mapping[str, LooseJSON]]] = {}
     for event in events:
         via = event.data.get("upstream") if event.type == "intended" else None
         if isinstance(via, Mapping) and isinstance(via.get("name"), str) and event.step is not None:

@@ -20,13 +20,13 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mcp import types
 
 import reversi
+from reversi.core.answers import TextAnswer
 from reversi.core.drill import Drill, differences, new_drill_id, only_reads, verdict_of
-from reversi.core.json_values import compact
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON, LooseJSONObject, compact
 from reversi.core.manifest import ManifestSet, ToolEntry
 from reversi.core.models import StepStatus, utc_now
 from reversi.core.printable import for_terminal
@@ -63,12 +63,12 @@ class DrillRequest:
     """
 
     tool: str
-    args: Mapping[str, Any]
+    args: JSONObjectView
     upstream: str
     manifests: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
-    reads: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-    setup: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    reads: tuple[tuple[str, JSONObjectView], ...] = ()
+    setup: tuple[tuple[str, JSONObjectView], ...] = ()
     keep: bool = False
     call_timeout: float = 60.0
     config: str | None = None
@@ -146,11 +146,11 @@ class _Scratch:
         self.calls = UndoCalls(self.pool, self.request.call_timeout)
         self.listing: Listing = listing_of(self.pool)
 
-    async def capture_read(self, tool: str, arguments: Any) -> Any:
+    async def capture_read(self, tool: str, arguments: LooseJSON) -> TextAnswer | LooseJSON:
         """The entry's capture, read as the gateway reads it (its text kept beside its JSON)."""
         return await call_upstream(self.pool, tool, arguments, self.request.call_timeout, keep_text=True)
 
-    def placed(self, value: Any) -> Any:
+    def placed(self, value: LooseJSON) -> LooseJSON:
         """`value` with `{scratch}` in every string replaced by the scratch folder."""
         if isinstance(value, str):
             return value.replace(SCRATCH, self.folder)
@@ -160,7 +160,7 @@ class _Scratch:
             return [self.placed(item) for item in value]
         return value
 
-    async def raw(self, tool: str, arguments: Any) -> dict[str, Any]:
+    async def raw(self, tool: str, arguments: LooseJSON) -> LooseJSONObject:
         upstream = self.pool.upstreams[0]
         request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
         try:
@@ -178,10 +178,10 @@ class _Scratch:
             return not tool.input_schema.get("required")
         return not tool.input_schema.get("properties")
 
-    def reads(self) -> list[tuple[str, str, Any]]:
+    def reads(self) -> list[tuple[str, str, LooseJSON]]:
         """Each read of the world: its name in the evidence (the tool, and its arguments as given), the
         tool, and its arguments."""
-        found: list[tuple[str, str, Any]] = [
+        found: list[tuple[str, str, LooseJSON]] = [
             (tool.name, tool.name, {}) for tool in self.listing.tools if self._reads_unasked(tool)
         ]
         for tool, _ in self.request.reads:
@@ -198,9 +198,9 @@ class _Scratch:
                               "arguments; name the read tools to compare the world with (--read TOOL=JSON)")
         return found
 
-    async def world(self, reads: Sequence[tuple[str, str, Any]]) -> dict[str, Any]:
+    async def world(self, reads: Sequence[tuple[str, str, LooseJSON]]) -> JSONObject:
         """Each read's answer (`{"error": TEXT}` for a tool error), by its name."""
-        state: dict[str, Any] = {}
+        state: JSONObject = {}
         for name, tool, args in reads:
             raw = await self.raw(tool, args)
             state[name] = {"error": error_text(raw)} if is_error(raw) else result_value(raw)

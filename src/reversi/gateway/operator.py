@@ -16,6 +16,7 @@ from mcp.server import Server, ServerRequestContext
 
 from reversi.core import redaction
 from reversi.core.calls import current_call
+from reversi.core.json_values import JSONObject, LooseJSON, LooseJSONObject
 from reversi.core.scopes import Selection
 from reversi.engine.access import Access
 from reversi.engine.principal_ledger import PrincipalLedger
@@ -35,7 +36,7 @@ NO_MANIFESTS = ("no manifests in force: start the gateway with -m FILE, or set m
 _MAX_STEP = 999_999_999  # as the HTTP API reads a step: nine digits at most
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _schema(properties: LooseJSONObject, required: list[str]) -> LooseJSONObject:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
@@ -173,7 +174,7 @@ TOOLS = [
 _KNOWN = {tool.name: set(tool.input_schema["properties"]) for tool in TOOLS}
 
 
-def _no_unknown(tool: str, args: dict[str, Any]) -> None:
+def _no_unknown(tool: str, args: LooseJSONObject) -> None:
     """A misspelt argument (`confrim`) must not quietly turn a rollback into a dry run."""
     unknown = sorted(set(args) - _KNOWN[tool])
     if unknown:
@@ -181,7 +182,7 @@ def _no_unknown(tool: str, args: dict[str, Any]) -> None:
         raise BadInput(f"{tool} has no argument {unknown[0]!r} (its arguments: {known})")
 
 
-def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+def _arg(args: LooseJSONObject, name: str, kind: type | tuple[type, ...], default: LooseJSON = ...) -> LooseJSON:
     if name not in args or args[name] is None:
         if default is ...:
             raise BadInput(f"{name} is required")
@@ -192,7 +193,7 @@ def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...], default
     return value
 
 
-def _selection(args: dict[str, Any]) -> Selection:
+def _selection(args: LooseJSONObject) -> Selection:
     """The scope of many runs the arguments give (read as every surface reads it)."""
     return Selection.typed(actor=_arg(args, "actor", str, None), key=_arg(args, "key", str, None),
                            tenant=_arg(args, "tenant", str, None), labels=_arg(args, "labels", dict, {}),
@@ -200,7 +201,7 @@ def _selection(args: dict[str, Any]) -> Selection:
                            until=_arg(args, "until", str, None))
 
 
-def _scope(args: dict[str, Any]) -> dict[str, Any]:
+def _scope(args: LooseJSONObject) -> LooseJSONObject:
     """The `to` and `after_step` arguments, of their types (the engine checks the rest)."""
     return {"to": _arg(args, "to", str, None), "after_step": _arg(args, "after_step", int, None)}
 
@@ -241,10 +242,10 @@ class Operator:
         except ReversiError as exc:
             return from_error(exc)
 
-    def _run(self, door: PrincipalLedger, args: dict[str, Any]) -> Run:
+    def _run(self, door: PrincipalLedger, args: LooseJSONObject) -> Run:
         return door.get_run(_arg(args, "run_id", str), Access.OPERATE)
 
-    async def _plan(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _plan(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         run = await anyio.to_thread.run_sync(self._run, door, args)
         plan = await anyio.to_thread.run_sync(lambda: door.plan(run.id, **_scope(args)))
         if not door.settings.manifests and plan.unmanifested:
@@ -262,7 +263,7 @@ class Operator:
         warning = types.TextContent(text="\n".join(f"warning: {line}" for line in lines))
         return answer.model_copy(update={"content": [warning, *answer.content], "meta": {"reversi/warnings": lines}})
 
-    async def _execute(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _execute(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         run = await anyio.to_thread.run_sync(self._run, door, args)
         scope = _scope(args)
         if not _arg(args, "confirm", bool, False):
@@ -281,12 +282,12 @@ class Operator:
         shown = structured(redaction.report(masker, report.to_dict()), masker.text(report.to_text()))
         return await self._warned(run, shown)
 
-    async def _plan_scope(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _plan_scope(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         selection = _selection(args)
         plan = await anyio.to_thread.run_sync(door.plan_scope, selection)
         return structured(plan.to_dict(), plan.to_text())
 
-    async def _rollback_scope(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _rollback_scope(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         selection = _selection(args)
         contain, reason = _arg(args, "contain", bool, False), _arg(args, "reason", str, None)
         if not _arg(args, "confirm", bool, False):
@@ -301,7 +302,7 @@ class Operator:
         masker = door.masker()
         return structured(redaction.report(masker, report.to_dict()), masker.text(report.to_text()))
 
-    async def _resolve(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _resolve(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)
         step = _arg(args, "step", int)
         status = _arg(args, "status", str)
@@ -312,36 +313,36 @@ class Operator:
             lambda: door.resolve(run_id, step, status, note=note, actor=actor, **found))
         return structured(state.to_dict(), f"step {step} of {run_id} is now {state.status.value}")
 
-    async def _reconcile(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _reconcile(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)
 
-        def read(tool: str, arguments: Any) -> Any:  # in the worker thread: the upstreams live on the loop
+        def read(tool: str, arguments: LooseJSON) -> LooseJSON:  # in the worker thread: the upstreams live on the loop
             return anyio.from_thread.run(self.undo_calls.read_back, tool, arguments, current_call())
 
         shown = await anyio.to_thread.run_sync(lambda: door.reconcile_by_probes(run_id, read, masked=True))
         return structured({"run_id": run_id, "steps": [p.to_dict() for p in shown]},
                           "\n".join(p.describe() for p in shown) or "no step is unresolved")
 
-    async def _follow_ups(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _follow_ups(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         run_id = _arg(args, "run_id", str)
         found = await anyio.to_thread.run_sync(lambda: door.follow_ups(run_id, masked=True))
         return structured({"run_id": run_id, "follow_ups": [f.to_dict() for f in found]},
                           "\n".join(f.describe() for f in found) or f"{run_id} has no follow-ups")
 
-    async def _close_follow_up(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _close_follow_up(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         run_id, step, note = _arg(args, "run_id", str), _arg(args, "step", int), _arg(args, "note", str)
         if not 0 <= step <= _MAX_STEP:
             raise BadInput("step must be a step number: a whole number from 0 to 999999999")
         actor = _arg(args, "actor", str, None)
 
-        def close() -> dict[str, Any]:
+        def close() -> JSONObject:
             door.close_follow_up(run_id, step, note, actor=actor)
             return next(f for f in door.follow_ups(run_id, masked=True) if f.step == step).to_dict()
 
         closed = await anyio.to_thread.run_sync(close)
         return structured(closed, f"closed {closed['follow_up_id']} (step {step} of {run_id})")
 
-    async def _list_runs(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _list_runs(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         limit = _arg(args, "limit", int, 50)
         if not 1 <= limit <= 1000:
             raise BadInput("limit must be from 1 to 1000")
@@ -352,12 +353,12 @@ class Operator:
                          for r in items)
         return structured({"runs": items}, text or "no runs")
 
-    async def _halt(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _halt(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         reason = _arg(args, "reason", str)
         halt = await anyio.to_thread.run_sync(lambda: door.add_halt(reason))
         return structured(halt.to_dict(), f"{halt.halt_id}  {halt.reason}")
 
-    async def _resume(self, door: PrincipalLedger, args: dict[str, Any]) -> types.CallToolResult:
+    async def _resume(self, door: PrincipalLedger, args: LooseJSONObject) -> types.CallToolResult:
         lifted = await anyio.to_thread.run_sync(door.lift_halts)
         return structured({"lifted": lifted}, f"lifted {lifted}")
 

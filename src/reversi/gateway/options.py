@@ -6,9 +6,9 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from reversi.core.json_values import LooseJSON
 from reversi.core.server_undo import SERVER_UNDO_MODES
 from reversi.core.upstream_names import UPSTREAM_NAME_RULE, is_upstream_name
 from reversi.errors import ConfigError
@@ -100,7 +100,7 @@ def parse_upstream_flag(text: str) -> UpstreamSpec:
     return UpstreamSpec(name.strip(), command=argv)
 
 
-def upstreams_from_config(value: Any, base: str = ".") -> tuple[UpstreamSpec, ...]:
+def upstreams_from_config(value: LooseJSON, base: str = ".") -> tuple[UpstreamSpec, ...]:
     """The `upstreams:` key of reversi.yaml: a mapping of name to a command line, a URL, an argv list,
     or `{command, args, env, cwd}` / `{url}`.
 
@@ -117,7 +117,7 @@ def upstreams_from_config(value: Any, base: str = ".") -> tuple[UpstreamSpec, ..
 _KEYS = ("args", "command", "cwd", "env", "server_undo", "token_env", "url")
 
 
-def _upstream_entry(name: str, entry: Any, base: str) -> UpstreamSpec:
+def _upstream_entry(name: str, entry: LooseJSON, base: str) -> UpstreamSpec:
     where = f"upstreams.{name}"
     _checked_name(name, "upstreams")
     if isinstance(entry, str):
@@ -140,7 +140,7 @@ def _upstream_entry(name: str, entry: Any, base: str) -> UpstreamSpec:
     return replace(_command_entry(name, entry, base), server_undo=server_undo)
 
 
-def _server_undo(value: Any, where: str) -> str | None:
+def _server_undo(value: LooseJSON, where: str) -> str | None:
     if value is None or value in SERVER_UNDO_MODES:
         return value  # type: ignore[no-any-return]
     raise ConfigError(f"{where}: expected {' or '.join(SERVER_UNDO_MODES)} (take the undos the server declares, "
@@ -164,7 +164,7 @@ def with_server_undo(upstreams: Sequence[UpstreamSpec], flags: Sequence[str]) ->
     return tuple(replace(spec, server_undo=modes.get(spec.name, spec.server_undo)) for spec in upstreams)
 
 
-def _token_env(value: Any, where: str) -> str | None:
+def _token_env(value: object, where: str) -> str | None:
     """The name of the variable holding an HTTP upstream's bearer token, once it is set."""
     if value is None:
         return None
@@ -175,7 +175,7 @@ def _token_env(value: Any, where: str) -> str | None:
     return value
 
 
-def _command_entry(name: str, entry: Mapping[str, Any], base: str) -> UpstreamSpec:
+def _command_entry(name: str, entry: Mapping[str, LooseJSON], base: str) -> UpstreamSpec:
     where = f"upstreams.{name}"
     command, args, env, cwd = entry.get("command"), entry.get("args", []), entry.get("env", {}), entry.get("cwd")
     if isinstance(command, str):

@@ -20,6 +20,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from reversi.core.calls import CALL_META_KEY
+from reversi.core.json_values import LooseJSON, LooseJSONObject
 from reversi.core.models import RunRecord, StepStatus
 from reversi.distribution import version
 from reversi.engine import tracing
@@ -45,7 +46,7 @@ _PROGRESS_TOKEN = ("progressToken", "progress_token")  # on the wire; as the SDK
 _NOT_THE_AGENTS = (ENVELOPE, "reversi/")
 
 
-def forward_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | None:
+def forward_meta(meta: Mapping[str, LooseJSON] | None) -> types.RequestParamsMeta | None:
     """The agent's `_meta` without what belongs to its own connection (protocol envelope, progress
     token) or to Reversi (`reversi/...`: an agent must not pass off a call as a rollback's
     compensation, whose idempotency key an upstream trusts)."""
@@ -57,7 +58,7 @@ def forward_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | No
     return cast(types.RequestParamsMeta, kept) if kept else None
 
 
-def _progress_relay(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any] | None) -> ProgressFnT | None:
+def _progress_relay(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, LooseJSON] | None) -> ProgressFnT | None:
     """When the agent asked for progress, a callback that reports the upstream's to it under its own token."""
     if not meta or all(meta.get(key) is None for key in _PROGRESS_TOKEN):
         return None
@@ -108,7 +109,7 @@ class Proxy:
         self.checkpoint_tool = checkpoint_tool
         # The upstreams' listings the declared undos were read from: the lists themselves, held, so that a
         # new listing is never taken for one of these (an id alone may be reused once a list is freed).
-        self._listings: tuple[list[dict[str, Any]], ...] = ()
+        self._listings: tuple[list[LooseJSONObject], ...] = ()
 
     def _declare_undos(self, door: PrincipalLedger) -> None:
         """Give the ledger's manifests the undos the upstreams declare, when a listing changed since."""
@@ -182,7 +183,7 @@ class Proxy:
             await self._journal(door, run, step, StepStatus.SUCCEEDED, result=journaled_answer(raw))
         return passed_through("tools/call", raw)
 
-    async def _checkpoint(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any]) -> Any:
+    async def _checkpoint(self, ctx: ServerRequestContext[Any, Any], arguments: LooseJSONObject) -> Any:
         """Journal a checkpoint in the agent's run; the agent's arguments are untrusted like any call's."""
         try:
             unknown = sorted(set(arguments) - {"name"})
@@ -197,11 +198,11 @@ class Proxy:
             return from_error(exc)
         return structured(made.to_dict(), f"checkpoint {made.name!r} after step {made.after_step} of {run.run_id}")
 
-    async def _capture(self, door: PrincipalLedger, run: RunRecord, tool: str, arguments: dict[str, Any]
+    async def _capture(self, door: PrincipalLedger, run: RunRecord, tool: str, arguments: LooseJSONObject
                        ) -> Captured | None:
         """The manifest entry's capture of this call, read on the upstreams before it is forwarded; a
         capture that fails is journaled `refused` and raised (the call is not forwarded)."""
-        async def read(name: str, args: Any) -> Any:
+        async def read(name: str, args: LooseJSON) -> LooseJSON:
             return await call_upstream(self.pool, name, args, self.call_timeout, keep_text=True)
 
         try:
@@ -239,7 +240,7 @@ class Proxy:
         return tool_error(f"{message}: its effect is unknown ({where} is uncertain)")
 
     async def _journal(
-        self, door: PrincipalLedger, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
+        self, door: PrincipalLedger, run: RunRecord, step: int, status: StepStatus, *, result: object = None,
         error: str | None = None,
     ) -> None:
         try:
@@ -255,7 +256,7 @@ class Proxy:
         relay = self.pool.relay
         return relay.calling(upstream.name, ctx) if relay is not None else nullcontext()
 
-    async def _forward(self, ctx: Any, upstream: Upstream, request: Any) -> dict[str, Any]:
+    async def _forward(self, ctx: Any, upstream: Upstream, request: Any) -> LooseJSONObject:
         try:
             with self._relaying(upstream, ctx):
                 return await upstream.request(request, self.call_timeout)
@@ -268,7 +269,7 @@ class Proxy:
         if len(upstreams) == 1:
             page = await self._forward(ctx, upstreams[0], make(params=types.PaginatedRequestParams(cursor=cursor)))
             return passed_through(method, page)
-        merged: list[Any] = []
+        merged: list[LooseJSON] = []
         for upstream in upstreams:
             page = await self._forward(ctx, upstream, make(params=types.PaginatedRequestParams()))
             for item in page.get(field) or ():

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from mcp import types
 
 from reversi.core.answers import TextAnswer
-from reversi.core.json_values import parse_json
+from reversi.core.json_values import JSONObjectView, LooseJSON, parse_json
 from reversi.errors import BadInput, ReversiError
 
 
-def result_value(raw: Mapping[str, Any]) -> Any:
+def result_value(raw: Mapping[str, LooseJSON]) -> LooseJSON:
     """`$result` of a call: structuredContent when present, else the first text content parsed as JSON,
     else that text (None when there is no text at all)."""
     if raw.get("structuredContent") is not None:
@@ -32,7 +31,7 @@ def result_value(raw: Mapping[str, Any]) -> Any:
         return text
 
 
-def journaled_answer(raw: Mapping[str, Any]) -> Any:
+def journaled_answer(raw: Mapping[str, LooseJSON]) -> TextAnswer | LooseJSON:
     """`$result` as the journal keeps it: `result_value`, with the text as it came beside it
     (`TextAnswer`, for `$result_text`) when that text was read as JSON."""
     value = result_value(raw)
@@ -40,18 +39,18 @@ def journaled_answer(raw: Mapping[str, Any]) -> Any:
     return TextAnswer(value, text) if text is not None and not isinstance(value, str) else value
 
 
-def first_text(raw: Mapping[str, Any]) -> str | None:
+def first_text(raw: Mapping[str, LooseJSON]) -> str | None:
     for block in raw.get("content") or ():
         if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
             return str(block["text"])
     return None
 
 
-def is_error(raw: Mapping[str, Any]) -> bool:
+def is_error(raw: JSONObjectView) -> bool:
     return bool(raw.get("isError"))
 
 
-def error_text(raw: Mapping[str, Any]) -> str:
+def error_text(raw: Mapping[str, LooseJSON]) -> str:
     """What a tool error said, for the journal."""
     text = first_text(raw)
     if text is not None:
@@ -72,9 +71,11 @@ def from_error(exc: ReversiError) -> types.CallToolResult:
     return result
 
 
-def structured(value: Any, text: str | None = None) -> types.CallToolResult:
-    """An operator tool's answer: the JSON as structured content, and as text for clients that show only text."""
+def structured(value: Mapping[str, object], text: str | None = None) -> types.CallToolResult:
+    """An operator tool's answer, a JSON object (a TypedDict's too): as structured content, and as text for
+    clients that show only text."""
+    data = dict(value)
     return types.CallToolResult(
-        content=[types.TextContent(text=text if text is not None else json.dumps(value, indent=2, ensure_ascii=False))],
-        structured_content=value,
+        content=[types.TextContent(text=text if text is not None else json.dumps(data, indent=2, ensure_ascii=False))],
+        structured_content=data,
     )

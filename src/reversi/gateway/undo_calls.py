@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from mcp import types
 
 from reversi.core.backoff import Retry
 from reversi.core.calls import CALL_META_KEY, IDEMPOTENCY_META_KEY, CallId
+from reversi.core.json_values import LooseJSON, LooseJSONObject
 from reversi.core.surfaces import Surface
 from reversi.gateway.upstream import UpstreamPool
 from reversi.gateway.upstream_calls import call_upstream
@@ -25,11 +26,11 @@ class UndoCalls:
         self.pool = pool
         self.call_timeout = call_timeout
 
-    async def compensate(self, call: dict[str, Any]) -> Any:
+    async def compensate(self, call: LooseJSONObject) -> LooseJSON:
         meta = cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: call["idempotency_key"]})
         return await call_upstream(self.pool, call["tool"], call["args"], self.call_timeout, meta)
 
-    async def read_back(self, tool: str, arguments: Any, made_for: CallId | None = None) -> Any:
+    async def read_back(self, tool: str, arguments: LooseJSON, made_for: CallId | None = None) -> LooseJSON:
         """A read; `made_for`: the step it is made for (a probe's), told to the connectors' server."""
         meta = cast(types.RequestParamsMeta, {CALL_META_KEY: made_for.to_dict()}) if made_for else None
         return await call_upstream(self.pool, tool, arguments, self.call_timeout, meta)

@@ -32,6 +32,7 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import TypeAdapter, ValidationError
 
 from reversi.core.calls import CONNECTORS_SERVER
+from reversi.core.json_values import LooseJSON, LooseJSONObject
 from reversi.core.manifest import ToolEntry
 from reversi.core.server_undo import declared_undos
 from reversi.errors import ConfigError, UpstreamLost, UpstreamUnavailable
@@ -42,7 +43,7 @@ from reversi.mcp_results import is_modern
 
 log = logging.getLogger("reversi.gateway")
 
-RAW: Any = TypeAdapter(dict[str, Any])  # the result as it came, still checked against the protocol
+RAW: Any = TypeAdapter(LooseJSONObject)  # the result as it came, still checked against the protocol
 _MAX_BACKOFF_S = 5.0
 START_TIMEOUT_S = 60.0  # to connect, initialize and list tools (`npx -y` may download the server first)
 # How the SDK (as pinned) words the CONNECTION_CLOSED errors it makes up itself.
@@ -135,7 +136,7 @@ class Upstream:
     spec: UpstreamSpec
     relay: Relay | None = None  # where the upstream's own requests (sampling, elicitation, roots) go
     tools: list[types.Tool] = field(default_factory=list)
-    listed: list[dict[str, Any]] = field(default_factory=list)  # the same tools as the upstream sent them
+    listed: list[LooseJSONObject] = field(default_factory=list)  # the same tools as the upstream sent them
     protocol_version: str | None = None  # the revision negotiated with it
     server_info: types.Implementation | None = None
     capabilities: types.ServerCapabilities = field(default_factory=types.ServerCapabilities)
@@ -299,7 +300,7 @@ class Upstream:
             )
         return client, self._closed
 
-    async def request(self, request: Any, timeout: float, on_progress: ProgressFnT | None = None) -> dict[str, Any]:
+    async def request(self, request: Any, timeout: float, on_progress: ProgressFnT | None = None) -> LooseJSONObject:
         """Send one request and return the upstream's raw result, as it came; with `on_progress`, ask
         the upstream for progress notifications and hand each one to it.
 
@@ -315,7 +316,7 @@ class Upstream:
         with anyio.fail_after(timeout):
             try:
                 result = await client.session.send_request(request, RAW, progress_callback=on_progress)
-                return cast(dict[str, Any], result)
+                return cast(LooseJSONObject, result)
             except MCPError as exc:
                 if closed.is_set() or _connection_closed(exc):
                     raise UpstreamLost(f"upstream {self.name} went away during the call") from exc
@@ -344,9 +345,9 @@ def _connection_closed(exc: MCPError) -> bool:
     return exc.message in _SDK_LOST or exc.message.startswith(_SDK_STREAM)
 
 
-async def _list_tools(client: Client) -> tuple[list[types.Tool], list[dict[str, Any]]]:
+async def _list_tools(client: Client) -> tuple[list[types.Tool], list[LooseJSONObject]]:
     """Every page of the upstream's tools (none when it offers no tools), read and as they came."""
-    raw: list[dict[str, Any]] = []
+    raw: list[LooseJSONObject] = []
     cursor: str | None = None
     if client.server_capabilities.tools is None:
         return [], raw
@@ -427,7 +428,7 @@ class UpstreamPool:
             for tool in upstream.tools
         ]
 
-    def listed_tools(self) -> list[dict[str, Any]]:
+    def listed_tools(self) -> list[LooseJSONObject]:
         """`tools()` as the upstreams sent them (each tool's JSON unchanged but for a prefixed name)."""
         if not self.prefixed:
             return list(self.upstreams[0].listed)
@@ -451,7 +452,7 @@ class UpstreamPool:
                 return Route(upstream, rest)
         return None
 
-    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+    def input_schema(self, name: str) -> Mapping[str, LooseJSON] | None:
         route = self.route(name)
         if route is None:
             return None

@@ -3,20 +3,22 @@ and read-backs during a rollback. None of them is journaled as a step."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from mcp import types
 
+from reversi.core.answers import TextAnswer
 from reversi.core.calls import CALL_META_KEY, COMPENSATION_META_KEY, IDEMPOTENCY_META_KEY
+from reversi.core.json_values import LooseJSON
 from reversi.errors import ToolAnsweredError
 from reversi.gateway.results import error_text, is_error, journaled_answer, result_value
 from reversi.gateway.upstream import UpstreamPool
 
 
 async def call_upstream(
-    pool: UpstreamPool, tool: str, arguments: Any, timeout: float, meta: types.RequestParamsMeta | None = None,
+    pool: UpstreamPool, tool: str, arguments: LooseJSON, timeout: float, meta: types.RequestParamsMeta | None = None,
     *, keep_text: bool = False,
-) -> Any:
+) -> TextAnswer | LooseJSON:
     """Call `tool` (by its public name) on the upstream that serves it; returns `$result` of its answer
     (with `keep_text`, as the journal keeps it: `journaled_answer`).
 
