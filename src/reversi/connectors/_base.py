@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reversi.core.calls import undoing
+from reversi.core.json_values import JSONObject, LooseJSON, LooseJSONObject
 from reversi.errors import BadArgument, UnknownTool
 
 
@@ -45,7 +46,7 @@ class Param:
     required: bool = True
     nullable: bool = False
 
-    def check(self, value: Any) -> None:
+    def check(self, value: object) -> None:
         """Raises `BadArgument` when `value` is not of this parameter's type."""
         if (value is None and self.nullable) or self.type == "any":
             return
@@ -54,9 +55,9 @@ class Param:
             article = "an" if self.type[0] in "aeiou" else "a"
             raise BadArgument(self.name, f"expected {article} {self.type}, got {type(value).__name__}")
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JSONObject:
         """This parameter as a JSON Schema property."""
-        prop: dict[str, Any] = {"description": self.description}
+        prop: JSONObject = {"description": self.description}
         if self.type != "any":
             prop["type"] = [self.type, "null"] if self.nullable else self.type
         return prop
@@ -89,7 +90,7 @@ class Tool:
     def takes_idempotency_key(self) -> bool:
         return "idempotency_key" in inspect.signature(self.fn).parameters
 
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self) -> LooseJSONObject:
         """The tool's arguments as a JSON Schema object (for MCP `tools/list`)."""
         return {
             "type": "object",
@@ -98,7 +99,7 @@ class Tool:
             "additionalProperties": False,
         }
 
-    def check(self, arguments: Any) -> dict[str, Any]:
+    def check(self, arguments: object) -> LooseJSONObject:
         """The arguments, checked against the parameters.
 
         Raises:
@@ -117,7 +118,8 @@ class Tool:
                 raise BadArgument(param.name, "required")
         return dict(arguments)
 
-    def invoke(self, arguments: Any, *, idempotency_key: str | None = None, journaled_as: str | None = None) -> Any:
+    def invoke(self, arguments: object, *, idempotency_key: str | None = None, journaled_as: str | None = None
+               ) -> LooseJSON:
         """Check the arguments and call the tool's function with them; with `idempotency_key`, as the undo
         of a step, journaled as `journaled_as` (default: the tool's own name).
 

@@ -16,7 +16,6 @@ import json
 import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import Any
 
 import click
 
@@ -25,13 +24,14 @@ from reversi.connectors._errors import one_line
 from reversi.connectors._registry import connectors, find_tool
 from reversi.connectors._seal import seal as seal_result
 from reversi.core.calls import CallId, making
+from reversi.core.json_values import JSONObject, JSONView, LooseJSONObject
 from reversi.distribution import NAME
 from reversi.errors import BadArgument
 
 __all__ = ["main"]
 
 
-def _stdin_object(what: str) -> dict[str, Any]:
+def _stdin_object(what: str) -> JSONObject:
     text = sys.stdin.read()
     try:
         value = json.loads(text)
@@ -42,7 +42,7 @@ def _stdin_object(what: str) -> dict[str, Any]:
     return value
 
 
-def _print_json(value: Any) -> None:
+def _print_json(value: JSONView) -> None:
     click.echo(json.dumps(value, ensure_ascii=False))
 
 
@@ -56,7 +56,7 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_connectors(as_json: bool) -> None:
     """Every connector, its tools (forward, compensation, read) and the settings it reads."""
-    listing: list[dict[str, Any]] = [
+    listing: list[LooseJSONObject] = [
         {"name": c.name, "description": c.description,
          **{str(kind): [tool.name for tool in c.of_kind(kind)] for kind in ToolKind},
          "settings": [{"name": s.name, "description": s.description, "default": s.default} for s in c.settings]}
@@ -115,7 +115,7 @@ def seal() -> None:
     _print_json(seal_result(tool.name, result, arguments))
 
 
-def _string(call: dict[str, Any], name: str) -> str:
+def _string(call: LooseJSONObject, name: str) -> str:
     value = call.get(name)
     if not isinstance(value, str):
         raise BadArgument(name, "expected a string" if name in call else "required")

@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reversi.connectors import _snapshots
 from reversi.connectors._base import Setting
+from reversi.core.json_values import LooseJSON, LooseJSONObject
 from reversi.errors import BadArgument, ConnectorError
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
 
 ROOT = Setting("REVERSI_FS_ROOT", "the folder fs tools act in; paths leaving it are refused", "the working directory")
 
-State = dict[str, Any]
+State = LooseJSONObject  # what is at a path, as `state` reads it (and a result keeps it)
 ABSENT: State = {"exists": False, "type": None, "sha256": None, "size": None, "mode": None}
 
 _MAX_PATH, _MAX_NAME = 4096, 255
@@ -149,7 +149,7 @@ def _own(root: Root, parts: list[str]) -> str | None:
     return root.own.get(root.path.joinpath(*parts))
 
 
-def _parts(root: Root, relative: Any, argument: str) -> list[str]:
+def _parts(root: Root, relative: LooseJSON, argument: str) -> list[str]:
     if not isinstance(relative, str):
         raise BadArgument(argument, f"expected a string, got {type(relative).__name__}")
     if not relative or relative.startswith("/"):
@@ -230,7 +230,7 @@ def _identity(info: os.stat_result) -> tuple[int, int] | None:
 
 
 @contextmanager
-def entry(root: Root, relative: Any, argument: str, *, reach: bool = True) -> Iterator[Entry]:
+def entry(root: Root, relative: LooseJSON, argument: str, *, reach: bool = True) -> Iterator[Entry]:
     """`relative` under the root: its folder open for the length of the block.
 
     `reach`: refuse a path whose folder cannot be reached; otherwise the entry says why (`problem`).

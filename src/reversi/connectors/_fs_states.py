@@ -4,16 +4,16 @@ the step left there, saying how it differs."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 from reversi.connectors import _fs_root, _seal
 from reversi.connectors._fs_root import State
+from reversi.core.json_values import JSONView, LooseJSONObject
 from reversi.errors import BadArgument
 
 __all__ = ["describe", "difference", "same", "trusted"]
 
 
-def trusted(result: Any, tools: Collection[str]) -> dict[str, Any]:
+def trusted(result: JSONView, tools: Collection[str]) -> LooseJSONObject:
     """The result, once its seal proves this connector made it (with one of `tools`), in this root.
 
     Raises:

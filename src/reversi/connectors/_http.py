@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
 from reversi.connectors._base import Setting
+from reversi.core.json_values import LooseJSON
 from reversi.errors import ConnectorError, DownstreamError
 
 __all__ = ["Answer", "Service", "form_encode"]
@@ -27,7 +27,7 @@ class Answer:
     """An API's answer: its status and its body as JSON (None when empty or not JSON)."""
 
     status: int
-    body: Any
+    body: LooseJSON
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Service:
     name: str
     base: Setting
     token: Setting | None
-    message: Callable[[Any], str | None]
+    message: Callable[[LooseJSON], str | None]
     auth_scheme: str = "Bearer"
     extra_headers: tuple[tuple[str, str], ...] = ()
 
@@ -60,9 +60,9 @@ class Service:
         method: str,
         path: str,
         *,
-        params: Mapping[str, Any] | None = None,
-        data: Mapping[str, Any] | None = None,
-        json: Any = None,
+        params: Mapping[str, LooseJSON] | None = None,
+        data: Mapping[str, LooseJSON] | None = None,
+        json: LooseJSON = None,
         headers: Mapping[str, str] | None = None,
         tolerate: Collection[int] = (),
     ) -> Answer:
@@ -91,7 +91,7 @@ class Service:
         return f"{self.name} {method} {path}: {status}: {said}"
 
 
-def _body(response: httpx.Response) -> Any:
+def _body(response: httpx.Response) -> LooseJSON:
     if not response.content:
         return None
     try:
@@ -100,7 +100,7 @@ def _body(response: httpx.Response) -> Any:
         return None
 
 
-def form_encode(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+def form_encode(values: Mapping[str, LooseJSON], prefix: str = "") -> dict[str, str]:
     """Nested values as form fields the way Stripe reads them: `metadata[order]=7`, `items[0][price]=...`."""
     fields: dict[str, str] = {}
     for key, value in values.items():

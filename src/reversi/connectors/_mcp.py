@@ -37,6 +37,7 @@ from reversi.core.calls import (
     CallId,
     making,
 )
+from reversi.core.json_values import JSONObject, LooseJSON, LooseJSONObject
 from reversi.core.manifest_yaml import parse_manifest
 from reversi.core.server_undo import PAIR, RECOVERY, recovery_annotation
 from reversi.core.upstream_names import is_upstream_name
@@ -57,7 +58,7 @@ class _Annotations(types.ToolAnnotations):
     model_config = ConfigDict(**types.ToolAnnotations.model_config, extra="allow")
 
 
-def _annotations(tool: Tool, recovery: dict[str, Any] | None) -> types.ToolAnnotations:
+def _annotations(tool: Tool, recovery: LooseJSONObject | None) -> types.ToolAnnotations:
     read = tool.kind is ToolKind.READ
     undo = {} if recovery is None else {
         RECOVERY: recovery, PAIR: recovery["compensatingOperation"]["operationId"]}
@@ -70,10 +71,10 @@ def _annotations(tool: Tool, recovery: dict[str, Any] | None) -> types.ToolAnnot
     )
 
 
-def _recoveries(connectors: Sequence[Connector], tools: Mapping[str, Tool]) -> dict[str, dict[str, Any]]:
+def _recoveries(connectors: Sequence[Connector], tools: Mapping[str, Tool]) -> dict[str, LooseJSONObject]:
     """The undo each forward tool declares in its listing, from its connector's manifest (SEP-3172's
     `recovery`), where the proposal can say it."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, LooseJSONObject] = {}
     for connector in connectors:
         entries, _ = parse_manifest(connector.manifest_text(), connector.name)
         for entry in entries:
@@ -85,7 +86,7 @@ def _recoveries(connectors: Sequence[Connector], tools: Mapping[str, Tool]) -> d
     return found
 
 
-def _journaled_name(value: Any, tool: str) -> str | None:
+def _journaled_name(value: LooseJSON, tool: str) -> str | None:
     """The compensation's name as the run journaled it (`_meta` `reversi/compensation`), if the gateway
     said one that names this tool: the tool itself, or it under an upstream's prefix (`NAME.tool`)."""
     if not isinstance(value, str):
@@ -141,7 +142,7 @@ class ToolServer:
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(result))],
                                     structured_content=structured)
 
-    def input_schema(self, name: str) -> dict[str, Any] | None:
+    def input_schema(self, name: str) -> JSONObject | None:
         tool = self.tools.get(name)
         return tool.input_schema() if tool is not None else None
 

@@ -25,12 +25,12 @@ import secrets
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import ParamSpec
 
 from reversi.connectors import _snapshots
 from reversi.connectors._base import Setting
 from reversi.core.calls import current_call, current_undo
-from reversi.core.json_values import canonical
+from reversi.core.json_values import JSONObjectView, JSONView, LooseJSONObject, canonical
 from reversi.core.plan import compensation_key
 from reversi.errors import ConfigError, UntrustedResult
 from reversi.private_files import make_private_folders
@@ -94,13 +94,13 @@ def key_id(key: bytes | None = None) -> str:
     return hashlib.sha256(b"reversi-seal-key-id:" + (key if key is not None else _key())).hexdigest()[:12]
 
 
-def _mac(key: bytes, tool: str, args: Mapping[str, Any], result: Mapping[str, Any]) -> str:
+def _mac(key: bytes, tool: str, args: JSONObjectView, result: JSONObjectView) -> str:
     body = canonical({"v": _VERSION, "tool": tool, "args": dict(args), "result": dict(result)})
     # surrogatepass: a forged result may hold a lone surrogate (JSON allows one); it must fail the MAC, not crash
     return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
-def seal(tool: str, result: Mapping[str, Any], args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def seal(tool: str, result: JSONObjectView, args: JSONObjectView | None = None) -> LooseJSONObject:
     """`result` with its seal under `FIELD`: the tool, the arguments kept for the undo, the key's id, the MAC."""
     key = _key()
     kept = dict(args or {})
@@ -117,11 +117,11 @@ class Sealed:
     """An opened seal: what the forward call was, the arguments it kept, and its result (seal removed)."""
 
     tool: str
-    args: dict[str, Any]
-    result: dict[str, Any]
+    args: LooseJSONObject
+    result: LooseJSONObject
 
 
-def unseal(value: Any, tools: Collection[str]) -> Sealed:
+def unseal(value: JSONView, tools: Collection[str]) -> Sealed:
     """The forward result `value`, once its seal proves this connector made it with one of `tools`.
 
     Raises:
@@ -152,7 +152,7 @@ def unseal(value: Any, tools: Collection[str]) -> Sealed:
     return Sealed(tool, kept, bare)
 
 
-def _check_step(tool: str, made_by: Any) -> None:
+def _check_step(tool: str, made_by: JSONView) -> None:
     """Refuse a result sealed to one step when the undo running is another step's (its idempotency
     key is the digest of its run, step and tool). Unbound seals, and undos run without a key (by
     the operator's own code), are not checked."""
@@ -165,14 +165,14 @@ def _check_step(tool: str, made_by: Any) -> None:
                               " the step being undone: a result is undone only in the step that made it")
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A value from the seal as an error may quote it: short, and escaped unless printable (it came from
     whoever reported the result)."""
     text = str(value)[:40]
     return text if text.isprintable() else repr(text)
 
 
-Forward = Callable[P, dict[str, Any]]
+Forward = Callable[P, LooseJSONObject]
 
 
 def sealed(tool: str, keep: Collection[str] = ()) -> Callable[[Forward[P]], Forward[P]]:
@@ -183,7 +183,7 @@ def sealed(tool: str, keep: Collection[str] = ()) -> Callable[[Forward[P]], Forw
         signature = inspect.signature(fn)
 
         @functools.wraps(fn)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> LooseJSONObject:
             bound = signature.bind(*args, **kwargs)
             kept = {name: bound.arguments[name] for name in keep if bound.arguments.get(name) is not None}
             _key()  # a key that cannot be had fails the call before it changes anything, not after

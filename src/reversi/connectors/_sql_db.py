@@ -31,6 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from reversi.connectors._base import Setting
+from reversi.core.json_values import JSON, JSONObject, JSONView, LooseJSON, LooseJSONObject
 from reversi.errors import BadArgument, ConfigError, ConnectorError
 
 __all__ = ["SQL_DATABASES", "SQL_URL", "Database", "Row", "Table", "configured", "open_database"]
@@ -44,7 +45,7 @@ _SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
 # Columns only Reversi's store has (migrations 0001 and 0002): a database with one is Reversi's own.
 _STORE_MARKS = (("steps", "compensation_needs_approval"), ("api_keys", "secret_sha256"))
 
-Row = dict[str, Any]
+Row = LooseJSONObject  # a row, each column's value as JSON (`encode`)
 _CONNECT_TIMEOUT_S = 10  # unless the URL says otherwise (`connect_timeout=`)
 
 
@@ -105,7 +106,7 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def encode(value: Any) -> Any:
+def encode(value: object) -> JSON:
     """A column's value as JSON."""
     if value is None or isinstance(value, bool | int | float | str | dict | list):
         return value
@@ -136,10 +137,10 @@ class Table:
                 raise BadArgument(argument, f"column names with a question mark are not supported: {name!r}")
         return [_quote(name) for name in names]
 
-    def key_of(self, row: Mapping[str, Any]) -> dict[str, Any]:
+    def key_of(self, row: Mapping[str, LooseJSON]) -> JSONObject:
         return {column: row[column] for column in self.key}
 
-    def where(self, key: Mapping[str, Any], argument: str = "key") -> tuple[str, list[Any]]:
+    def where(self, key: Mapping[str, LooseJSON], argument: str = "key") -> tuple[str, list[LooseJSON]]:
         """`"a" = ? AND "b" = ?` and its parameters, for a key naming exactly the primary key's columns."""
         if not isinstance(key, Mapping) or set(key) != set(self.key):
             raise BadArgument(argument, f"expected the primary key of {self.name}: {', '.join(self.key)}")
@@ -169,7 +170,7 @@ class Database:
             with self._conn.transaction():
                 yield
 
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    def rows(self, sql: str, params: Sequence[JSONView] = ()) -> list[Row]:
         """Run one statement (`?` placeholders); the rows it returns, as JSON values."""
         if self.kind == "postgresql":
             sql = sql.replace("%", "%%").replace("?", "%s")
@@ -231,7 +232,7 @@ class Database:
                        " WHERE n.nspname = ANY(current_schemas(false)) AND NOT a.attisdropped")
         return bool(self.rows(f"SELECT 1 FROM ({columns}) AS found WHERE {marks} LIMIT 1", params))
 
-    def _parameter(self, value: Any) -> Any:
+    def _parameter(self, value: JSONView) -> object:
         if isinstance(value, Mapping) and set(value) == {"$base64"}:
             return base64.b64decode(str(value["$base64"]))
         if isinstance(value, dict | list):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
 
 from reversi.connectors import _fs_root, _seal, _snapshots, fs_changes
 from reversi.connectors._base import STEP, Connector, Param, Tool, ToolKind
 from reversi.connectors._fs_root import ABSENT, ROOT, Entry, State, entry, opened_root, os_errors
 from reversi.connectors._fs_states import describe, difference, same, trusted
+from reversi.core.json_values import JSONObject, JSONObjectView
 from reversi.errors import BadArgument, ChangedSince
 
 __all__ = ["CONNECTOR", "delete", "make_dir", "move", "move_back", "remove_dir", "restore", "stat", "write_file"]
@@ -58,7 +58,7 @@ def _content(content: str | None, content_base64: str | None) -> bytes:
 
 
 @_seal.sealed("fs.write_file")
-def write_file(path: str, content: str | None = None, content_base64: str | None = None) -> dict[str, Any]:
+def write_file(path: str, content: str | None = None, content_base64: str | None = None) -> JSONObject:
     """Write a file (text in `content`, or bytes in `content_base64`), keeping its previous bytes.
 
     Raises:
@@ -72,7 +72,7 @@ def write_file(path: str, content: str | None = None, content_base64: str | None
 
 
 @_seal.sealed("fs.delete")
-def delete(path: str) -> dict[str, Any]:
+def delete(path: str) -> JSONObject:
     """Delete a file, keeping its bytes and mode.
 
     Raises:
@@ -87,7 +87,7 @@ def delete(path: str) -> dict[str, Any]:
 
 
 @_seal.sealed("fs.move")
-def move(source: str, destination: str) -> dict[str, Any]:
+def move(source: str, destination: str) -> JSONObject:
     """Move (rename) a file inside the root; the destination must not exist yet.
 
     Raises:
@@ -106,7 +106,7 @@ def move(source: str, destination: str) -> dict[str, Any]:
 
 
 @_seal.sealed("fs.make_dir")
-def make_dir(path: str) -> dict[str, Any]:
+def make_dir(path: str) -> JSONObject:
     """Create one folder (its parent must exist).
 
     Raises:
@@ -136,7 +136,7 @@ def _reachable(found: Entry, step: int | None) -> Entry:
     return found
 
 
-def restore(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def restore(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Put back exactly what was at the path before the step (bytes and mode), or no file if none was.
 
     `result` is the whole sealed result of the fs.write_file or fs.delete being undone. Safe to
@@ -164,7 +164,7 @@ def restore(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
     return {"root": str(root.path), "path": path, "restored": restored}
 
 
-def move_back(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def move_back(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Move the file back from the destination to the source, if it is still the file the step moved.
 
     `result` is the whole sealed result of the fs.move being undone.
@@ -192,7 +192,7 @@ def move_back(result: dict[str, Any], step: int | None = None) -> dict[str, Any]
     return answer
 
 
-def remove_dir(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def remove_dir(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Remove the folder the step made, only while it is empty; a folder already gone is fine.
 
     `result` is the whole sealed result of the fs.make_dir being undone.
@@ -218,7 +218,7 @@ def remove_dir(result: dict[str, Any], step: int | None = None) -> dict[str, Any
 # --- read ----------------------------------------------------------------------------------------
 
 
-def stat(path: str) -> dict[str, Any]:
+def stat(path: str) -> JSONObject:
     """What is at `path` under the root: `exists`, `type`, `sha256`, `size`, `mode` (octal text, "0644").
 
     Raises:

@@ -27,12 +27,11 @@ import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from reversi.connectors import _fs_root, _seal, _snapshots
 from reversi.connectors._fs_root import ABSENT, Root, State, entry, opened_root, os_errors
 from reversi.connectors._fs_states import difference, same, trusted
-from reversi.core.json_values import canonical
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON, LooseJSONObject, canonical
 from reversi.errors import BadArgument, ChangedSince, ConnectorError, UntrustedResult
 
 __all__ = ["BYTES_LIMIT", "TREE_LIMIT", "changes_since", "changes_undone", "files_before", "restore_changes"]
@@ -45,7 +44,7 @@ _BEFORE, _CHANGES = "fs.files_before", "fs.changes"
 _RESTORABLE = frozenset({None, "file", "directory"})  # what an undo can put back (None: nothing there)
 
 
-def files_before(paths: Sequence[str] | None = None) -> dict[str, Any]:
+def files_before(paths: Sequence[str] | None = None) -> JSONObject:
     """The state of `paths` under the root (None: everything under it), each file's bytes kept; sealed.
 
     Raises:
@@ -62,7 +61,7 @@ def files_before(paths: Sequence[str] | None = None) -> dict[str, Any]:
                                 "watched": watched})
 
 
-def changes_since(before: Any) -> dict[str, Any]:
+def changes_since(before: LooseJSON) -> JSONObject:
     """What changed under the root since `files_before` answered `before`: a sealed `changes` list of
     `{path, before, after}`, shallowest path first.
 
@@ -85,7 +84,7 @@ def changes_since(before: Any) -> dict[str, Any]:
     return _seal.seal(_CHANGES, {"root": str(root.path), "changes": changes, "unseen": unseen})
 
 
-def restore_changes(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def restore_changes(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Put every path the step changed back as it was: files to their exact bytes and mode, folders
     made again, what the step made removed. Safe to repeat: what is already back is left alone.
 
@@ -117,7 +116,7 @@ def restore_changes(result: dict[str, Any], step: int | None = None) -> dict[str
     return {"root": str(root.path), "restored": [change["path"] for change in pending]}
 
 
-def changes_undone(result: dict[str, Any]) -> dict[str, Any]:
+def changes_undone(result: JSONObjectView) -> JSONObject:
     """Whether every path the step changed is as it was before (the read-back of `restore_changes`):
     `undone`, and the paths that are not yet (`left`)."""
     changes = trusted(result, (_CHANGES,))["changes"]
@@ -245,11 +244,11 @@ def _changed(a: State, b: State) -> bool:
     return not same(a, b)
 
 
-def _kind_changed(change: Mapping[str, Any]) -> bool:
+def _kind_changed(change: Mapping[str, LooseJSON]) -> bool:
     return bool(change["before"]["type"] != change["after"]["type"])
 
 
-def _depth_first(item: str | Mapping[str, Any]) -> tuple[int, str]:
+def _depth_first(item: str | Mapping[str, LooseJSON]) -> tuple[int, str]:
     path = item if isinstance(item, str) else str(item["path"])
     return path.count("/"), path
 
@@ -257,7 +256,7 @@ def _depth_first(item: str | Mapping[str, Any]) -> tuple[int, str]:
 # --- undo ----------------------------------------------------------------------------------------
 
 
-def _pending(root: Root, change: Mapping[str, Any], step: int | None) -> bool:
+def _pending(root: Root, change: Mapping[str, LooseJSON], step: int | None) -> bool:
     """Whether the change still needs undoing; refuses one that cannot be, or that something changed since."""
     path, before, after = change["path"], change["before"], change["after"]
     now = _state(root, path)
@@ -270,7 +269,7 @@ def _pending(root: Root, change: Mapping[str, Any], step: int | None) -> bool:
     return True
 
 
-def _only_what_it_made(root: Root, pending: list[dict[str, Any]], step: int | None) -> None:
+def _only_what_it_made(root: Root, pending: list[LooseJSONObject], step: int | None) -> None:
     """Refuse, before anything is changed, a folder the step made that now holds what the step did not."""
     removed = {c["path"] for c in pending if c["after"]["exists"] and not c["before"]["exists"]}
     for change in pending:
@@ -292,7 +291,7 @@ def _only_what_it_made(root: Root, pending: list[dict[str, Any]], step: int | No
                 raise ChangedSince(step, f"{path} holds {others[0][:80]!r}, which the step did not make")
 
 
-def _remove(root: Root, change: Mapping[str, Any], step: int | None) -> None:
+def _remove(root: Root, change: Mapping[str, LooseJSON], step: int | None) -> None:
     path = change["path"]
     with entry(root, path, "path", reach=False) as found, os_errors(path):
         if found.folder is None:
@@ -303,7 +302,7 @@ def _remove(root: Root, change: Mapping[str, Any], step: int | None) -> None:
             raise ChangedSince(step, f"{path} holds something the step did not make")
 
 
-def _put_back(root: Root, change: Mapping[str, Any], step: int | None) -> None:
+def _put_back(root: Root, change: Mapping[str, LooseJSON], step: int | None) -> None:
     path, before = change["path"], change["before"]
     with entry(root, path, "path", reach=False) as found, os_errors(path):
         if found.folder is None:

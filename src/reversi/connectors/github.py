@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any
 from urllib.parse import quote
 
 from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, sealed_result
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service
 from reversi.connectors._seal import Sealed, sealed, unseal
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON, LooseJSONObject
 from reversi.errors import BadArgument, ChangedSince, DownstreamError, UntrustedResult
 
 __all__ = [
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 
-def _message(body: Any) -> str | None:
+def _message(body: LooseJSON) -> str | None:
     if not isinstance(body, dict) or "message" not in body:
         return None
     details = [e.get("message") or f"{e.get('field')} {e.get('code')}"
@@ -70,14 +70,14 @@ def _contents(repo: str, path: str) -> str:
     return f"{_repo(repo)}/contents/{'/'.join(quote(part, safe='') for part in parts)}"
 
 
-def _created(method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def _created(method: str, path: str, body: LooseJSONObject) -> JSONObject:
     made = GITHUB.request(method, path, json={k: v for k, v in body.items() if v is not None}).body
     if not isinstance(made, dict):
         raise DownstreamError(f"GitHub {method} {path}: the answer is not an object")
     return made
 
 
-def _opened(result: Any, tool: str, *fields: str) -> Sealed:
+def _opened(result: LooseJSON, tool: str, *fields: str) -> Sealed:
     """The sealed result of `tool`, once it has each of `fields` (in its kept arguments or its result).
 
     Raises:
@@ -95,7 +95,7 @@ def _opened(result: Any, tool: str, *fields: str) -> Sealed:
 
 @sealed("github.create_repo")
 def create_repo(name: str, description: str | None = None, private: bool = False,
-                org: str | None = None) -> dict[str, Any]:
+                org: str | None = None) -> JSONObject:
     """Create a repository (the token's user's, or `org`'s). Undo: `github.delete_repo`."""
     if not _NAME.fullmatch(name) or (org is not None and not _NAME.fullmatch(org)):
         raise BadArgument("name" if not _NAME.fullmatch(name) else "org", "not a valid GitHub name")
@@ -104,13 +104,13 @@ def create_repo(name: str, description: str | None = None, private: bool = False
 
 
 @sealed("github.create_issue", keep=("repo",))
-def create_issue(repo: str, title: str, body: str | None = None, labels: list[str] | None = None) -> dict[str, Any]:
+def create_issue(repo: str, title: str, body: str | None = None, labels: list[str] | None = None) -> JSONObject:
     """Open an issue. Undo: `github.close_issue` (closed as not planned; it stays visible)."""
     return _created("POST", f"{_repo(repo)}/issues", {"title": title, "body": body, "labels": labels})
 
 
 @sealed("github.create_file", keep=("repo", "path", "branch"))
-def create_file(repo: str, path: str, content: str, message: str, branch: str | None = None) -> dict[str, Any]:
+def create_file(repo: str, path: str, content: str, message: str, branch: str | None = None) -> JSONObject:
     """Add a new file (text) in one commit. Undo: `github.delete_file`, while the file is unchanged."""
     body = {"message": message, "content": base64.b64encode(content.encode()).decode(), "branch": branch}
     return {**_created("PUT", _contents(repo, path), body), "repo": repo, "path": path, "branch": branch}
@@ -119,7 +119,7 @@ def create_file(repo: str, path: str, content: str, message: str, branch: str | 
 # --- compensations -----------------------------------------------------------------------------
 
 
-def delete_repo(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def delete_repo(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Delete the repository `result` (the sealed result of `github.create_repo`) names; one already
     gone is already undone.
 
@@ -136,7 +136,7 @@ def delete_repo(result: dict[str, Any], step: int | None = None) -> dict[str, An
     return {"deleted": full_name}
 
 
-def _same(found: Any, made_id: Any, step: int | None, what: str) -> None:
+def _same(found: LooseJSON, made_id: LooseJSON, step: int | None, what: str) -> None:
     """Raises ChangedSince unless `found` (GitHub's answer now) is the object the step made (by its id):
     a name or number reused since, by a repository made again or moved, is not the step's to undo."""
     now = found.get("id") if isinstance(found, dict) else None
@@ -144,7 +144,7 @@ def _same(found: Any, made_id: Any, step: int | None, what: str) -> None:
         raise ChangedSince(step, f"{what} is not the one the step made (id {now}, the step made {made_id})")
 
 
-def close_issue(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def close_issue(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Close the issue `result` (the sealed result of `github.create_issue`) names, as not planned; one
     already closed is left as it is.
 
@@ -163,7 +163,7 @@ def close_issue(result: dict[str, Any], step: int | None = None) -> dict[str, An
     return {"repo": repo, "number": number, "state": "closed"}
 
 
-def delete_file(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def delete_file(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Delete the file `result` (the sealed result of `github.create_file`) names, only while its blob
     is still the one the step wrote.
 
@@ -190,18 +190,18 @@ def delete_file(result: dict[str, Any], step: int | None = None) -> dict[str, An
 # --- reads -------------------------------------------------------------------------------------
 
 
-def get_repo(full_name: str) -> dict[str, Any]:
+def get_repo(full_name: str) -> JSONObject:
     """The repository with `found: true`, or `{"found": false}`."""
     found = GITHUB.request("GET", _repo(full_name, "full_name"), tolerate=(404,))
     return {"found": False, "full_name": full_name} if found.status == 404 else {"found": True, **found.body}
 
 
-def get_issue(repo: str, number: int) -> Any:
+def get_issue(repo: str, number: int) -> LooseJSON:
     """The issue (its `state`, `state_reason`)."""
     return GITHUB.request("GET", f"{_repo(repo)}/issues/{number}").body
 
 
-def get_file(repo: str, path: str, branch: str | None = None) -> dict[str, Any]:
+def get_file(repo: str, path: str, branch: str | None = None) -> JSONObject:
     """`{"found", "sha"}` of a file (without its content)."""
     found = GITHUB.request("GET", _contents(repo, path), params={"ref": branch} if branch else None, tolerate=(404,))
     sha = found.body.get("sha") if found.status != 404 and isinstance(found.body, dict) else None

@@ -54,6 +54,7 @@ import yaml
 from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, ToolKind, sealed_result
 from reversi.connectors._http import Service, form_encode
 from reversi.connectors._seal import seal, unseal
+from reversi.core.json_values import JSONObject, JSONObjectView, JSONView, LooseJSON, LooseJSONObject
 from reversi.core.references import ReferenceContext, RunContext, reference_roots, references_to
 from reversi.core.references import resolve as resolve_references
 from reversi.errors import BadArgument, ChangedSince, ConnectorError, MissingReference
@@ -75,7 +76,7 @@ _NO_RUN = RunContext("", "", "", "")  # `$run` is refused in compensation args: 
 UNDO_ARGS = {"result": "$result", "step": "$step"}
 
 
-def _message(body: Any) -> str | None:
+def _message(body: LooseJSON) -> str | None:
     error = body.get("error", body) if isinstance(body, dict) else None
     if isinstance(error, str):
         return error
@@ -96,7 +97,7 @@ def _environment(text: str, where: str) -> str:
     return _ENV.sub(value, text)
 
 
-def _segment(name: str, value: Any) -> str:
+def _segment(name: str, value: object) -> str:
     """`value` as one path segment: percent-encoded, so it cannot leave its place in the path.
 
     Raises:
@@ -116,12 +117,12 @@ class _Call:
 
     name: str
     kind: ToolKind
-    spec: Mapping[str, Any]
+    spec: Mapping[str, LooseJSON]
     base_url: str
-    headers: Mapping[str, Any]
+    headers: Mapping[str, LooseJSON]
 
-    def send(self, arguments: Mapping[str, Any], *, step: int | None = None,
-             idempotency_key: str | None = None) -> Any:
+    def send(self, arguments: Mapping[str, LooseJSON], *, step: int | None = None,
+             idempotency_key: str | None = None) -> LooseJSON:
         spec, name = self.spec, self.name
         method = str(spec.get("method", "GET")).upper()
         conditions = [str(field) for field in spec.get("unchanged", ())]
@@ -158,7 +159,7 @@ class _Call:
         return answer.body
 
 
-def _forward(call: _Call, keep: frozenset[str] | None, /, **arguments: Any) -> dict[str, Any]:
+def _forward(call: _Call, keep: frozenset[str] | None, /, **arguments: LooseJSON) -> JSONObject:
     """Send the call; its answer sealed (an answer that is not an object as `{"result": ANSWER}`),
     keeping the arguments its compensation refers to (all of them when `keep` is None)."""
     answer = call.send(arguments)
@@ -166,8 +167,8 @@ def _forward(call: _Call, keep: frozenset[str] | None, /, **arguments: Any) -> d
     return seal(call.name, answer if isinstance(answer, dict) else {"result": answer}, kept)
 
 
-def _compensate(call: _Call, declared: tuple[Param, ...], undoes: Mapping[str, Any], /, *, result: Any,
-                step: int | None = None, idempotency_key: str | None = None) -> Any:
+def _compensate(call: _Call, declared: tuple[Param, ...], undoes: Mapping[str, LooseJSON], /, *, result: LooseJSON,
+                step: int | None = None, idempotency_key: str | None = None) -> LooseJSON:
     """Undo the forward call whose sealed result is `result`, with the arguments the forward tool's
     `manifest.compensation.args` make of it.
 
@@ -190,11 +191,11 @@ def _compensate(call: _Call, declared: tuple[Param, ...], undoes: Mapping[str, A
     return call.send(arguments, step=step, idempotency_key=idempotency_key)
 
 
-def _read(call: _Call, /, **arguments: Any) -> Any:
+def _read(call: _Call, /, **arguments: LooseJSON) -> LooseJSON:
     return call.send(arguments)
 
 
-def _params(name: str, declared: Any) -> tuple[Param, ...]:
+def _params(name: str, declared: JSONView) -> tuple[Param, ...]:
     if not isinstance(declared, Mapping):
         raise ConnectorError(f"{name}: params must map each argument to its type")
     found = []
@@ -207,7 +208,7 @@ def _params(name: str, declared: Any) -> tuple[Param, ...]:
     return tuple(found)
 
 
-def _kind(name: str, spec: Any) -> ToolKind:
+def _kind(name: str, spec: LooseJSON) -> ToolKind:
     if not name.startswith("http.") or not isinstance(spec, Mapping) or "url" not in spec:
         raise ConnectorError(f"{name}: an http tool is named http.NAME and has at least a url")
     unknown = set(spec) - _TOOL_KEYS
@@ -219,7 +220,7 @@ def _kind(name: str, spec: Any) -> ToolKind:
         raise ConnectorError(f"{name}: kind must be forward, compensation or read") from None
 
 
-def _checked_params(name: str, spec: Mapping[str, Any]) -> tuple[Param, ...]:
+def _checked_params(name: str, spec: Mapping[str, LooseJSON]) -> tuple[Param, ...]:
     """The declared params, once the URL's `{name}` parts and `unchanged` fields are among them and the
     parts come after the URL's host."""
     params = _params(name, spec.get("params", {}))
@@ -235,8 +236,8 @@ def _checked_params(name: str, spec: Mapping[str, Any]) -> tuple[Param, ...]:
     return params
 
 
-def _undo_template(name: str, spec: Mapping[str, Any], compensations: Mapping[str, tuple[Param, ...]]
-                   ) -> tuple[str, Mapping[str, Any]] | None:
+def _undo_template(name: str, spec: Mapping[str, LooseJSON], compensations: Mapping[str, tuple[Param, ...]]
+                   ) -> tuple[str, Mapping[str, LooseJSON]] | None:
     """The compensation of this file a forward tool's manifest names, and the args it gives it."""
     entry = spec.get("manifest")
     undo = entry.get("compensation") if isinstance(entry, Mapping) else None
@@ -256,7 +257,7 @@ def _undo_template(name: str, spec: Mapping[str, Any], compensations: Mapping[st
     return tool, template
 
 
-def _kept(template: Mapping[str, Any]) -> frozenset[str] | None:
+def _kept(template: JSONObjectView) -> frozenset[str] | None:
     """The forward arguments the compensation's args refer to (None: all of them, for a bare `$args`)."""
     paths = [path for _, path in references_to(template, "args")]
     if any(not path or not isinstance(path[0], str) for path in paths):
@@ -264,13 +265,13 @@ def _kept(template: Mapping[str, Any]) -> frozenset[str] | None:
     return frozenset(str(path[0]) for path in paths)
 
 
-def _tools(document: Mapping[str, Any]) -> tuple[Tool, ...]:
+def _tools(document: Mapping[str, LooseJSON]) -> tuple[Tool, ...]:
     defaults = (str(document.get("base_url", "")), dict(document.get("headers") or {}))
     specs = {str(name): spec for name, spec in document["tools"].items()}
     kinds = {name: _kind(name, spec) for name, spec in specs.items()}
     params = {name: _checked_params(name, spec) for name, spec in specs.items()}
     compensations = {name: params[name] for name, kind in kinds.items() if kind is ToolKind.COMPENSATION}
-    undoes: dict[str, dict[str, Mapping[str, Any]]] = {name: {} for name in compensations}
+    undoes: dict[str, dict[str, Mapping[str, LooseJSON]]] = {name: {} for name in compensations}
     keep: dict[str, frozenset[str] | None] = {}
     for name, kind in kinds.items():
         found = _undo_template(name, specs[name], compensations) if kind is ToolKind.FORWARD else None
@@ -285,8 +286,8 @@ def _tools(document: Mapping[str, Any]) -> tuple[Tool, ...]:
                        keep.get(name, frozenset())) for name in specs)
 
 
-def _tool(name: str, kind: ToolKind, spec: Mapping[str, Any], params: tuple[Param, ...],
-          defaults: tuple[str, dict[str, Any]], undoes: Mapping[str, Any], keep: frozenset[str] | None) -> Tool:
+def _tool(name: str, kind: ToolKind, spec: Mapping[str, LooseJSON], params: tuple[Param, ...],
+          defaults: tuple[str, LooseJSONObject], undoes: Mapping[str, LooseJSON], keep: frozenset[str] | None) -> Tool:
     method = str(spec.get("method", "GET")).upper()
     call = _Call(name, kind, dict(spec), *defaults)
     if kind is ToolKind.COMPENSATION:
@@ -299,10 +300,10 @@ def _tool(name: str, kind: ToolKind, spec: Mapping[str, Any], params: tuple[Para
                 destructive=method == "DELETE", idempotent=kind is not ToolKind.FORWARD or method in ("PUT", "DELETE"))
 
 
-def _manifest(path: str, document: Mapping[str, Any], tools: tuple[Tool, ...]) -> str:
+def _manifest(path: str, document: Mapping[str, LooseJSON], tools: tuple[Tool, ...]) -> str:
     """The file's `manifest:` entries, each compensation of this file given the sealed result."""
     ours = {tool.name for tool in tools if tool.kind is ToolKind.COMPENSATION}
-    entries: dict[str, Any] = {}
+    entries: LooseJSONObject = {}
     for name, spec in document["tools"].items():
         entry = spec.get("manifest")
         if not entry:

@@ -10,18 +10,17 @@ deletes only the message its seal covers, so a forged or altered result deletes 
 
 from __future__ import annotations
 
-from typing import Any
-
 from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, sealed_result
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service
 from reversi.connectors._seal import sealed, unseal
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON, LooseJSONObject
 from reversi.errors import ChangedSince, DownstreamError, UntrustedResult
 
 __all__ = ["CONNECTOR", "delete_message", "get_message", "post_message"]
 
 
-def _message(body: Any) -> str | None:
+def _message(body: LooseJSON) -> str | None:
     return str(body.get("error")) if isinstance(body, dict) and body.get("error") else None
 
 
@@ -33,7 +32,7 @@ SLACK = Service(
 )
 
 
-def _call(http: str, method: str, **fields: Any) -> dict[str, Any]:
+def _call(http: str, method: str, **fields: LooseJSON) -> LooseJSONObject:
     """One Web API method; `ok: false` raises with Slack's error."""
     sent = {k: v for k, v in fields.items() if v is not None}
     answer = SLACK.request(http, f"/{method}", json=sent if http == "POST" else None,
@@ -44,7 +43,7 @@ def _call(http: str, method: str, **fields: Any) -> dict[str, Any]:
     return body
 
 
-def _find(channel: str, ts: str, thread_ts: str | None) -> dict[str, Any] | None:
+def _find(channel: str, ts: str, thread_ts: str | None) -> LooseJSONObject | None:
     try:
         if thread_ts:
             found = _call("GET", "conversations.replies", channel=channel, ts=thread_ts, latest=ts, oldest=ts,
@@ -60,13 +59,13 @@ def _find(channel: str, ts: str, thread_ts: str | None) -> dict[str, Any] | None
 
 
 @sealed("slack.post_message")
-def post_message(channel: str, text: str, thread_ts: str | None = None) -> dict[str, Any]:
+def post_message(channel: str, text: str, thread_ts: str | None = None) -> JSONObject:
     """Post a message (in a thread with `thread_ts`). Undo: `slack.delete_message`."""
     posted = _call("POST", "chat.postMessage", channel=channel, text=text, thread_ts=thread_ts)
     return {**posted, "thread_ts": thread_ts}
 
 
-def delete_message(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def delete_message(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Delete the message `result` (the sealed result of `slack.post_message`) names; one already gone
     is already undone.
 
@@ -91,7 +90,7 @@ def delete_message(result: dict[str, Any], step: int | None = None) -> dict[str,
     return {"ok": True, "channel": channel, "ts": ts}
 
 
-def get_message(channel: str, ts: str, thread_ts: str | None = None) -> dict[str, Any]:
+def get_message(channel: str, ts: str, thread_ts: str | None = None) -> LooseJSONObject:
     """`{"found", "message"}` for the message with this timestamp."""
     found = _find(channel, ts, thread_ts)
     return {"channel": channel, "ts": ts, "found": found is not None, "message": found}

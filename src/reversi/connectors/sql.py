@@ -15,18 +15,17 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
 from reversi.connectors import _snapshots
 from reversi.connectors._base import STEP, Connector, Param, Tool, ToolKind
 from reversi.connectors._seal import KEY, Sealed, sealed, unseal
 from reversi.connectors._sql_db import SQL_DATABASES, SQL_URL, Database, Row, Table, open_database
-from reversi.core.json_values import canonical
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON, LooseJSONObject, canonical
 from reversi.errors import BadArgument, ChangedSince, ConnectorError
 
 __all__ = ["CONNECTOR", "delete", "delete_rows", "insert", "restore_rows", "select", "update"]
 
-Image = dict[str, Any]  # {"key": {...}, "before": row | None, "after": row | None}
+Image = LooseJSONObject  # {"key": {...}, "before": row | None, "after": row | None}
 
 
 def rows_sha256(rows: list[Row | None]) -> str:
@@ -44,13 +43,14 @@ def _opened(db: str | None) -> Iterator[Database]:
         database.close()
 
 
-def _read(database: Database, table: Table, key: Mapping[str, Any], argument: str = "key", *, lock: bool) -> Row | None:
+def _read(database: Database, table: Table, key: Mapping[str, LooseJSON], argument: str = "key", *,
+          lock: bool) -> Row | None:
     where, params = table.where(key, argument)
     found = database.rows(f"SELECT * FROM {table.sql_name} WHERE {where}{database.for_update if lock else ''}", params)
     return found[0] if found else None
 
 
-def _keep(database: Database, table: Table, images: list[Image]) -> dict[str, Any]:
+def _keep(database: Database, table: Table, images: list[Image]) -> JSONObject:
     """Keep the images as a snapshot; the forward result naming it."""
     document = {"db": database.name, "table": table.name, "key": list(table.key), "rows": images}
     sha = _snapshots.store(json.dumps(document, sort_keys=True).encode())
@@ -58,7 +58,7 @@ def _keep(database: Database, table: Table, images: list[Image]) -> dict[str, An
             "images": sha, "before_sha256": rows_sha256([i["before"] for i in images])}
 
 
-def _columns(table: Table, row: Any, argument: str) -> list[str]:
+def _columns(table: Table, row: LooseJSON, argument: str) -> list[str]:
     if not isinstance(row, Mapping):
         raise BadArgument(argument, "expected an object of column values")
     table.quoted(list(row), argument)
@@ -69,7 +69,7 @@ def _columns(table: Table, row: Any, argument: str) -> list[str]:
 
 
 @sealed("sql.insert")
-def insert(table: str, rows: list[Any], db: str | None = None) -> dict[str, Any]:
+def insert(table: str, rows: list[LooseJSON], db: str | None = None) -> JSONObject:
     """Insert rows; the result names each row's primary key (generated ones included).
 
     Raises:
@@ -93,7 +93,7 @@ def insert(table: str, rows: list[Any], db: str | None = None) -> dict[str, Any]
 
 
 @sealed("sql.update")
-def update(table: str, key: dict[str, Any], values: dict[str, Any], db: str | None = None) -> dict[str, Any]:
+def update(table: str, key: LooseJSONObject, values: LooseJSONObject, db: str | None = None) -> JSONObject:
     """Set some columns of the row with this primary key (the key itself cannot change).
 
     Raises:
@@ -115,7 +115,7 @@ def update(table: str, key: dict[str, Any], values: dict[str, Any], db: str | No
 
 
 @sealed("sql.delete")
-def delete(table: str, key: dict[str, Any], db: str | None = None) -> dict[str, Any]:
+def delete(table: str, key: LooseJSONObject, db: str | None = None) -> JSONObject:
     """Delete the row with this primary key, keeping its before-image.
 
     Raises:
@@ -131,7 +131,7 @@ def delete(table: str, key: dict[str, Any], db: str | None = None) -> dict[str, 
             return _keep(database, found, [{"key": found.key_of(before), "before": before, "after": None}])
 
 
-def _existing(database: Database, table: Table, key: Any) -> Row:
+def _existing(database: Database, table: Table, key: LooseJSON) -> Row:
     row = _read(database, table, key, lock=True)
     if row is None:
         raise BadArgument("key", f"no row of {table.name} has {_describe(key)}")
@@ -151,14 +151,14 @@ def _failures(database: Database) -> Iterator[None]:
         raise ConnectorError(f"{database.name}: {' '.join(str(exc).split())}") from exc
 
 
-def _describe(key: Mapping[str, Any]) -> str:
+def _describe(key: Mapping[str, LooseJSON]) -> str:
     return ", ".join(f"{column}={json.dumps(value)}" for column, value in key.items())
 
 
 # --- compensations -----------------------------------------------------------------------------
 
 
-def _images(made: dict[str, Any], database: Database, table: Table) -> list[Image]:
+def _images(made: LooseJSONObject, database: Database, table: Table) -> list[Image]:
     """The images the sealed result `made` names, from the snapshot kept under its digest."""
     document = json.loads(_snapshots.load(made.get("images", "")))
     if [document.get(k) for k in ("db", "table", "key")] != [database.name, table.name, list(table.key)]:
@@ -188,7 +188,7 @@ def _put_back(database: Database, table: Table, image: Image, step: int | None) 
         database.rows(f"UPDATE {table.sql_name} SET {sets} WHERE {where}", [before[c] for c in names] + params)
 
 
-def _difference(table: Table, key: Mapping[str, Any], now: Row | None, left: Row | None) -> str:
+def _difference(table: Table, key: Mapping[str, LooseJSON], now: Row | None, left: Row | None) -> str:
     row = f"the row of {table.name} with {_describe(key)}"
     if now is None:
         return f"{row} no longer exists"
@@ -198,7 +198,7 @@ def _difference(table: Table, key: Mapping[str, Any], now: Row | None, left: Row
     return f"{row}: {column} is {json.dumps(now.get(column))}, the step left {json.dumps(left.get(column))}"
 
 
-def restore_rows(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def restore_rows(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Put each row back to its before-image, only while it still equals what the step left.
 
     `result` is the whole result of the `sql.update` or `sql.delete` being undone, as it returned
@@ -213,7 +213,7 @@ def restore_rows(result: dict[str, Any], step: int | None = None) -> dict[str, A
     return _restore(unseal(result, _CHANGES), step)
 
 
-def delete_rows(result: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def delete_rows(result: JSONObjectView, step: int | None = None) -> JSONObject:
     """Delete the rows an `sql.insert` made (its whole `result`), only while each still equals what it left.
 
     Raises:
@@ -226,7 +226,7 @@ def delete_rows(result: dict[str, Any], step: int | None = None) -> dict[str, An
 _INSERTS, _CHANGES = ("sql.insert",), ("sql.update", "sql.delete")
 
 
-def _restore(made: Sealed, step: int | None) -> dict[str, Any]:
+def _restore(made: Sealed, step: int | None) -> JSONObject:
     db, table = made.result.get("db"), made.result.get("table")
     if not isinstance(db, str) or not isinstance(table, str):
         raise ConnectorError(f"the sealed result of {made.tool} names no database and table")
@@ -242,8 +242,8 @@ def _restore(made: Sealed, step: int | None) -> dict[str, Any]:
 # --- read ----------------------------------------------------------------------------------------
 
 
-def select(table: str, key: dict[str, Any] | None = None, keys: list[Any] | None = None,
-           db: str | None = None) -> dict[str, Any]:
+def select(table: str, key: LooseJSONObject | None = None, keys: list[LooseJSON] | None = None,
+           db: str | None = None) -> LooseJSONObject:
     """The rows with these primary keys (`key`, or a list in `keys`): `rows`, `count`, `row`, `sha256`.
 
     Raises:

@@ -18,13 +18,13 @@ then accepts it.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from reversi.connectors._base import STEP, Connector, Param, Setting, Tool, sealed_result
 from reversi.connectors._base import ToolKind as Kind
 from reversi.connectors._http import Service, form_encode
 from reversi.connectors._seal import key_id, seal, sealed, unseal
 from reversi.core.calls import current_call
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON, LooseJSONObject
 from reversi.errors import BadArgument, ChangedSince, DownstreamError, UntrustedResult
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 
-def _message(body: Any) -> str | None:
+def _message(body: LooseJSON) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return None
@@ -61,13 +61,13 @@ _ID = re.compile(r"[A-Za-z0-9_]{1,255}")
 CALL_KEY = "reversi_call"  # the metadata key naming the step a charge was made for: the connector's alone
 
 
-def _id(value: Any, name: str) -> str:
+def _id(value: LooseJSON, name: str) -> str:
     if not isinstance(value, str) or not _ID.fullmatch(value):
         raise BadArgument(name, f"{value!r} is not a Stripe id")
     return value
 
 
-def _made(result: Any, tool: str) -> dict[str, Any]:
+def _made(result: LooseJSON, tool: str) -> JSONObject:
     """The object `tool` created, from its sealed result (its `id` checked).
 
     Raises:
@@ -79,12 +79,12 @@ def _made(result: Any, tool: str) -> dict[str, Any]:
     return made
 
 
-def _post(path: str, fields: dict[str, Any], idempotency_key: str | None = None) -> Any:
+def _post(path: str, fields: LooseJSONObject, idempotency_key: str | None = None) -> LooseJSON:
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     return STRIPE.request("POST", path, data=form_encode(fields), headers=headers).body
 
 
-def _create(path: str, fields: dict[str, Any]) -> dict[str, Any]:
+def _create(path: str, fields: LooseJSONObject) -> JSONObject:
     made = _post(path, fields)
     if not isinstance(made, dict):
         raise DownstreamError(f"Stripe POST {path}: the answer is not an object")
@@ -96,7 +96,7 @@ def _create(path: str, fields: dict[str, Any]) -> dict[str, Any]:
 
 @sealed("stripe.create_charge")
 def create_charge(amount: int, currency: str, customer: str | None = None, source: str | None = None,
-                  description: str | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+                  description: str | None = None, metadata: LooseJSONObject | None = None) -> JSONObject:
     """Charge `amount` (in the currency's smallest unit). Undo: `stripe.refund`.
 
     Raises:
@@ -107,7 +107,7 @@ def create_charge(amount: int, currency: str, customer: str | None = None, sourc
                                  "description": description, "metadata": {**(metadata or {}), **_made_for()}})
 
 
-def _callers(metadata: dict[str, Any] | None) -> None:
+def _callers(metadata: LooseJSONObject | None) -> None:
     """Refuse caller metadata naming the connector's own key (on every object: Stripe may copy an object's
     metadata to the charges it makes).
 
@@ -127,7 +127,7 @@ def _made_for() -> dict[str, str]:
 
 @sealed("stripe.create_customer")
 def create_customer(email: str | None = None, name: str | None = None, description: str | None = None,
-                    metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+                    metadata: LooseJSONObject | None = None) -> JSONObject:
     """Create a customer. Undo: `stripe.delete_customer`.
 
     Raises:
@@ -140,7 +140,7 @@ def create_customer(email: str | None = None, name: str | None = None, descripti
 @sealed("stripe.create_payment_intent")
 def create_payment_intent(amount: int, currency: str, customer: str | None = None,
                           payment_method_types: list[str] | None = None,
-                          metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+                          metadata: LooseJSONObject | None = None) -> JSONObject:
     """Create a payment intent. Undo: `stripe.cancel_payment_intent`.
 
     Raises:
@@ -154,7 +154,7 @@ def create_payment_intent(amount: int, currency: str, customer: str | None = Non
 # --- compensations -----------------------------------------------------------------------------
 
 
-def refund(result: dict[str, Any], step: int | None = None, *, idempotency_key: str | None = None) -> Any:
+def refund(result: JSONObjectView, step: int | None = None, *, idempotency_key: str | None = None) -> LooseJSON:
     """Refund the charge `result` (the sealed result of `stripe.create_charge`) names, the amount it
     charged, with the rollback's idempotency key.
 
@@ -174,7 +174,8 @@ def refund(result: dict[str, Any], step: int | None = None, *, idempotency_key: 
         raise
 
 
-def delete_customer(result: dict[str, Any], step: int | None = None, *, idempotency_key: str | None = None) -> Any:
+def delete_customer(result: JSONObjectView, step: int | None = None, *,
+                    idempotency_key: str | None = None) -> LooseJSON:
     """Delete the customer `result` (the sealed result of `stripe.create_customer`) names; one already
     deleted (or gone) is answered as Stripe answers a delete.
 
@@ -189,8 +190,8 @@ def delete_customer(result: dict[str, Any], step: int | None = None, *, idempote
     return STRIPE.request("DELETE", path).body
 
 
-def cancel_payment_intent(result: dict[str, Any], step: int | None = None,
-                          *, idempotency_key: str | None = None) -> Any:
+def cancel_payment_intent(result: JSONObjectView, step: int | None = None,
+                          *, idempotency_key: str | None = None) -> LooseJSON:
     """Cancel the payment intent `result` (the sealed result of `stripe.create_payment_intent`) names,
     with the rollback's idempotency key; one already canceled is answered as is.
 
@@ -212,19 +213,19 @@ def cancel_payment_intent(result: dict[str, Any], step: int | None = None,
 # --- reads -------------------------------------------------------------------------------------
 
 
-def get_charge(id: str) -> Any:
+def get_charge(id: str) -> LooseJSON:
     """The charge (its `refunded`, `amount_refunded`, `status`)."""
     return STRIPE.request("GET", f"/v1/charges/{_id(id, 'id')}").body
 
 
-def search_charges(query: str) -> Any:
+def search_charges(query: str) -> LooseJSON:
     """Charges found by Stripe's Search API (`metadata['order']:'o-1'`): `{"data": [...]}`."""
     if not isinstance(query, str) or not query.strip() or len(query) > 1000:
         raise BadArgument("query", "expected a search query of Stripe's search language, at most 1000 characters")
     return STRIPE.request("GET", "/v1/charges/search", params={"query": query}).body
 
 
-def charge_of_call() -> dict[str, Any]:
+def charge_of_call() -> LooseJSONObject:
     """The charge made for the step this read is made for (`reversi reconcile` binds its probe to the
     step): `{"count": N, "result": R}`, where R is the charge, sealed as `stripe.create_charge`'s result
     for that step, when exactly one was made, else null. Stripe's search index can lag a minute behind
@@ -244,13 +245,13 @@ def charge_of_call() -> dict[str, Any]:
     return {"count": len(charges), "result": seal("stripe.create_charge", charges[0]) if len(charges) == 1 else None}
 
 
-def get_customer(id: str) -> Any:
+def get_customer(id: str) -> LooseJSON:
     """The customer; `{"id", "deleted": true}` once deleted, as Stripe answers (also when it is gone)."""
     found = STRIPE.request("GET", f"/v1/customers/{_id(id, 'id')}", tolerate=(404,))
     return {"id": id, "object": "customer", "deleted": True} if found.status == 404 else found.body
 
 
-def get_payment_intent(id: str) -> Any:
+def get_payment_intent(id: str) -> LooseJSON:
     """The payment intent (its `status`)."""
     return STRIPE.request("GET", f"/v1/payment_intents/{_id(id, 'id')}").body
 
