@@ -1,5 +1,5 @@
-"""The SQL of halts (the `system_events` stream of `halt_added` and `halt_lifted`): `HaltQueries`, part
-of every transaction's `Queries`."""
+"""The queries of halts (the `system_events` stream of `halt_added` and `halt_lifted`): `HaltQueries`, part
+of every transaction's `Queries`; their SQL is in `halts.sql`."""
 
 from __future__ import annotations
 
@@ -9,22 +9,28 @@ from typing import Any
 
 from reversi.core.json_values import compact as dumps
 from reversi.core.models import Event, EventType, Halt, HaltScope, utc_now
-from reversi.store.statements import Statements
+from reversi.store.sql import fill, load, optional
+from reversi.store.statements import Statements, guarded
+
+_SQL = load("halts.sql")
+# by whether they are asked for a tenant's halts
+_ACTIVE_HALTS = {of_tenant: guarded(_SQL["active_halts"], of_tenant=_SQL["halts_of_tenant"] if of_tenant else "")
+                 for of_tenant in (False, True)}
 
 
 class HaltQueries(Statements):
-    """The SQL of the halts' stream: appended to under one lock, read as the halts in force."""
+    """The queries of the halts' stream: appended to under one lock, read as the halts in force."""
 
     def append_system(
         self, type_: EventType, actor: str, halt_id: str, data: Mapping[str, Any], tenant: str | None = None
     ) -> str:
         """Append to the halts' stream; `tenant` is a new halt's tenant scope ("" for every tenant)."""
         self.lock_name("system_events")
-        row = self._exec("SELECT MAX(seq) FROM system_events").fetchone()
+        row = self._exec(_SQL["last_system_seq"]).fetchone()
         seq = 0 if row[0] is None else int(row[0]) + 1
         at = utc_now()
         self._exec(
-            "INSERT INTO system_events (seq, type, at, actor, halt_id, data, tenant) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            _SQL["insert_system_event"],
             (seq, type_.value, at, actor, halt_id, dumps(dict(data)), tenant),
         )
         return at
@@ -32,14 +38,8 @@ class HaltQueries(Statements):
     def active_halts(self, *, lock_run: str | None = None, tenant: str | None = None) -> list[Halt]:
         """The halts in force (with `tenant`, those scoped to exactly that tenant); with `lock_run`,
         also take that run's write lock (`lock_run()`)."""
-        prefix, guard, params = self._run_guard(lock_run)
-        of_tenant = " AND (a.tenant = ? OR a.tenant IS NULL)" if tenant is not None else ""
-        rows = self._exec(
-            f"{prefix}SELECT a.halt_id, a.actor, a.at, a.data, a.tenant FROM system_events a "
-            f"WHERE a.type = 'halt_added'{of_tenant} AND NOT EXISTS (SELECT 1 FROM system_events b "
-            f"WHERE b.type = 'halt_lifted' AND b.halt_id = a.halt_id){guard} ORDER BY a.seq",
-            (*params, *([tenant] if tenant is not None else [])),
-        ).fetchall()
+        sql, lock = self._guarded(_ACTIVE_HALTS[tenant is not None], lock_run)
+        rows = self._exec(sql, (*lock, *([tenant] if tenant is not None else []))).fetchall()
         halts = []
         for halt_id, by, at, data, column in rows:
             d = json.loads(data)
@@ -49,10 +49,7 @@ class HaltQueries(Statements):
         return halts
 
     def system_events(self, since: str | None = None) -> list[Event]:
-        sql = "SELECT seq, type, at, actor, halt_id, data FROM system_events"
         params: list[Any] = []
-        if since is not None:
-            sql += " WHERE at >= ?"
-            params.append(since)
-        rows = self._exec(sql + " ORDER BY seq", params).fetchall()
+        sql = fill(_SQL["system_events"], since=optional(_SQL["system_events_since"], params, since))
+        rows = self._exec(sql, params).fetchall()
         return [Event(None, r[0], None, r[1], r[2], r[3], {"halt_id": r[4], **json.loads(r[5])}) for r in rows]

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reversi.errors import Fenced, ReversiError
-from reversi.store.statements import Statements
+from reversi.store.sql import fill, load
+from reversi.store.statements import Statements, guarded
 
 if TYPE_CHECKING:
     from reversi.store.base import Store
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 DEFAULT_LEASE_S = 30.0
 _CLAIM_TRIES = 3
+_SQL = load("leases.sql")
+_CHECK_LEASE = guarded(_SQL["check_lease"])
 
 
 @dataclass(frozen=True)
@@ -58,42 +61,28 @@ class LeaseRow:
 
 
 class LeaseQueries(Statements):
-    """The SQL of `rollback_leases`; times are the store's clock (`Dialect.now_s`)."""
+    """The queries of `rollback_leases` (`leases.sql`); times are the store's clock (`Dialect.now_s`)."""
 
     def lease(self, run_id: str) -> LeaseRow | None:
-        now = self._dialect.now_s
-        row = self._exec(f"SELECT token, holder, until, {now} FROM rollback_leases WHERE run_id = ?",
-                         (run_id,)).fetchone()
+        row = self._exec(fill(_SQL["lease"], now=self._dialect.now_s), (run_id,)).fetchone()
         return LeaseRow(int(row[0]), row[1], None if row[2] is None else float(row[2]), float(row[3])) if row else None
 
     def take_lease(self, run_id: str, expected: int | None, token: int, holder: str, lease_s: float) -> bool:
         """Set the run's token to `token` if it is still `expected` (None: the run was never claimed)."""
-        until = f"{self._dialect.now_s} + ?"
+        now = self._dialect.now_s
         if expected is None:
-            found = self._exec(
-                f"INSERT INTO rollback_leases (run_id, token, holder, until) VALUES (?, ?, ?, {until}) "
-                "ON CONFLICT (run_id) DO NOTHING RETURNING token",
-                (run_id, token, holder, lease_s),
-            ).fetchone()
+            found = self._exec(fill(_SQL["first_lease"], now=now), (run_id, token, holder, lease_s)).fetchone()
         else:
-            found = self._exec(
-                f"UPDATE rollback_leases SET token = ?, holder = ?, until = {until} "
-                "WHERE run_id = ? AND token = ? RETURNING token",
-                (token, holder, lease_s, run_id, expected),
-            ).fetchone()
+            found = self._exec(fill(_SQL["take_lease"], now=now), (token, holder, lease_s, run_id, expected)).fetchone()
         return found is not None
 
     def renew_lease(self, run_id: str, token: int, lease_s: float) -> bool:
         """Extend the lease of `token`; False when it is no longer the run's (taken over) or released."""
-        found = self._exec(
-            f"UPDATE rollback_leases SET until = {self._dialect.now_s} + ? "
-            "WHERE run_id = ? AND token = ? AND until IS NOT NULL RETURNING token",
-            (lease_s, run_id, token),
-        ).fetchone()
+        found = self._exec(fill(_SQL["renew_lease"], now=self._dialect.now_s), (lease_s, run_id, token)).fetchone()
         return found is not None
 
     def release_lease(self, run_id: str, token: int) -> None:
-        self._exec("UPDATE rollback_leases SET until = NULL WHERE run_id = ? AND token = ?", (run_id, token))
+        self._exec(_SQL["release_lease"], (run_id, token))
 
     def check_lease(self, run_id: str, token: int, *, lock_run: bool = False) -> None:
         """Raise Fenced unless `token` still holds the run (call it under the run's write lock); with
@@ -102,10 +91,8 @@ class LeaseQueries(Statements):
         Where writers take row locks (PostgreSQL), the lease's row is read locked too: a statement
         that waited for the run's lock reads the other tables as they were when it began, but a row it
         locks as it was last committed, so a claim that took the run over meanwhile is seen."""
-        prefix, guard, params = self._run_guard(run_id if lock_run else None)
-        lock = " FOR UPDATE" if self._dialect.row_locks else ""
-        row = self._exec(f"{prefix}SELECT token, until FROM rollback_leases WHERE run_id = ?{guard}{lock}",
-                         (*params, run_id)).fetchone()
+        sql, lock = self._guarded(_CHECK_LEASE, run_id if lock_run else None)
+        row = self._exec(sql, (*lock, run_id)).fetchone()
         if row is None or int(row[0]) != token or row[1] is None:
             raise Fenced(run_id, token, int(row[0]) if row is not None and int(row[0]) != token else None)
 

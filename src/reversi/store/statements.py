@@ -1,12 +1,19 @@
-"""What every query of the store stands on: the back end's cursor and dialect, in one transaction."""
+"""What every query of the store stands on: the back end's cursor and dialect, in one transaction.
+
+Each query module reads its statements from the `.sql` file beside it (`sql.py`); this one's,
+`statements.sql`, holds the parts other statements are formed with: the row locks (`guarded`)
+and the optional `LIMIT`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reversi.errors import BadInput
 from reversi.store import loop_watch
+from reversi.store.sql import fill, load
 
 if TYPE_CHECKING:
     from reversi.store.data_keys import Vault
@@ -38,6 +45,29 @@ class Dialect(Protocol):
 
 
 CHUNK = 500  # ids per `IN (...)`: well under every back end's limit of parameters
+_SQL = load("statements.sql")
+LIMIT = _SQL["limit"]  # for a statement's slot {limit}, with `sql.optional`
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """A statement in the form each way of locking runs it (see `guarded`)."""
+
+    plain: str  # where writers take no row locks
+    row_locked: str  # where they do: {for_update} filled
+    run_locked: str  # and the run's row lock taken first, in the same statement
+
+
+def guarded(text: str, **slots: str) -> Guarded:
+    """`text` (with its other `slots` filled) in each form: its slots {run_guard} and {run_guarded}
+    hold the run's row lock (`Statements._guarded`), {for_update}, if it has one, the lock of the rows
+    it reads; each is left empty where the back end takes no row locks."""
+    lock = _SQL["for_update"]
+    return Guarded(
+        fill(text, run_guard="", run_guarded="", for_update="", **slots),
+        fill(text, run_guard="", run_guarded="", for_update=lock, **slots),
+        fill(text, run_guard=_SQL["run_guard"], run_guarded=_SQL["run_guarded"], for_update=lock, **slots),
+    )
 
 
 def _too_large(params: Sequence[Any]) -> str:
@@ -87,13 +117,12 @@ class Statements:
     def lock_name(self, name: str) -> None:
         self._dialect.lock_name(self._cur, name)
 
-    def _run_guard(self, run_id: str | None) -> tuple[str, str, tuple[str, ...]]:
-        """SQL that takes a run's row lock within a query that reads something else.
-
-        It saves a round trip on the journal's hot path: the lock is a CTE whose row count a one-time
-        filter of the query reads, so PostgreSQL takes it before reading anything.
-        """
-        if run_id is None or not self._dialect.row_locks:
-            return "", "", ()
-        cte = "WITH locked AS (SELECT run_id FROM runs WHERE run_id = ? FOR UPDATE) "
-        return cte, " AND (SELECT count(*) FROM locked) >= 0", (run_id,)
+    def _guarded(self, statement: Guarded, run_id: str | None) -> tuple[str, tuple[str, ...]]:
+        """The form of `statement` this back end runs, and the parameters of its run lock, which
+        come first: with `run_id`, it also takes that run's write lock (`lock_run()`) within the
+        same statement, saving a round trip on the journal's hot path."""
+        if not self._dialect.row_locks:
+            return statement.plain, ()
+        if run_id is None:
+            return statement.row_locked, ()
+        return statement.run_locked, (run_id,)
