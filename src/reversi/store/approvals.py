@@ -1,5 +1,5 @@
-"""The SQL of approvals (`approvals`, and the events that decide them): `ApprovalQueries`, part of every
-transaction's `Queries`."""
+"""The queries of approvals (`approvals`, and the events that decide them): `ApprovalQueries`, part of
+every transaction's `Queries`; their SQL is in `approvals.sql`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any, cast
 
 from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, EventType
 from reversi.store.data_keys import DataKeyQueries
-from reversi.store.statements import CHUNK, Statements
+from reversi.store.sql import fill, load, marks, optional
+from reversi.store.statements import CHUNK, LIMIT, Statements
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,8 @@ class ApprovalRow:
     requested_at: str
 
 
-_APPROVAL_COLUMNS = "approval_id, run_id, step, kind, tool, args, call_key, requested_by, requested_at"
+_SQL = load("approvals.sql")
 _DECISIONS = {ApprovalStatus.APPROVED: "approval_granted", ApprovalStatus.DENIED: "approval_denied"}
-
-
-def _where(conditions: Sequence[str]) -> str:
-    return " WHERE " + " AND ".join(conditions) if conditions else ""
-
 
 
 
@@ -46,7 +42,7 @@ class ApprovalQueries(Statements):
 
     def insert_approval(self, row: ApprovalRow) -> None:
         self._exec(
-            f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _SQL["insert_approval"],
             (
                 row.approval_id,
                 row.run_id,
@@ -60,11 +56,8 @@ class ApprovalQueries(Statements):
             ),
         )
 
-    def _approval_rows(self, where: str, params: Sequence[Any]) -> list[ApprovalRow]:
-        rows = self._exec(
-            f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {where} ORDER BY requested_at, approval_id", params
-        ).fetchall()
-        return [self._approval_row(r) for r in rows]
+    def _approval_rows(self, sql: str, params: Sequence[Any]) -> list[ApprovalRow]:
+        return [self._approval_row(r) for r in self._exec(sql, params).fetchall()]
 
     def _with_status(self, rows: list[ApprovalRow]) -> list[Approval]:
         if not rows:
@@ -73,22 +66,17 @@ class ApprovalQueries(Statements):
         ids = [r.approval_id for r in rows]
         for chunk_start in range(0, len(ids), CHUNK):
             chunk = ids[chunk_start : chunk_start + CHUNK]
-            marks = ", ".join("?" for _ in chunk)
-            found = self._exec(
-                f"SELECT approval_id, type, at, actor, data FROM events "
-                f"WHERE approval_id IN ({marks}) ORDER BY run_id, seq",
-                chunk,
-            ).fetchall()
+            found = self._exec(fill(_SQL["approval_events"], approvals=marks(len(chunk))), chunk).fetchall()
             for approval_id, type_, at, actor, data in found:
                 events[approval_id].append((type_, at, actor, json.loads(data)))
         return [_derive_approval(r, events.get(r.approval_id, [])) for r in rows]
 
     def get_approval(self, approval_id: str) -> Approval | None:
-        found = self._with_status(self._approval_rows("approval_id = ?", (approval_id,)))
+        found = self._with_status(self._approval_rows(_SQL["get_approval"], (approval_id,)))
         return found[0] if found else None
 
     def approvals_for_call(self, run_id: str, kind: ApprovalKind, call_key: str) -> list[Approval]:
-        rows = self._approval_rows("run_id = ? AND kind = ? AND call_key = ?", (run_id, kind.value, call_key))
+        rows = self._approval_rows(_SQL["approvals_for_call"], (run_id, kind.value, call_key))
         return self._with_status(rows)
 
     def list_approvals(
@@ -102,33 +90,18 @@ class ApprovalQueries(Statements):
     ) -> list[Approval]:
         """Approvals pending first, then oldest first; filtered by run, status and the tenant of their
         run. `after` is (0 pending, else 1; requested_at; approval_id) of the last approval of the previous page."""
-        inner: list[str] = []
         params: list[Any] = []
-        if run_id is not None:
-            inner.append("a.run_id = ?")
-            params.append(run_id)
-        if tenant is not None:
-            inner.append("r.tenant = ?")
-            params.append(tenant)
-        outer: list[str] = []
-        outer_params: list[Any] = []
-        if status is not None:
-            outer.append("y.decision IS NULL" if status is ApprovalStatus.PENDING else "y.decision = ?")
-            outer_params += [] if status is ApprovalStatus.PENDING else [_DECISIONS[status]]
-        if after is not None:
-            outer.append("(y.decided > ? OR (y.decided = ? AND (y.requested_at > ? OR (y.requested_at = ? "
-                         "AND y.approval_id > ?))))")
-            outer_params += [after[0], after[0], after[1], after[1], after[2]]
-        decision = ("(SELECT e.type FROM events e WHERE e.approval_id = a.approval_id AND e.type IN "
-                    "('approval_granted', 'approval_denied') ORDER BY e.seq DESC LIMIT 1)")
-        sql = (f"SELECT {', '.join('a.' + c for c in _APPROVAL_COLUMNS.split(', '))}, {decision} AS decision "
-               "FROM approvals a JOIN runs r ON r.run_id = a.run_id" + _where(inner))
-        sql = f"SELECT x.*, CASE WHEN x.decision IS NULL THEN 0 ELSE 1 END AS decided FROM ({sql}) x"
-        sql = (f"SELECT {', '.join('y.' + c for c in _APPROVAL_COLUMNS.split(', '))} FROM ({sql}) y"
-               + _where(outer) + " ORDER BY y.decided, y.requested_at, y.approval_id")
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return self._with_status([self._approval_row(r) for r in self._exec(sql, [*params, *outer_params]).fetchall()])
+        sql = fill(
+            _SQL["list_approvals"],
+            of_run=optional(_SQL["approvals_of_run"], params, run_id),
+            of_tenant=optional(_SQL["approvals_of_tenant"], params, tenant),
+            of_status=(_SQL["approvals_pending"] if status is ApprovalStatus.PENDING else
+                       optional(_SQL["approvals_decided"], params, None if status is None else _DECISIONS[status])),
+            after=optional(_SQL["approvals_after"], params,
+                           *((after[0], after[0], after[1], after[1], after[2]) if after is not None else (None,))),
+            limit=optional(LIMIT, params, limit),
+        )
+        return self._with_status(self._approval_rows(sql, params))
 
 
 def _derive_approval(row: ApprovalRow, events: list[tuple[str, str, str, Mapping[str, Any]]]) -> Approval:

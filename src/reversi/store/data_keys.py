@@ -30,6 +30,7 @@ from reversi.core.envelope import (
 )
 from reversi.core.json_values import compact, loads
 from reversi.core.models import utc_now
+from reversi.store.sql import fill, load, marks
 from reversi.store.statements import Statements
 
 __all__ = ["CLEAR", "SEALED", "SEALED_FIELDS", "DataKeyQueries", "DataKeyRow", "Vault"]
@@ -54,22 +55,22 @@ class DataKeyRow:
     erased_at: str | None
 
 
-_COLUMNS = "data_key_id, run_id, kek_id, wrapped, created_at, erased_at"
+_SQL = load("data_keys.sql")
 
 
 class DataKeyQueries(Statements):
-    """The SQL of `data_keys`."""
+    """The queries of `data_keys` (`data_keys.sql`)."""
 
     def data_key(self, data_key_id: str) -> DataKeyRow | None:
-        row = self._exec(f"SELECT {_COLUMNS} FROM data_keys WHERE data_key_id = ?", (data_key_id,)).fetchone()
+        row = self._exec(_SQL["data_key"], (data_key_id,)).fetchone()
         return DataKeyRow(*row) if row else None
 
     def run_data_keys(self, run_id: str) -> list[DataKeyRow]:
-        rows = self._exec(f"SELECT {_COLUMNS} FROM data_keys WHERE run_id = ? ORDER BY created_at", (run_id,))
+        rows = self._exec(_SQL["run_data_keys"], (run_id,))
         return [DataKeyRow(*r) for r in rows.fetchall()]
 
     def insert_data_key(self, row: DataKeyRow) -> None:
-        self._exec(f"INSERT INTO data_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+        self._exec(_SQL["insert_data_key"],
                    (row.data_key_id, row.run_id, row.kek_id, row.wrapped, row.created_at, row.erased_at))
 
     def data_keys_to_rewrap(self, current: str, limit: int, among: Sequence[str]) -> list[DataKeyRow]:
@@ -77,30 +78,24 @@ class DataKeyQueries(Statements):
         olds = [k for k in among if k != current]
         if not olds:
             return []
-        marks = ", ".join("?" for _ in olds)
-        rows = self._exec(f"SELECT {_COLUMNS} FROM data_keys WHERE wrapped IS NOT NULL AND kek_id IN ({marks}) "
-                          f"ORDER BY created_at, data_key_id LIMIT {int(limit)}", olds)
+        rows = self._exec(fill(_SQL["data_keys_to_rewrap"], keks=marks(len(olds))), [*olds, limit])
         return [DataKeyRow(*r) for r in rows.fetchall()]
 
     def rewrap_data_key(self, data_key_id: str, old_kek: str, new_kek: str, wrapped: str) -> int:
         """Put the data key under `new_kek`, if it is still under `old_kek` and not erased."""
-        done = self._exec("UPDATE data_keys SET kek_id = ?, wrapped = ? WHERE data_key_id = ? AND kek_id = ? "
-                          "AND wrapped IS NOT NULL RETURNING data_key_id", (new_kek, wrapped, data_key_id, old_kek))
+        done = self._exec(_SQL["rewrap_data_key"], (new_kek, wrapped, data_key_id, old_kek))
         return len(done.fetchall())
 
     def erase_data_keys(self, run_ids: Sequence[str], at: str) -> int:
         """Destroy the data keys of these runs; returns how many were live."""
         if not run_ids:
             return 0
-        marks = ", ".join("?" for _ in run_ids)
-        done = self._exec(f"UPDATE data_keys SET wrapped = NULL, erased_at = ? WHERE run_id IN ({marks}) "
-                          "AND wrapped IS NOT NULL RETURNING data_key_id", (at, *run_ids))
+        done = self._exec(fill(_SQL["erase_data_keys"], runs=marks(len(run_ids))), (at, *run_ids))
         return len(done.fetchall())
 
     def count_data_keys(self) -> dict[str, int]:
         """How many live data keys each KEK wraps, and how many were erased (`""`)."""
-        rows = self._exec("SELECT CASE WHEN wrapped IS NULL THEN '' ELSE kek_id END, COUNT(*) FROM data_keys "
-                          "GROUP BY CASE WHEN wrapped IS NULL THEN '' ELSE kek_id END").fetchall()
+        rows = self._exec(_SQL["count_data_keys"]).fetchall()
         return {str(r[0]): int(r[1]) for r in rows}
 
 

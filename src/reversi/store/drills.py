@@ -1,4 +1,5 @@
-"""The SQL of drills (`drills`): `DrillQueries`, part of every transaction's `Queries`."""
+"""The queries of drills (`drills`): `DrillQueries`, part of every transaction's `Queries`; their SQL is in
+`drills.sql`."""
 
 from __future__ import annotations
 
@@ -7,32 +8,27 @@ from typing import Any
 
 from reversi.core.drill import Drill, Verdict
 from reversi.core.json_values import compact as dumps
-from reversi.store.statements import Statements
+from reversi.store.sql import fill, load, optional
+from reversi.store.statements import LIMIT, Statements
 
-_COLUMNS = "drill_id, tool, server_name, server_version, verdict, at, evidence"
+_SQL = load("drills.sql")
 
 
 class DrillQueries(Statements):
-    """The SQL of drills: each one's evidence, kept whole, looked up by tool and server."""
+    """The queries of drills: each one's evidence, kept whole, looked up by tool and server."""
 
     def insert_drill(self, drill: Drill) -> None:
         self._exec(
-            f"INSERT INTO drills ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            _SQL["insert_drill"],
             (drill.drill_id, drill.tool, drill.server, drill.version, drill.verdict.value, drill.at,
              dumps(drill.evidence)),
         )
 
     def drills(self, tool: str | None = None, server: str | None = None, limit: int | None = None) -> list[Drill]:
         """Drills newest first, of `tool` and of `server` (its name) when given."""
-        sql, params = f"SELECT {_COLUMNS} FROM drills WHERE 1 = 1", list[Any]()
-        for column, value in (("tool", tool), ("server_name", server)):
-            if value is not None:
-                sql += f" AND {column} = ?"
-                params.append(value)
-        sql += " ORDER BY at DESC, drill_id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        params: list[Any] = []
+        sql = fill(_SQL["drills"], of_tool=optional(_SQL["drills_of_tool"], params, tool),
+                   of_server=optional(_SQL["drills_of_server"], params, server), limit=optional(LIMIT, params, limit))
         return [_drill(row) for row in self._exec(sql, params).fetchall()]
 
 

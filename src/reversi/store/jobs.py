@@ -1,4 +1,5 @@
-"""The SQL of rollback jobs (`rollback_jobs`): `JobQueries`, part of every transaction's `Queries`."""
+"""The queries of rollback jobs (`rollback_jobs`): `JobQueries`, part of every transaction's `Queries`; their
+SQL is in `jobs.sql`."""
 
 from __future__ import annotations
 
@@ -7,12 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from reversi.core.json_values import compact as dumps
+from reversi.store.sql import load
 from reversi.store.statements import Statements
 
-_COLUMNS = (
-    "job_id, run_id, state, actor, approve_compensations, attempts, created_at, started_at, finished_at, "
-    "starts, current_step, report, error, principal, scope, concurrency, current_steps"
-)
+_SQL = load("jobs.sql")
 
 
 @dataclass(frozen=True)
@@ -58,54 +57,41 @@ def _steps(steps: tuple[int, ...]) -> str | None:
 
 
 class JobQueries(Statements):
-    """The SQL of rollback jobs (`rollback_jobs`)."""
+    """The queries of rollback jobs (`rollback_jobs`)."""
 
     def insert_job(self, row: JobRow) -> None:
         self._exec(
-            f"INSERT INTO rollback_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _SQL["insert_job"],
             (row.job_id, row.run_id, row.state, row.actor, int(row.approve_compensations), row.attempts, row.created_at,
              row.started_at, row.finished_at, row.starts, row.current_step, _text(row.report), _text(row.error),
              row.principal, _text(row.scope), row.concurrency, _steps(row.current_steps)),
         )
 
     def get_job(self, job_id: str) -> JobRow | None:
-        row = self._exec(f"SELECT {_COLUMNS} FROM rollback_jobs WHERE job_id = ?", (job_id,)).fetchone()
+        row = self._exec(_SQL["get_job"], (job_id,)).fetchone()
         return _row(row) if row else None
 
     def latest_job(self, run_id: str) -> JobRow | None:
-        row = self._exec(
-            f"SELECT {_COLUMNS} FROM rollback_jobs WHERE run_id = ? ORDER BY created_at DESC, job_id DESC LIMIT 1",
-            (run_id,),
-        ).fetchone()
+        row = self._exec(_SQL["latest_job"], (run_id,)).fetchone()
         return _row(row) if row else None
 
     def unfinished_jobs(self) -> list[JobRow]:
         """Jobs queued or left running, oldest first."""
-        rows = self._exec(
-            f"SELECT {_COLUMNS} FROM rollback_jobs WHERE state <> 'done' ORDER BY created_at, job_id"
-        ).fetchall()
+        rows = self._exec(_SQL["unfinished_jobs"]).fetchall()
         return [_row(r) for r in rows]
 
     def start_job(self, job_id: str, at: str, current_step: int | None) -> None:
-        self._exec(
-            "UPDATE rollback_jobs SET state = 'running', started_at = ?, starts = starts + 1, current_step = ?, "
-            "current_steps = NULL WHERE job_id = ?",
-            (at, current_step, job_id),
-        )
+        self._exec(_SQL["start_job"], (at, current_step, job_id))
 
     def record_progress(self, job_id: str, current_steps: tuple[int, ...], report: Any) -> None:
         """The steps being undone now (newest first; the first is `current_step`), and the report so far."""
         self._exec(
-            "UPDATE rollback_jobs SET current_step = ?, current_steps = ?, report = ? WHERE job_id = ?",
+            _SQL["record_progress"],
             (current_steps[0] if current_steps else None, _steps(current_steps), _text(report), job_id),
         )
 
     def finish_job(self, job_id: str, at: str, report: Any, error: Any) -> None:
-        self._exec(
-            "UPDATE rollback_jobs SET state = 'done', finished_at = ?, current_step = NULL, current_steps = NULL, "
-            "report = ?, error = ? WHERE job_id = ?",
-            (at, _text(report), _text(error), job_id),
-        )
+        self._exec(_SQL["finish_job"], (at, _text(report), _text(error), job_id))
 
     def requeue_job(self, job_id: str) -> None:
-        self._exec("UPDATE rollback_jobs SET state = 'queued' WHERE job_id = ? AND state = 'running'", (job_id,))
+        self._exec(_SQL["requeue_job"], (job_id,))

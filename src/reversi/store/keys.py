@@ -1,13 +1,15 @@
-"""The SQL of API keys (`api_keys`): `KeyQueries`, part of every transaction's `Queries`."""
+"""The queries of API keys (`api_keys`): `KeyQueries`, part of every transaction's `Queries`; their SQL is
+in `keys.sql`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from reversi.store.sql import fill, load, optional
 from reversi.store.statements import Statements
 
-_COLUMNS = "key_id, name, role, tenant, secret_sha256, created_at, revoked_at, created_by, revoked_by"
+_SQL = load("keys.sql")
 
 
 @dataclass(frozen=True)
@@ -30,34 +32,34 @@ class KeyRow:
 
 
 class KeyQueries(Statements):
-    """The SQL of API keys (`api_keys`)."""
+    """The queries of API keys (`api_keys`)."""
 
     def insert_key(self, row: KeyRow) -> None:
-        self._exec(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self._exec(_SQL["insert_key"],
                    (row.key_id, row.name, row.role, row.tenant, row.secret_sha256, row.created_at, row.revoked_at,
                     row.created_by, row.revoked_by))
 
     def get_key(self, key_id: str) -> KeyRow | None:
-        row = self._exec(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+        row = self._exec(_SQL["get_key"], (key_id,)).fetchone()
         return KeyRow(*row) if row else None
 
     def list_keys(self, tenant: str | None = None) -> list[KeyRow]:
         """Every key, or (with `tenant`) the keys of that tenant, oldest first."""
-        where, params = (" WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
-        rows = self._exec(f"SELECT {_COLUMNS} FROM api_keys{where} ORDER BY created_at, key_id", params).fetchall()
+        params: list[Any] = []
+        sql = fill(_SQL["list_keys"], of_tenant=optional(_SQL["keys_of_tenant"], params, tenant))
+        rows = self._exec(sql, params).fetchall()
         return [KeyRow(*r) for r in rows]
 
     def revoke_key(self, key_id: str, at: str, by: str | None = None) -> None:
-        self._exec("UPDATE api_keys SET revoked_at = ?, revoked_by = ? WHERE key_id = ? AND revoked_at IS NULL",
-                   (at, by, key_id))
+        self._exec(_SQL["revoke_key"], (at, by, key_id))
 
     def any_key(self) -> bool:
         """Whether the store holds any key, revoked or not."""
-        return self._exec("SELECT 1 FROM api_keys LIMIT 1").fetchone() is not None
+        return self._exec(_SQL["any_key"]).fetchone() is not None
 
     def keys_named(self, name: str) -> list[KeyRow]:
-        return [KeyRow(*r) for r in self._exec(f"SELECT {_COLUMNS} FROM api_keys WHERE name = ?", (name,)).fetchall()]
+        return [KeyRow(*r) for r in self._exec(_SQL["keys_named"], (name,)).fetchall()]
 
     def key_is_active(self, key_id: str) -> bool:
-        row = self._exec("SELECT 1 FROM api_keys WHERE key_id = ? AND revoked_at IS NULL", (key_id,)).fetchone()
+        row = self._exec(_SQL["key_is_active"], (key_id,)).fetchone()
         return row is not None

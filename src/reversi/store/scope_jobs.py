@@ -1,5 +1,5 @@
-"""The SQL of rollback jobs of many runs (`scope_jobs`): `ScopeJobQueries`, part of every transaction's
-`Queries`."""
+"""The queries of rollback jobs of many runs (`scope_jobs`): `ScopeJobQueries`, part of every transaction's
+`Queries`; their SQL is in `scope_jobs.sql`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reversi.core.json_values import compact as dumps
+from reversi.store.sql import load
 from reversi.store.statements import Statements
 
-_COLUMNS = ("job_id, selection, within_tenant, state, actor, principal, approve_compensations, attempts, contained, "
-            "created_at, started_at, finished_at, report, error, concurrency")
+_SQL = load("scope_jobs.sql")
 
 
 @dataclass(frozen=True)
@@ -40,29 +40,28 @@ def _row(r: Any) -> ScopeJobRow:
 
 
 class ScopeJobQueries(Statements):
-    """The SQL of rollback jobs of many runs (`scope_jobs`)."""
+    """The queries of rollback jobs of many runs (`scope_jobs`)."""
 
     def insert_scope_job(self, row: ScopeJobRow) -> None:
-        self._exec(f"INSERT INTO scope_jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self._exec(_SQL["insert_scope_job"],
                    (row.job_id, dumps(row.selection), row.within, row.state, row.actor, row.principal,
                     int(row.approve_compensations), row.attempts, dumps(row.contained), row.created_at, None, None,
                     None, None, row.concurrency))
 
     def get_scope_job(self, job_id: str) -> ScopeJobRow | None:
-        row = self._exec(f"SELECT {_COLUMNS} FROM scope_jobs WHERE job_id = ?", (job_id,)).fetchone()
+        row = self._exec(_SQL["get_scope_job"], (job_id,)).fetchone()
         return _row(row) if row else None
 
     def unfinished_scope_jobs(self) -> list[ScopeJobRow]:
         """Jobs queued or left running, oldest first."""
-        return [_row(r) for r in self._exec(
-            f"SELECT {_COLUMNS} FROM scope_jobs WHERE state <> 'done' ORDER BY created_at, job_id").fetchall()]
+        return [_row(r) for r in self._exec(_SQL["unfinished_scope_jobs"]).fetchall()]
 
     def start_scope_job(self, job_id: str, at: str) -> None:
-        self._exec("UPDATE scope_jobs SET state = 'running', started_at = ? WHERE job_id = ?", (at, job_id))
+        self._exec(_SQL["start_scope_job"], (at, job_id))
 
     def finish_scope_job(self, job_id: str, at: str, report: Any, error: Any) -> None:
-        self._exec("UPDATE scope_jobs SET state = 'done', finished_at = ?, report = ?, error = ? WHERE job_id = ?",
+        self._exec(_SQL["finish_scope_job"],
                    (at, None if report is None else dumps(report), None if error is None else dumps(error), job_id))
 
     def requeue_scope_job(self, job_id: str) -> None:
-        self._exec("UPDATE scope_jobs SET state = 'queued' WHERE job_id = ? AND state <> 'done'", (job_id,))
+        self._exec(_SQL["requeue_scope_job"], (job_id,))
