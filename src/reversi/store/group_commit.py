@@ -36,6 +36,7 @@ from typing import Any, Generic, TypeVar
 
 from reversi.errors import KeepWrites
 from reversi.store.queries import Queries
+from reversi.store.sql import load
 
 T = TypeVar("T")
 _HELPER_IDLE_S = 5.0
@@ -43,6 +44,7 @@ DEFER_BOUND_S = 0.01  # how long a deferred write waits for another write to sha
 _DEFER_ATTEMPTS = 4
 _DEFER_BACKOFF_S = 0.1  # before a deferred write's second attempt; doubled for each after it (0.7 s in all)
 log = logging.getLogger("reversi.store")
+_SQL = load("group_commit.sql")
 
 
 class _Slot(Generic[T]):
@@ -318,15 +320,15 @@ class GroupCommit:
         try:
             with self._inside(), begin() as q:
                 for slot in ordered:
-                    q.execute("SAVEPOINT reversi_write")
+                    q.execute(_SQL["savepoint"])
                     try:
                         slot.result = slot.fn(q)
                     except KeepWrites as kept:
                         slot.error = kept.error
                     except Exception as exc:
-                        q.execute("ROLLBACK TO SAVEPOINT reversi_write")
+                        q.execute(_SQL["rollback_to_savepoint"])
                         slot.error = exc
-                    q.execute("RELEASE SAVEPOINT reversi_write")
+                    q.execute(_SQL["release_savepoint"])
         except BaseException as exc:  # the commit itself failed: nobody's write landed
             for slot in batch:
                 if slot.error is None:

@@ -1,4 +1,7 @@
-"""The shared back end: PostgreSQL through psycopg 3, for many processes on many machines."""
+"""The shared back end: PostgreSQL through psycopg 3, for many processes on many machines.
+
+Its own statements (sessions, locks, transactions, the clock) are in `postgres.sql`.
+"""
 
 from __future__ import annotations
 
@@ -21,11 +24,26 @@ from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
 from reversi.store.schema import migrate
+from reversi.store.sql import fill, load
 from reversi.store.statements import Cursor, Dialect
 
 _DEAD_HOLDER_GRACE_S = (0.02, 0.05, 0.1, 0)
 IDLE_IN_TRANSACTION_MS = 15_000
 READERS = 4  # connections for reads beside the writer's, at most, per store
+
+
+def _placeholders(text: str) -> str:
+    """A statement's `?` placeholders as psycopg writes them."""
+    return text.replace("?", "%s")
+
+
+_SQL = load("postgres.sql")
+_LOCK_RUN = _placeholders(_SQL["lock_run"])
+_LOCK_KEY = _placeholders(_SQL["lock_key"])
+_TRY_PROCESS_LOCK = _placeholders(_SQL["try_process_lock"])
+_PROCESS_UNLOCK = _placeholders(_SQL["process_unlock"])
+# as bytes, which psycopg sends as they are: every transaction runs them
+_BEGIN, _COMMIT, _ROLLBACK = _SQL["begin"].encode(), _SQL["commit"].encode(), _SQL["rollback"].encode()
 
 
 def _lock_key(*parts: str) -> int:
@@ -36,20 +54,20 @@ def _lock_key(*parts: str) -> int:
 
 class _PostgresDialect:
     row_locks = True
-    now_s = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
+    now_s = _SQL["now_s"]
 
     def __init__(self, schema: str) -> None:
         self.schema = schema
         self.vault = CLEAR
 
     def sql(self, text: str) -> str:
-        return text.replace("?", "%s")
+        return _placeholders(text)
 
     def lock_run(self, cur: Cursor, run_id: str) -> None:
-        cur.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (run_id,))
+        cur.execute(_LOCK_RUN, (run_id,))
 
     def lock_name(self, cur: Cursor, name: str) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema, "name", name),))
+        cur.execute(_LOCK_KEY, (_lock_key(self.schema, "name", name),))
 
 
 @retry(
@@ -63,7 +81,7 @@ def _connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
     # Our transactions never wait on anything but the database: one left open for long belongs to a
     # process that was stopped (SIGSTOP) or hung mid-write. The server ends that session, so the row
     # locks it holds stop holding up every other writer of those runs.
-    conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+    conn.execute(fill(_SQL["idle_timeout"], ms=str(IDLE_IN_TRANSACTION_MS)))
     return conn
 
 
@@ -116,7 +134,7 @@ class _AdvisoryLocks:
                 self._conn = connect(self.url)
                 self._held.clear()  # a new session holds nothing
             try:
-                row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                row = self._conn.execute(_TRY_PROCESS_LOCK, (key,)).fetchone()
             except psycopg.OperationalError as exc:
                 raise _unavailable(self.url, exc) from exc
             if row and row[0]:
@@ -130,7 +148,7 @@ class _AdvisoryLocks:
                 return
             self._held.discard(key)
             with contextlib.suppress(psycopg.Error):  # a dropped session has let go of it already
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                self._conn.execute(_PROCESS_UNLOCK, (key,))
 
     def close(self) -> None:
         with self._mutex:
@@ -165,11 +183,11 @@ class _Session:
         self.mutex = threading.RLock()
 
     @contextmanager
-    def transaction(self, begin: bytes = b"BEGIN") -> Iterator[Queries]:
+    def transaction(self, begin: bytes = _BEGIN) -> Iterator[Queries]:
         with self.mutex:
             yield from self.transaction_held(begin)
 
-    def transaction_held(self, begin: bytes = b"BEGIN") -> Iterator[Queries]:
+    def transaction_held(self, begin: bytes = _BEGIN) -> Iterator[Queries]:
         """`transaction` for a caller that holds `mutex` already (a generator to `yield from`). `begin`
         opens it: it may carry more statements, without parameters, in the same round trip. Inside a
         transaction of this thread's (a read within a write) it is a savepoint of that one."""
@@ -185,12 +203,12 @@ class _Session:
                 yield Queries(cur, self.dialect)
             except BaseException:
                 if not self.conn.broken:
-                    cur.execute(b"ROLLBACK")
+                    cur.execute(_ROLLBACK)
                 raise
             if _failed(self.conn):  # a statement failed and its error was swallowed: nothing would be committed
-                cur.execute(b"ROLLBACK")
+                cur.execute(_ROLLBACK)
                 raise StoreUnavailable(f"the store at {_redact(self.url)} failed a write: it was rolled back")
-            cur.execute(b"COMMIT")
+            cur.execute(_COMMIT)
         except psycopg.errors.DeadlockDetected as exc:
             raise WriteConflict(f"the store at {_redact(self.url)} undid a write to break a deadlock") from exc
         except psycopg.errors.IdleInTransactionSessionTimeout as exc:
@@ -272,14 +290,14 @@ class PostgresStore(Store):
     def __init__(self, url: str) -> None:
         self.url = url
         conn = connect(url)
-        row = conn.execute("SELECT current_schema()").fetchone()
+        row = conn.execute(_SQL["current_schema"]).fetchone()
         self._schema = str(row[0]) if row else "public"
         self._dialect = _PostgresDialect(self._schema)
         self._writer = _Session(url, self._dialect, conn)
         self._readers = _Readers(url, self._dialect)
         self._locks = _AdvisoryLocks(url)
         key = _lock_key(self._schema, "name", "system_events")  # `lock_name`'s, which adds and lifts halts
-        self._begin_holding_halts = b"BEGIN; SELECT pg_advisory_xact_lock_shared(%d)" % key
+        self._begin_holding_halts = fill(_SQL["begin_holding_halts"], key=str(key)).encode()
         self._group_commit = GroupCommit(self.write, begin_halts=self.write_holding_halts)
         self._migrate()
 
@@ -288,7 +306,7 @@ class PostgresStore(Store):
         with self._writer.mutex, conn.transaction():
             cur = conn.cursor()
             # The migration lock: an advisory lock of this schema's, let go of at the commit.
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._schema, "migrations"),))
+            cur.execute(_LOCK_KEY, (_lock_key(self._schema, "migrations"),))
             migrate(cur, "postgresql", self._dialect.sql)
 
     @contextmanager

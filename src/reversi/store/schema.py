@@ -4,9 +4,10 @@ brought forward by, and the one runner both back ends apply them with.
 The SQL lives in `.sql` files in the package: `schema.sql` beside this module, and
 `migrations/NNNN_what_it_does.sql`. A file that runs on both back ends says so on its first line
 (`SHARED`); where they differ, a version has one file per back end instead, named for it
-(`NNNN_what_it_does.sqlite.sql`, `NNNN_what_it_does.postgresql.sql`). A back end supplies the
-transaction the runner works in, which must hold the migration lock (only one process migrates a
-store at a time), and the way its driver writes placeholders.
+(`NNNN_what_it_does.sqlite.sql`, `NNNN_what_it_does.postgresql.sql`). The runner's own statements are
+named ones (`sql.py`), in `schema_migrations.sql`. A back end supplies the transaction the runner
+works in, which must hold the migration lock (only one process migrates a store at a time), and the
+way its driver writes placeholders.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Literal, get_args
 
 from reversi.core.models import utc_now
 from reversi.errors import SchemaFilesError
+from reversi.store.sql import load
 from reversi.store.statements import Cursor
 
 Backend = Literal["sqlite", "postgresql"]
@@ -31,9 +33,11 @@ _MIGRATION_NAME = re.compile(r"(?P<version>\d{4})_(?P<what>\w+?)(?:\.(?P<backend
 # `schema.sql` names, in its header, the last migration it holds.
 _SCHEMA_VERSION = re.compile(r"^-- The schema as of migration (\d{4})\b", re.M)
 
+_SQL = load("schema_migrations.sql")
+
 # The store's own secrets, made with its schema (so that no read has to write one later, on a replica say).
 MADE_SECRETS = ("masking",)
-SECRET_INSERT = "INSERT INTO store_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING"
+SECRET_INSERT = load("secrets.sql")["insert_secret"]
 
 
 @dataclass(frozen=True)
@@ -130,14 +134,14 @@ def migrate(cur: Cursor, backend: Backend, sql: Callable[[str], str]) -> list[in
     Raises:
         SchemaFilesError: as `migrations` and `schema_script`.
     """
-    cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
-    done = {int(row[0]) for row in cur.execute("SELECT version FROM schema_migrations").fetchall()}
+    cur.execute(_SQL["create_migrations"])
+    done = {int(row[0]) for row in cur.execute(_SQL["done_migrations"]).fetchall()}
     scripts, versions = plan(done, schema_script(), migrations(backend))
     for script in scripts:
         for statement in statements(script):
             cur.execute(statement)
     for version in versions:
-        cur.execute(sql("INSERT INTO schema_migrations (version) VALUES (?)"), (version,))
+        cur.execute(sql(_SQL["record_migration"]), (version,))
     for row in new_secrets() if versions else ():
         cur.execute(sql(SECRET_INSERT), row)
     return versions

@@ -1,4 +1,7 @@
-"""The embedded back end: one SQLite file in WAL mode, writers serialised by `BEGIN IMMEDIATE`."""
+"""The embedded back end: one SQLite file in WAL mode, writers serialised by `BEGIN IMMEDIATE`.
+
+Its own statements (the clock, the pragmas, the transactions) are in `sqlite.sql`.
+"""
 
 from __future__ import annotations
 
@@ -21,16 +24,20 @@ from reversi.store.group_commit import GroupCommit
 from reversi.store.leases import ProcessLock
 from reversi.store.queries import Queries
 from reversi.store.schema import migrate
+from reversi.store.sql import fill, load
 from reversi.store.statements import Cursor, Dialect
 
 BUSY_TIMEOUT_MS = 10_000
+_SQL = load("sqlite.sql")
+_PRAGMAS = (fill(_SQL["busy_timeout"], ms=str(BUSY_TIMEOUT_MS)), _SQL["journal_mode"], _SQL["synchronous"])
+_BEGIN_READ, _BEGIN_WRITE = _SQL["begin_read"], _SQL["begin_write"]
 # Result codes after which the open file may be gone for good (see `SQLiteStore._noting_lost_file`).
 _LOST_FILE = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
 
 class _SQLiteDialect:
     row_locks = False
-    now_s = "((julianday('now') - 2440587.5) * 86400.0)"
+    now_s = _SQL["now_s"]
 
     def __init__(self) -> None:
         self.vault = CLEAR
@@ -77,9 +84,8 @@ def _open_wal(path: Path) -> sqlite3.Connection:
     another process is doing the same: several processes opening a fresh store try again."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
+        for pragma in _PRAGMAS:
+            conn.execute(pragma)
     except sqlite3.Error:
         conn.close()
         raise
@@ -120,7 +126,7 @@ class SQLiteStore(Store):
 
     def _migrate(self) -> None:
         # BEGIN IMMEDIATE is the migration lock: it holds off every other writer of the file.
-        with self._transaction("BEGIN IMMEDIATE") as cur:
+        with self._transaction(_BEGIN_WRITE) as cur:
             migrate(cur, "sqlite", self._dialect.sql)
 
     @contextmanager
@@ -135,7 +141,7 @@ class SQLiteStore(Store):
             # A read works on a disk the kernel made read-only: only a write that commits shows the file
             # is back for good (until then each transaction opens it again, so a repaired disk mounted
             # anew is found by the first write after it, not the second).
-            if reopened and begin != "BEGIN":
+            if reopened and begin != _BEGIN_READ:
                 self._reopen_needed = False
 
     @contextmanager
@@ -166,12 +172,12 @@ class SQLiteStore(Store):
 
     @contextmanager
     def read(self) -> Iterator[Queries]:
-        with self._group_commit.settled(), self._transaction("BEGIN") as cur:
+        with self._group_commit.settled(), self._transaction(_BEGIN_READ) as cur:
             yield Queries(cur, self._dialect)
 
     @contextmanager
     def write(self) -> Iterator[Queries]:
-        with self._group_commit.settled(), self._transaction("BEGIN IMMEDIATE") as cur:
+        with self._group_commit.settled(), self._transaction(_BEGIN_WRITE) as cur:
             yield Queries(cur, self._dialect)
 
     def lock_dir(self) -> Path:
@@ -219,7 +225,7 @@ def _in_transaction(conn: sqlite3.Connection, begin: str, path: Path) -> Iterato
         _roll_back(conn)
         raise
     try:
-        cur.execute("COMMIT")
+        cur.execute(_SQL["commit"])
     except sqlite3.OperationalError as exc:
         _roll_back(conn)
         raise StoreUnavailable(f"cannot commit to the store at {path}: {exc}") from exc
