@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from reversi.core.json_values import JSONObject
 from reversi.core.models import is_call_id
 
 
@@ -15,7 +15,7 @@ def journaled_name(names: Mapping[str, str], name: str) -> str:
     return names.get(name, name)
 
 
-def plain_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
+def plain_arguments(args: Mapping[str, object]) -> JSONObject:
     """A call's arguments as plain JSON values for the journal (a framework may hand over models or dates)."""
     plain = to_jsonable_python(dict(args), fallback=str)
     assert isinstance(plain, dict)

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import cast
 
 import anyio.to_thread
 from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
 from claude_agent_sdk.types import HookEvent
 
+from reversi.core.json_values import LooseJSON
 from reversi.engine.async_ledger import AsyncLedger
 from reversi.engine.ledger import Ledger
 from reversi.integrations.claude_code import HookAnswer, answer_hook, denial
@@ -54,7 +55,7 @@ def hooks(ledger: Ledger | AsyncLedger, *, matcher: str | None = None, timeout: 
     sync = ledger.sync if isinstance(ledger, AsyncLedger) else ledger
 
     async def journal(input_data: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
-        event = dict(cast(Mapping[str, Any], input_data))
+        event = dict(cast(Mapping[str, LooseJSON], input_data))
         if tool_use_id is not None:
             event.setdefault("tool_use_id", tool_use_id)
         answer = await anyio.to_thread.run_sync(functools.partial(answer_hook, sync, event, files=files))

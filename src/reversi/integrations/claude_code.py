@@ -24,11 +24,11 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from reversi.connectors import fs_changes
 from reversi.connectors._fs_root import root_path
 from reversi.core.calls import making
+from reversi.core.json_values import JSONObject, LooseJSON
 from reversi.core.models import RUN_ID_RE, StepState, StepStatus
 from reversi.engine.ledger import Ledger
 from reversi.engine.run import Run
@@ -47,7 +47,7 @@ _UNAVAILABLE = "files_unavailable"
 class HookAnswer:
     """What the hook command prints (`output`, as JSON, or nothing), its exit code, and its stderr."""
 
-    output: dict[str, Any] | None = None
+    output: JSONObject | None = None
     exit_code: int = 0
     error: str = ""
 
@@ -61,7 +61,7 @@ def run_id_of(session_id: object) -> str:
     return "run_claude-" + hashlib.sha256(str(session_id).encode()).hexdigest()[:32]
 
 
-def unjournaled(event: Mapping[str, Any], exc: ReversiError) -> HookAnswer:
+def unjournaled(event: Mapping[str, LooseJSON], exc: ReversiError) -> HookAnswer:
     """The answer when the ledger cannot be reached at all: a call about to run is blocked (journal
     before acting); an outcome that cannot be journaled is said, and blocks nothing."""
     if event.get("hook_event_name") == "PreToolUse":
@@ -69,13 +69,13 @@ def unjournaled(event: Mapping[str, Any], exc: ReversiError) -> HookAnswer:
     return HookAnswer(exit_code=1, error=f"reversi: could not journal the outcome: {exc.message}")
 
 
-def denial(reason: str) -> dict[str, Any]:
+def denial(reason: str) -> JSONObject:
     """The PreToolUse answer that denies the call, with the reason Claude reads."""
     return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                                    "permissionDecisionReason": reason}}
 
 
-def answer_hook(ledger: Ledger, event: Mapping[str, Any], *, files: bool = False) -> HookAnswer:
+def answer_hook(ledger: Ledger, event: Mapping[str, LooseJSON], *, files: bool = False) -> HookAnswer:
     """Journal one hook event; what to answer Claude Code. `files`: keep the files the call changes."""
     kind = event.get("hook_event_name")
     tool, call_id = event.get("tool_name"), usable_call_id(event.get("tool_use_id"))
@@ -95,7 +95,7 @@ def answer_hook(ledger: Ledger, event: Mapping[str, Any], *, files: bool = False
     return HookAnswer()
 
 
-def _settle(run: Run, call_id: str, event: Mapping[str, Any], succeeded: bool) -> None:
+def _settle(run: Run, call_id: str, event: Mapping[str, LooseJSON], succeeded: bool) -> None:
     """Journal the outcome; with the files the call changed, when they were kept before it. A failed
     call that changed files took effect all the same: it is journaled succeeded, its error kept."""
     step = next((s for s in run.snapshot().steps if s.call_id == call_id and s.status is StepStatus.INTENDED), None)
@@ -110,13 +110,13 @@ def _settle(run: Run, call_id: str, event: Mapping[str, Any], succeeded: bool) -
         run.settle(call_id, result={**answer, **files})
 
 
-def _changed_anything(files: Mapping[str, Any]) -> bool:
+def _changed_anything(files: Mapping[str, LooseJSON]) -> bool:
     """Whether what the call changed is anything at all: kept changes, or changes fs could not keep."""
     found = files.get("files") or {}
     return bool(found.get("changes") or found.get("unseen"))
 
 
-def _files_after(run: Run, step: StepState) -> dict[str, Any] | None:
+def _files_after(run: Run, step: StepState) -> JSONObject | None:
     """What the step's call changed (`files`), or why it is not known (`files_unavailable`); None when
     nothing was kept before it."""
     before = step.before if step.has_before and isinstance(step.before, Mapping) else {}
@@ -131,7 +131,7 @@ def _files_after(run: Run, step: StepState) -> dict[str, Any] | None:
         return {_UNAVAILABLE: f"the files changed could not be read: {exc.message}"}
 
 
-def _files_before(tool: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
+def _files_before(tool: str, args: Mapping[str, LooseJSON]) -> JSONObject | None:
     """The state of what the call may change, kept (`files`), or why it cannot be (`files_unavailable`);
     None for a tool that changes no files."""
     try:
@@ -160,7 +160,7 @@ def _relative(path: object) -> str:
     return relative
 
 
-def _session_run(ledger: Ledger, event: Mapping[str, Any]) -> Run:
+def _session_run(ledger: Ledger, event: Mapping[str, LooseJSON]) -> Run:
     """The session's run, opened by its first call (continuing it on every call would journal a
     `run_continued` each time)."""
     run_id = run_id_of(event.get("session_id"))
@@ -170,7 +170,7 @@ def _session_run(ledger: Ledger, event: Mapping[str, Any]) -> Run:
         return ledger.start_run(run_id, actor=ACTOR)
 
 
-def _before(ledger: Ledger, event: Mapping[str, Any], tool: str, args: dict[str, Any],
+def _before(ledger: Ledger, event: Mapping[str, LooseJSON], tool: str, args: JSONObject,
             call_id: str | None, files: bool) -> HookAnswer:
     kept = _files_before(tool, args) if files else None
     try:

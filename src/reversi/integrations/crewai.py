@@ -31,6 +31,7 @@ from crewai.tools import tool as make_tool
 from crewai.tools.base_tool import Tool
 from crewai.tools.tool_failure import ToolFailure
 
+from reversi.core.json_values import JSONObject
 from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
@@ -90,7 +91,7 @@ class JournaledTool(BaseTool):
             return exc.failure
 
     @staticmethod
-    def _journaled(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _journaled(args: tuple[Any, ...], kwargs: dict[str, Any]) -> JSONObject:
         """The arguments to journal: the model's, by name; a single positional input as `input`."""
         return plain_arguments({"input": args[0]} if args else kwargs)
 

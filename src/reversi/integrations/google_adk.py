@@ -30,6 +30,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
+from reversi.core.json_values import LooseJSONObject
 from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
@@ -84,8 +85,8 @@ class JournalPlugin(BasePlugin):
         self.run, self.names, self.capture = run, dict(names or {}), capture
         self._pending: dict[int, _Pending] = {}
 
-    async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
-                                   tool_context: ToolContext) -> dict[str, Any] | None:
+    async def before_tool_callback(self, *, tool: BaseTool, tool_args: LooseJSONObject,
+                                   tool_context: ToolContext) -> LooseJSONObject | None:
         loop = asyncio.get_running_loop()
         started: asyncio.Future[None] = loop.create_future()
         answer: asyncio.Future[Any] = loop.create_future()
@@ -107,8 +108,8 @@ class JournalPlugin(BasePlugin):
         self._pending[id(tool_context)] = _Pending(answer, journal)
         return None
 
-    async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext,
-                                  result: dict[str, Any]) -> dict[str, Any] | None:
+    async def after_tool_callback(self, *, tool: BaseTool, tool_args: LooseJSONObject, tool_context: ToolContext,
+                                  result: LooseJSONObject) -> LooseJSONObject | None:
         pending = self._pending.pop(id(tool_context), None)
         if pending is None:
             return None  # a call this plugin refused, or answered by a callback before it
@@ -125,8 +126,8 @@ class JournalPlugin(BasePlugin):
         await _settled(pending.journal, outcome)
         return None
 
-    async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext,
-                                     error: Exception) -> dict[str, Any] | None:
+    async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: LooseJSONObject, tool_context: ToolContext,
+                                     error: Exception) -> LooseJSONObject | None:
         pending = self._pending.pop(id(tool_context), None)
         if pending is not None:
             pending.answer.set_exception(error)

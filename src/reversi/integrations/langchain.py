@@ -28,6 +28,7 @@ from langchain_core.tools import tool as make_tool
 from langchain_core.tools.base import _is_injected_arg_type, get_all_basemodel_annotations
 from pydantic import BaseModel
 
+from reversi.core.json_values import JSONObject
 from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
@@ -75,7 +76,7 @@ class JournaledTool(BaseTool):
     tool_name: str
     capture: Any = None  # a `reversi.engine.capture.Read`, or None
 
-    def _input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | dict[str, Any], dict[str, Any]]:
+    def _input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | dict[str, Any], JSONObject]:
         """What to hand the wrapped tool, and what to journal: the arguments the model gave, without
         those the framework injects (a runtime, a call id); a single text input as `input`."""
         if args:

@@ -35,6 +35,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, interrupt
 
+from reversi.core.json_values import JSONObject
 from reversi.core.models import RUN_ID_RE
 from reversi.engine.ledger import Ledger
 from reversi.engine.rollback import ReadBack
@@ -161,7 +162,7 @@ class JournalMiddleware(AgentMiddleware):
                            f" {self._actor!r}: give each agent threads of its own")
         return self._ledger.start_run(run_id=run_id, actor=self._actor)
 
-    def _call(self, request: ToolCallRequest) -> tuple[str, dict[str, Any], str | None]:
+    def _call(self, request: ToolCallRequest) -> tuple[str, JSONObject, str | None]:
         call = request.tool_call
         return journaled_name(self.names, call["name"]), plain_arguments(call["args"]), usable_call_id(call.get("id"))
 
@@ -175,7 +176,7 @@ def thread_run_id(thread: object) -> str:
     return "run_threadh-" + hashlib.sha256(repr(thread).encode()).hexdigest()[:32]
 
 
-def _waiting(tool: str, exc: ApprovalRequired) -> dict[str, Any]:
+def _waiting(tool: str, exc: ApprovalRequired) -> JSONObject:
     """The interrupt's value for a call waiting for an approval: what the application shows a person."""
     return {"reversi": "approval_required", "approval_id": exc.approval_id, "tool": tool, "reason": exc.message}
 
@@ -186,7 +187,7 @@ class _Journaled:
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
 
-    def model_dump(self, mode: str = "json") -> Any:
+    def model_dump(self, mode: str = "json") -> object:
         answer = self.answer
         if not isinstance(answer, ToolMessage):
             return answer  # a Command: journaled by its fields

@@ -32,6 +32,7 @@ from agents.tool_context import ToolContext
 from agents.tracing import get_current_span, get_current_trace
 from mcp.types import CallToolResult, TextContent
 
+from reversi.core.json_values import JSONObject, LooseJSONObject
 from reversi.engine import tracing
 from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
@@ -41,7 +42,7 @@ from reversi.integrations._journal import journaled_name, plain_arguments, refus
 __all__ = ["JournaledMCPServer", "journal_tool", "journaled", "journaled_mcp"]
 
 
-def _arguments(text: str) -> dict[str, Any] | None:
+def _arguments(text: str) -> JSONObject | None:
     try:
         parsed = json.loads(text or "{}")
     except ValueError:
@@ -125,11 +126,11 @@ class JournaledMCPServer(MCPServer):
     async def list_prompts(self) -> Any:
         return await self._server.list_prompts()
 
-    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+    async def get_prompt(self, name: str, arguments: LooseJSONObject | None = None) -> Any:
         return await self._server.get_prompt(name, arguments)
 
-    async def call_tool(self, tool_name: str, arguments: dict[str, Any] | None,
-                        meta: dict[str, Any] | None = None) -> CallToolResult:
+    async def call_tool(self, tool_name: str, arguments: LooseJSONObject | None,
+                        meta: LooseJSONObject | None = None) -> CallToolResult:
         async def call(**_: Any) -> CallToolResult:
             answer = await self._server.call_tool(tool_name, arguments, meta)
             if answer.is_error:

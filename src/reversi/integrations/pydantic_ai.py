@@ -39,6 +39,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
+from reversi.core.json_values import LooseJSONObject
 from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
@@ -56,7 +57,7 @@ class JournaledToolset(WrapperToolset[AgentDepsT]):
     capture: ReadBack | None = None
 
     async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+        self, name: str, tool_args: LooseJSONObject, ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
         async def call(**_: Any) -> Any:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)

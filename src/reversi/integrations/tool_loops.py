@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reversi.core.json_values import to_json
+from reversi.core.json_values import JSONObject, LooseJSON, LooseJSONObject, to_json
 from reversi.engine.rollback import ReadBack
 from reversi.engine.run import Run
 from reversi.errors import BadInput, Refused
@@ -45,7 +45,7 @@ Tools = Mapping[str, Callable[..., Any]]
 
 
 def responses_outputs(run: Run, response: Any, tools: Tools, *, names: Mapping[str, str] | None = None,
-                      capture: ReadBack | None = None) -> list[dict[str, Any]]:
+                      capture: ReadBack | None = None) -> list[LooseJSONObject]:
     """A `function_call_output` item for each `function_call` of an OpenAI Responses API response."""
     return [
         {"type": "function_call_output", "call_id": _field(item, "call_id"),
@@ -56,9 +56,9 @@ def responses_outputs(run: Run, response: Any, tools: Tools, *, names: Mapping[s
 
 
 def chat_tool_messages(run: Run, message: Any, tools: Tools, *, names: Mapping[str, str] | None = None,
-                       capture: ReadBack | None = None) -> list[dict[str, Any]]:
+                       capture: ReadBack | None = None) -> list[LooseJSONObject]:
     """A `tool` message for each function tool call of an OpenAI Chat Completions assistant message."""
-    found = []
+    found: list[LooseJSONObject] = []
     for call in _field(message, "tool_calls") or ():
         function = _field(call, "function")
         text, _ = _answer(_Call(run, tools, names, capture), _field(function, "name"), _field(function, "arguments"),
@@ -68,10 +68,10 @@ def chat_tool_messages(run: Run, message: Any, tools: Tools, *, names: Mapping[s
 
 
 def anthropic_tool_results(run: Run, message: Any, tools: Tools, *, names: Mapping[str, str] | None = None,
-                           capture: ReadBack | None = None) -> list[dict[str, Any]]:
+                           capture: ReadBack | None = None) -> list[LooseJSONObject]:
     """A `tool_result` block for each `tool_use` block of an Anthropic Messages API reply, `is_error`
     set for a refusal or a failure (send them as the next user message's content)."""
-    found = []
+    found: list[LooseJSONObject] = []
     for block in _field(message, "content") or ():
         if _field(block, "type") != "tool_use":
             continue
@@ -92,7 +92,7 @@ class _Call:
     capture: ReadBack | None
 
 
-def _answer(how: _Call, name: Any, arguments: Any, call_id: Any) -> tuple[str, bool]:
+def _answer(how: _Call, name: LooseJSON, arguments: LooseJSON, call_id: object) -> tuple[str, bool]:
     """The text the model reads for one call, and whether it is an error; the call journaled in the run."""
     fn = how.tools.get(name) if isinstance(name, str) else None
     if fn is None:
@@ -112,7 +112,7 @@ def _answer(how: _Call, name: Any, arguments: Any, call_id: Any) -> tuple[str, b
     return (result if isinstance(result, str) else json.dumps(to_json(result), ensure_ascii=False)), False
 
 
-def _arguments(arguments: Any) -> dict[str, Any] | None:
+def _arguments(arguments: LooseJSON) -> JSONObject | None:
     """The call's arguments: a JSON object, as text (OpenAI) or already parsed (Anthropic)."""
     if isinstance(arguments, str):
         try:
