@@ -72,3 +72,16 @@ def test_the_journal_is_exported_to_those_who_read_it(ledger: reversi.Ledger) ->
             list(door.export())
     everything = ledger.as_local_admin(Surface.CLI).export()
     assert {e.run_id for e in everything} == {run.id, other.id}
+
+
+def test_the_sdks_operator_actions_are_the_local_admins(ledger: reversi.Ledger,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVERSI_ACTOR", "ops-on-call")
+    halt = ledger.add_halt("freeze", tenant="acme")
+    assert (halt.by, halt.principal, halt.scope.tenant) == ("ops-on-call", ledger.principal, "acme")
+    assert ledger.lift_halts(tenant="globex") == 0  # of exactly that tenant: acme's stays
+    assert ledger.lift_halts(tenant="acme", by="erin") == 1
+    row, _ = ledger.create_key("root", "admin")
+    with pytest.raises(Conflict):  # the door's rule, from the SDK as from the CLI
+        ledger.revoke_key(row.key_id)
+    assert ledger.revoke_key(row.key_id, last_admin=True).revoked_by == ledger.principal

@@ -22,7 +22,6 @@ from reversi.core.models import (
     Event,
     EventType,
     Halt,
-    HaltScope,
     Mode,
     NewEvent,
     RunRecord,
@@ -38,7 +37,7 @@ from reversi.core.sensitive import Masker, SensitivePath
 from reversi.core.surfaces import Surface
 from reversi.core.times import parse_time
 from reversi.core.windows import Closing
-from reversi.engine import access, approvals, drills, encryption, erasure, halts, incidents, jobs, keys, retention
+from reversi.engine import access, approvals, drills, halts, incidents, jobs, retention
 from reversi.engine.capture import Captured
 from reversi.engine.commands import command_compensator
 from reversi.engine.config import Settings, actor_from_env, load_settings, principal_from_env
@@ -113,16 +112,20 @@ class Ledger:
         admin of every tenant, with no key. It names REVERSI_ACTOR as acting where a call names nobody."""
         return self.for_principal(Principal(self.principal, Role.ADMIN), surface)
 
+    def _local(self) -> PrincipalLedger:
+        # The SDK's operator actions are the local admin's: the door decides them, as for every surface.
+        return self.as_local_admin(Surface.SDK)
+
     def rotate_data(self, *, batch: int = 200, on_batch: Callable[[int], None] | None = None) -> Rotation:
         """Move every data key onto the current key-encryption key; see `encryption.rotate_data`."""
-        return encryption.rotate_data(self.store, batch=batch, on_batch=on_batch)
+        return self._local().rotate_data(batch=batch, on_batch=on_batch)
 
     def erase_values(self, *, tenant: str | None = None, actor: str | None = None, run_id: str | None = None,
                      by: str | None = None, batch: int = 200,
                      on_batch: Callable[[int], None] | None = None) -> Erasure:
         """Erase the values of a tenant's, an actor's or one run's runs; see `erasure.erase_values`."""
-        return erasure.erase_values(self.store, tenant=tenant, actor=actor, run_id=run_id, by=self.actor(by),
-                                    batch=batch, on_batch=on_batch)
+        return self._local().erase_values(tenant=tenant, actor=actor, run_id=run_id, by=by, batch=batch,
+                                          on_batch=on_batch)
 
     def masker(self) -> Masker:
         """A new masker for one view: the store's masking key, the configured names, the manifests' paths
@@ -398,8 +401,8 @@ class Ledger:
         environment: str | None = None,
         by: str | None = None,
     ) -> Halt:
-        return halts.add_halt(self.store, reason, HaltScope(tool, actor, tenant, environment), self.actor(by),
-                              self.principal)
+        """Stop new calls that match the scope (`actor`: the runs' actor glob; `by`: who halts them)."""
+        return self._local().add_halt(reason, tool=tool, actor=actor, tenant=tenant, environment=environment, by=by)
 
     def halts(self, tenant: str | None = None) -> list[Halt]:
         """The active halts; with `tenant`, those scoped to exactly that tenant."""
@@ -407,18 +410,18 @@ class Ledger:
 
     def lift_halts(self, halt_id: str | None = None, by: str | None = None, tenant: str | None = None) -> int:
         """Lift one halt, or all (of `tenant`, when given); returns how many."""
-        return halts.lift_halts(self.store, halt_id, self.actor(by), tenant, principal=self.principal)
+        return self._local().lift_halts(halt_id, by=by, tenant=tenant)
 
     def approvals(self, status: str | None = None, run_id: str | None = None) -> list[Approval]:
         return approvals.list_approvals(self.store, status, run_id)
 
     def approve(self, approval_id: str, by: str | None = None, note: str | None = None) -> Approval:
-        return approvals.decide(self.store, approval_id, approve=True, by=self.actor(by), note=note,
-                                principal=self.principal)
+        """Approve a pending (or earlier denied) request; see `approvals.decide`."""
+        return self._local().approve(approval_id, note=note, by=by)
 
     def deny(self, approval_id: str, note: str, by: str | None = None) -> Approval:
-        return approvals.decide(self.store, approval_id, approve=False, by=self.actor(by), note=note,
-                                principal=self.principal)
+        """Deny a request (a note is required); see `approvals.decide`."""
+        return self._local().deny(approval_id, note=note, by=by)
 
 
     def approval(self, approval_id: str) -> Approval:
@@ -486,15 +489,15 @@ class Ledger:
 
     def create_key(self, name: str, role: str, tenant: str | None = None) -> tuple[KeyRow, str]:
         """Create an API key; returns its row and the key (shown this once). Raises as `keys.create_key`."""
-        return keys.create_key(self.store, name, role, tenant, by=self.principal)
+        return self._local().create_key(name, role, tenant)
 
     def list_keys(self) -> list[KeyRow]:
         """Every API key (never their secrets), oldest first."""
-        return keys.list_keys(self.store)
+        return self._local().list_keys()
 
     def revoke_key(self, key_id: str, *, last_admin: bool = False) -> KeyRow:
         """Revoke an API key at once; `last_admin` revokes even the last admin key. Raises as `keys.revoke_key`."""
-        return keys.revoke_key(self.store, key_id, last_admin=last_admin, by=self.principal)
+        return self._local().revoke_key(key_id, last_admin=last_admin)
 
     # -- drills (`reversi manifest drill` and `coverage`) -----------------------------------------------
 

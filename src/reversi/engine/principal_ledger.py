@@ -656,19 +656,21 @@ class PrincipalLedger:
         return [replace(a, args=redaction.approval_args(masker, a.tool, a.args)) for a in found]
 
     def approve(self, approval_id: str, *, note: str | None = None, by: str | None = None) -> Approval:
-        """Approve; see `Ledger.approve`. Raises as `deny`."""
+        """Approve (see `approvals.decide`); raises as `deny`."""
         self.approval_to_decide(approval_id)
-        return self._ledger.approve(approval_id, by=self._by(by), note=note)
+        return approvals.decide(self._base.store, approval_id, approve=True, by=self._by(by), note=note,
+                                principal=self.principal.name)
 
     def deny(self, approval_id: str, *, note: str, by: str | None = None) -> Approval:
-        """Deny (a note is required); see `Ledger.deny`.
+        """Deny (a note is required; see `approvals.decide`).
 
         Raises:
             Forbidden: not an operator, or `APPROVAL belongs to another principal`.
             NotFound, BadInput, Conflict: as `approvals.decide`.
         """
         self.approval_to_decide(approval_id)
-        return self._ledger.deny(approval_id, note=note, by=self._by(by))
+        return approvals.decide(self._base.store, approval_id, approve=False, by=self._by(by), note=note,
+                                principal=self.principal.name)
 
     def approval_to_decide(self, approval_id: str) -> Approval:
         """The approval, if this principal may decide it: an operator of its run's tenant.
@@ -712,7 +714,8 @@ class PrincipalLedger:
         return halts.add_halt(self._base.store, reason, scope, self._by(by), self.principal.name)
 
     def erase_values(self, *, tenant: str | None = None, actor: str | None = None, run_id: str | None = None,
-                     by: str | None = None) -> Erasure:
+                     by: str | None = None, batch: int = 200,
+                     on_batch: Callable[[int], None] | None = None) -> Erasure:
         """Erase the values of a tenant's, an actor's or one run's runs (see `erasure.erase_values`); an
         admin confined to a tenant erases within it only.
 
@@ -725,10 +728,11 @@ class PrincipalLedger:
         if confined is not None and tenant not in (None, confined):
             raise Forbidden(f"a key confined to tenant {confined} can only erase tenant {confined}")
         return erasure.erase_values(self._base.store, tenant=tenant, actor=actor, run_id=run_id,
-                                    by=self._by(by), within=confined)
+                                    by=self._by(by), within=confined, batch=batch, on_batch=on_batch)
 
-    def lift_halts(self, halt_id: str | None = None, *, by: str | None = None) -> int:
-        """Lift one halt, or all this principal sees (`by`: who lifts them); returns how many.
+    def lift_halts(self, halt_id: str | None = None, *, by: str | None = None, tenant: str | None = None) -> int:
+        """Lift one halt, or all this principal sees (of exactly `tenant`, when given; `by`: who lifts
+        them); returns how many.
 
         Raises:
             Forbidden: not an admin, or (confined to a tenant) a halt that can refuse its tenant's calls
@@ -736,15 +740,15 @@ class PrincipalLedger:
             NotFound: `halt_id` names no active halt this principal sees.
         """
         require_role(self.principal, Role.ADMIN)
-        tenant = self.principal.tenant
-        if halt_id is not None and tenant is not None:
+        confined = self.principal.tenant
+        if halt_id is not None and confined is not None:
             stops = {h.halt_id: h for h, liftable in self.halts_in_force() if not liftable}
             if halt_id in stops:
                 said = stops[halt_id].scope.tenant
                 whose = f"tenants matching {said!r}" if said else "every tenant"
-                raise Forbidden(f"{halt_id} stops the calls of {whose}: an admin confined to tenant {tenant} "
+                raise Forbidden(f"{halt_id} stops the calls of {whose}: an admin confined to tenant {confined} "
                                 "may not lift it; an admin of every tenant can")
-        return halts.lift_halts(self._base.store, halt_id, self._by(by), self.principal.tenant,
+        return halts.lift_halts(self._base.store, halt_id, self._by(by), halt_tenant(self.principal, tenant),
                                 principal=self.principal.name)
 
     # -- keys --------------------------------------------------------------------------------------
