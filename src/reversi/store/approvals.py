@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from reversi.core.json_values import LooseJSON
 from reversi.core.models import Approval, ApprovalKind, ApprovalStatus, EventType
 from reversi.store.data_keys import DataKeyQueries
 from reversi.store.sql import fill, load, marks, optional
@@ -22,7 +23,7 @@ class ApprovalRow:
     step: int | None
     kind: ApprovalKind
     tool: str
-    args: Any
+    args: LooseJSON
     call_key: str  # which call it is for: a forward call's digest of tool and arguments, or the step's number
     requested_by: str
     requested_at: str
@@ -62,7 +63,7 @@ class ApprovalQueries(Statements):
     def _with_status(self, rows: list[ApprovalRow]) -> list[Approval]:
         if not rows:
             return []
-        events: dict[str, list[tuple[str, str, str, Mapping[str, Any]]]] = defaultdict(list)
+        events: dict[str, list[tuple[str, str, str, Mapping[str, LooseJSON]]]] = defaultdict(list)
         ids = [r.approval_id for r in rows]
         for chunk_start in range(0, len(ids), CHUNK):
             chunk = ids[chunk_start : chunk_start + CHUNK]
@@ -104,7 +105,7 @@ class ApprovalQueries(Statements):
         return self._with_status(self._approval_rows(sql, params))
 
 
-def _derive_approval(row: ApprovalRow, events: list[tuple[str, str, str, Mapping[str, Any]]]) -> Approval:
+def _derive_approval(row: ApprovalRow, events: list[tuple[str, str, str, Mapping[str, LooseJSON]]]) -> Approval:
     status, decided_by, decided_at, note, used, principal = ApprovalStatus.PENDING, None, None, None, False, None
     for type_, at, actor, data in events:
         if type_ in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED):

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from reversi.core.bounded_cache import BoundedCache
 from reversi.core.envelope import (
@@ -28,7 +27,7 @@ from reversi.core.envelope import (
     unwrap,
     wrap,
 )
-from reversi.core.json_values import compact, loads
+from reversi.core.json_values import JSONObjectView, JSONView, LooseJSON, LooseJSONObject, compact, loads
 from reversi.core.models import utc_now
 from reversi.store.sql import fill, load, marks
 from reversi.store.statements import Statements
@@ -130,7 +129,7 @@ class Vault:
                 self._unwrapped[(row.data_key_id, row.wrapped)] = found
         return found
 
-    def dump(self, q: DataKeyQueries, run_id: str, place: str, value: Any) -> str:
+    def dump(self, q: DataKeyQueries, run_id: str, place: str, value: JSONView) -> str:
         """`value` as the column stores it: sealed when this process holds a KEK, else JSON."""
         if self.keyring is None:
             return compact(value)
@@ -165,7 +164,7 @@ class Vault:
         q.__dict__.setdefault("_made_keys", set()).add(data_key_id)
         return data_key_id, made
 
-    def dump_event(self, q: DataKeyQueries, run_id: str, data: dict[str, Any]) -> str:
+    def dump_event(self, q: DataKeyQueries, run_id: str, data: JSONObjectView) -> str:
         """An event's data as the column stores it: its `SEALED_FIELDS` sealed together when this
         process holds a KEK (their names kept in clear beside them)."""
         if self.keyring is None:
@@ -176,10 +175,10 @@ class Vault:
         rest = {k: v for k, v in data.items() if k not in values}
         return compact(rest | {SEALED: {"fields": list(values), "value": self.dump(q, run_id, "event", values)}})
 
-    def load_event(self, q: DataKeyQueries, run_id: str, stored: str) -> Mapping[str, Any]:
+    def load_event(self, q: DataKeyQueries, run_id: str, stored: str) -> Mapping[str, LooseJSON]:
         """An event's data from the column; its sealed fields are opened when first read (each
         `Unreadable` if they cannot be), so a plan that needs only the statuses decrypts no argument."""
-        data: dict[str, Any] = loads(stored)
+        data: LooseJSONObject = loads(stored)
         sealed = data.pop(SEALED, None)
         if sealed is None:
             return data
@@ -204,7 +203,7 @@ class Vault:
             return Unreadable("its data key is not in this store")
         return self._key(row)
 
-    def load(self, q: DataKeyQueries, run_id: str, place: str, stored: str) -> Any:
+    def load(self, q: DataKeyQueries, run_id: str, place: str, stored: str) -> LooseJSON:
         """The value a column holds: JSON as it is, a sealed value opened (or `Unreadable`)."""
         if not is_sealed(stored):
             return loads(stored)
@@ -212,28 +211,28 @@ class Vault:
         return key if isinstance(key, Unreadable) else _opened(key, stored, run_id, place)
 
 
-def _opened(key: bytes, stored: str, run_id: str, place: str = "event") -> Any:
+def _opened(key: bytes, stored: str, run_id: str, place: str = "event") -> LooseJSON:
     try:
         return open_value(key, stored, run_id, place)
     except ValueError:
         return Unreadable("it does not open: it was moved or damaged")
 
 
-class _SealedData(Mapping[str, Any]):
+class _SealedData(Mapping[str, LooseJSON]):
     """An event's data whose sealed fields are opened on first use (the key was read in its transaction)."""
 
-    def __init__(self, clear: dict[str, Any], fields: tuple[str, ...], opener: Callable[[], Any]) -> None:
+    def __init__(self, clear: LooseJSONObject, fields: tuple[str, ...], opener: Callable[[], LooseJSON]) -> None:
         self._clear, self._fields, self._opener = clear, fields, opener
-        self._all: dict[str, Any] | None = None
+        self._all: LooseJSONObject | None = None
 
-    def _open(self) -> dict[str, Any]:
+    def _open(self) -> LooseJSONObject:
         if self._all is None:
             opened = self._opener()
             values = opened if isinstance(opened, dict) else dict.fromkeys(self._fields, opened)
             self._all = self._clear | values
         return self._all
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> LooseJSON:
         if key in self._fields:
             return self._open()[key]
         return self._clear[key]

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from reversi.core.json_values import LooseJSON
 from reversi.core.json_values import compact as dumps
 from reversi.core.models import Event, EventType, Halt, HaltScope, utc_now
 from reversi.store.sql import fill, load, optional
@@ -22,7 +23,7 @@ class HaltQueries(Statements):
     """The queries of the halts' stream: appended to under one lock, read as the halts in force."""
 
     def append_system(
-        self, type_: EventType, actor: str, halt_id: str, data: Mapping[str, Any], tenant: str | None = None
+        self, type_: EventType, actor: str, halt_id: str, data: Mapping[str, LooseJSON], tenant: str | None = None
     ) -> str:
         """Append to the halts' stream; `tenant` is a new halt's tenant scope ("" for every tenant)."""
         self.lock_name("system_events")

@@ -7,7 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON
 from reversi.core.json_values import compact as dumps
+from reversi.core.report import ReportJSON
 from reversi.store.sql import load
 from reversi.store.statements import Statements
 
@@ -27,10 +29,10 @@ class JobRow:
     finished_at: str | None = None
     starts: int = 0
     current_step: int | None = None
-    report: Any = None
-    error: Any = None
+    report: LooseJSON = None  # a `ReportJSON`: the report so far while the job runs
+    error: LooseJSON = None  # `ReversiError.to_dict()`
     principal: str | None = None  # who queued it, as authenticated (None: queued before 0009)
-    scope: Any = None  # the part of the run it rolls back (`RollbackScope.to_dict()`); None: the whole run
+    scope: JSONObject | None = None  # the part of the run it rolls back (`RollbackScope.to_dict()`); None: all of it
     concurrency: int = 1  # how many independent steps it undoes at once
     current_steps: tuple[int, ...] = ()  # the steps being undone now, newest first
 
@@ -48,7 +50,7 @@ def _row(r: Any) -> JobRow:
     )
 
 
-def _text(value: Any) -> str | None:
+def _text(value: LooseJSON) -> str | None:
     return None if value is None else dumps(value)
 
 
@@ -83,14 +85,14 @@ class JobQueries(Statements):
     def start_job(self, job_id: str, at: str, current_step: int | None) -> None:
         self._exec(_SQL["start_job"], (at, current_step, job_id))
 
-    def record_progress(self, job_id: str, current_steps: tuple[int, ...], report: Any) -> None:
+    def record_progress(self, job_id: str, current_steps: tuple[int, ...], report: ReportJSON | None) -> None:
         """The steps being undone now (newest first; the first is `current_step`), and the report so far."""
         self._exec(
             _SQL["record_progress"],
             (current_steps[0] if current_steps else None, _steps(current_steps), _text(report), job_id),
         )
 
-    def finish_job(self, job_id: str, at: str, report: Any, error: Any) -> None:
+    def finish_job(self, job_id: str, at: str, report: ReportJSON | None, error: JSONObjectView | None) -> None:
         self._exec(_SQL["finish_job"], (at, _text(report), _text(error), job_id))
 
     def requeue_job(self, job_id: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from reversi.core.json_values import JSONObject
 from reversi.store.sql import fill, load, optional
 from reversi.store.statements import Statements
 
@@ -24,7 +25,7 @@ class KeyRow:
     created_by: str | None = None  # the principals that created and revoked it (None: before 0009)
     revoked_by: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The key as listed: never its secret or hash."""
         return {"id": self.key_id, "name": self.name, "role": self.role, "tenant": self.tenant,
                 "created_at": self.created_at, "revoked_at": self.revoked_at, "created_by": self.created_by,

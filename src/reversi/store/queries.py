@@ -18,8 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from reversi.core.gc_pause import gc_paused
+from reversi.core.json_values import LooseJSON, loads
 from reversi.core.json_values import compact as dumps
-from reversi.core.json_values import loads
 from reversi.core.models import (
     NO_DATA,
     Event,
@@ -55,7 +55,7 @@ from reversi.store.statements import CHUNK, LIMIT, guarded
 
 _SQL = load("queries.sql")
 _STEP_EVENTS = guarded(_SQL["step_events"])
-FoldedEvent = tuple[str, str, str, Mapping[str, Any]]  # (type, at, actor, data), as `derive_step_rows` takes it
+FoldedEvent = tuple[str, str, str, Mapping[str, LooseJSON]]  # (type, at, actor, data), as `derive_step_rows` takes it
 # Where a search looks: columns of `runs`, and for `any` the tools its steps called too ("stripe.").
 _SEARCHED = {"any": _SQL["runs_containing_any"], "actor": _SQL["runs_containing_actor"],
              "tenant": _SQL["runs_containing_tenant"]}

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from reversi.core.json_values import JSONObject, JSONObjectView
 from reversi.core.json_values import compact as dumps
 from reversi.store.sql import load
 from reversi.store.statements import Statements
@@ -17,7 +18,7 @@ _SQL = load("scope_jobs.sql")
 @dataclass(frozen=True)
 class ScopeJobRow:
     job_id: str
-    selection: dict[str, Any]
+    selection: JSONObject  # `Selection.to_dict()`
     within: str | None
     state: str
     actor: str
@@ -28,8 +29,8 @@ class ScopeJobRow:
     created_at: str = ""
     started_at: str | None = None
     finished_at: str | None = None
-    report: Any = None
-    error: Any = None
+    report: JSONObject | None = None
+    error: JSONObject | None = None
     concurrency: int = 1  # how many independent steps of each run it undoes at once
 
 
@@ -59,7 +60,8 @@ class ScopeJobQueries(Statements):
     def start_scope_job(self, job_id: str, at: str) -> None:
         self._exec(_SQL["start_scope_job"], (at, job_id))
 
-    def finish_scope_job(self, job_id: str, at: str, report: Any, error: Any) -> None:
+    def finish_scope_job(self, job_id: str, at: str, report: JSONObjectView | None,
+                         error: JSONObjectView | None) -> None:
         self._exec(_SQL["finish_scope_job"],
                    (at, None if report is None else dumps(report), None if error is None else dumps(error), job_id))
 
