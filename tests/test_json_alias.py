@@ -20,14 +20,14 @@ CEILINGS = {
     "__init__.py": 2,
     "connectors": 15,
     "core": 10,
-    "engine": 28,
+    "engine": 32,
     "errors.py": 0,
     "gateway": 105,
     "integrations": 81,
     "server": 21,
     "store": 49,
 }
-NOT_YET = frozenset({"engine/ledger.py", "engine/principal_ledger.py"})
+NOT_YET: frozenset[str] = frozenset()
 
 
 def any_names(path: Path) -> int:

@@ -16,6 +16,7 @@ from reversi.core import redaction
 from reversi.core.bounded_cache import BoundedCache
 from reversi.core.checkpoints import Checkpoint
 from reversi.core.drill import Drill
+from reversi.core.json_values import JSON, LooseJSONObject
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
     Approval,
@@ -74,10 +75,10 @@ def _text(value: object, name: str) -> str:
     return value
 
 
-def _failing(error: Exception) -> Callable[[dict[str, Any]], Any]:
+def _failing(error: Exception) -> Callable[[LooseJSONObject], object]:
     """A hook that cannot be run: each hand-off fails with `error`."""
 
-    def hook(data: dict[str, Any]) -> Any:
+    def hook(data: LooseJSONObject) -> object:
         raise error
 
     return hook
@@ -439,8 +440,8 @@ class Ledger:
 
     # -- recording for a caller on an event loop (the gateway) -----------------------------------------
 
-    async def abegin(self, run: RunRecord, tool: str, args: Any, depends_on: Sequence[int] = (), *,
-                     via: Mapping[str, Any] | None = None, before: Captured | None = None) -> int:
+    async def abegin(self, run: RunRecord, tool: str, args: object, depends_on: Sequence[int] = (), *,
+                     via: Mapping[str, JSON] | None = None, before: Captured | None = None) -> int:
         """`Recorder.abegin`: journal `intended` without blocking the loop. Raises as `Recorder.begin`."""
         return await self.recorder.abegin(run, tool, args, depends_on, via=via,
                                           before=before)
@@ -453,11 +454,11 @@ class Ledger:
         """`Recorder.stopped` off the loop: would a halt or the kill switch refuse this call now?"""
         return await asyncio.to_thread(self.recorder.stopped, run, tool)
 
-    async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> NoReturn:
+    async def arefuse(self, run: RunRecord, tool: str, args: object, refusal: Refused) -> NoReturn:
         """`Recorder.arefuse`: journal a call refused before any check (its capture failed), and raise `refusal`."""
         await self.recorder.arefuse(run, tool, args, refusal)
 
-    async def aoutcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
+    async def aoutcome(self, run: RunRecord, step: int, status: StepStatus, *, result: object = None,
                        error: str | None = None) -> None:
         """`Recorder.aoutcome`: journal an outcome without blocking the loop. Raises as `Recorder.outcome`."""
         await self.recorder.aoutcome(run, step, status, result=result, error=error)
@@ -517,7 +518,7 @@ class Ledger:
         return jobs.JobRunner(self.store, self.manifests, compensate, read_back, on_done,
                               self.settings.rollback_lease_s, self.follow_up_hook())
 
-    def follow_up_hook(self) -> Callable[[dict[str, Any]], Awaitable[Any]] | None:
+    def follow_up_hook(self) -> Callable[[LooseJSONObject], Awaitable[object]] | None:
         """The configured `follow_up_cmd`, told each follow-up a rollback opens with its run's sensitive
         values masked (it goes to an issue tracker); None when none is configured. A command that cannot
         be run fails each hand-off (said in the report), not the rollback."""
@@ -525,12 +526,12 @@ class Ledger:
         if not cmd:
             return None
         try:
-            run_hook: Callable[[dict[str, Any]], Any] = command_compensator(
+            run_hook: Callable[[LooseJSONObject], object] = command_compensator(
                 cmd, what="follow_up_cmd (REVERSI_FOLLOW_UP_CMD)")
         except BadInput as exc:
             run_hook = _failing(exc)
 
-        async def told(data: dict[str, Any]) -> Any:
+        async def told(data: LooseJSONObject) -> object:
             steps = await asyncio.to_thread(lambda: self.get_run(str(data["run_id"])).steps())
             answer = run_hook(redaction.learn(self.masker(), steps).value(data))
             return await answer if inspect.isawaitable(answer) else answer

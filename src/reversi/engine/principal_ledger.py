@@ -23,6 +23,7 @@ from reversi.core.checkpoints import Checkpoint
 from reversi.core.drill import Drill
 from reversi.core.follow_ups import FollowUpState
 from reversi.core.halts import can_stop_tenant
+from reversi.core.json_values import JSON, LooseJSON
 from reversi.core.manifest import ManifestSet
 from reversi.core.models import (
     Approval,
@@ -351,7 +352,7 @@ class PrincipalLedger:
         return self.get_run(run_id, Access.READ).checkpoints()
 
     def resolve(self, run_id: str, step: int, status: str, *, note: str | None, actor: str | None = None,
-                **result: Any) -> StepState:
+                **result: LooseJSON) -> StepState:
         """Settle an unresolved step (`result=` to say what it returned); see `Run.resolve`.
 
         Raises:
@@ -395,7 +396,7 @@ class PrincipalLedger:
 
     # -- recording: the journal's hot path -------------------------------------------------------
 
-    async def abegin(self, run_id: str, tool: str, args: Any, depends_on: Sequence[int] = (), *,
+    async def abegin(self, run_id: str, tool: str, args: object, depends_on: Sequence[int] = (), *,
                      before: Captured | None = None, call_id: str | None = None) -> int:
         """Journal `intended` in the principal's own run (see `Recorder.begin`), as one slot of the
         store's group commit, once the key is seen still valid in that write.
@@ -409,7 +410,7 @@ class PrincipalLedger:
         write = self._base.recorder.begin_write(record, tool, args, depends_on, before=before, call_id=call_id)
         return await self._awrite(write, run_id, reads_halts=True)
 
-    async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: Any = None,
+    async def aoutcome(self, run_id: str, step: int, status: StepStatus, *, result: object = None,
                        error: str | None = None) -> StepState:
         """Journal a call's outcome in the principal's own run; returns the step. Raises as `abegin`,
         NotFound or Conflict as `Recorder.outcome`, and Forbidden for a step the gateway called."""
@@ -444,7 +445,7 @@ class PrincipalLedger:
             raise Forbidden("only the gateway journals the calls it forwards and sees answered")
         check_run(self.principal, run, Access.RECORD)
 
-    async def abegin_forwarded(self, run: RunRecord, tool: str, args: Any, *, via: Mapping[str, Any],
+    async def abegin_forwarded(self, run: RunRecord, tool: str, args: object, *, via: Mapping[str, JSON],
                                before: Captured | None = None) -> int:
         """Journal `intended` for a call the gateway forwards to upstream `via` (see `Recorder.abegin`).
 
@@ -456,7 +457,7 @@ class PrincipalLedger:
         write = self._base.recorder.begin_write(run, tool, args, (), via=via, before=before)
         return await self._awrite(write, run.run_id, reads_halts=True)  # the key checked again as it writes
 
-    async def aforwarded_outcome(self, run: RunRecord, step: int, status: StepStatus, *, result: Any = None,
+    async def aforwarded_outcome(self, run: RunRecord, step: int, status: StepStatus, *, result: object = None,
                                  error: str | None = None) -> None:
         """Journal what the gateway saw a forwarded call do; raises as `abegin_forwarded`, and NotFound
         or Conflict as `Recorder.outcome`."""
@@ -478,7 +479,7 @@ class PrincipalLedger:
         check_run(self.principal, run, Access.RECORD)
         return await anyio.to_thread.run_sync(self._base.recorder.stopped, run, tool)
 
-    async def arefuse(self, run: RunRecord, tool: str, args: Any, refusal: Refused) -> NoReturn:
+    async def arefuse(self, run: RunRecord, tool: str, args: object, refusal: Refused) -> NoReturn:
         """Journal a call refused before any check (its capture failed) in the principal's own run, and
         raise `refusal` (Forbidden instead for another principal's run)."""
         check_run(self.principal, run, Access.RECORD)
