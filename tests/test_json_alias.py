@@ -18,6 +18,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "reversi"
 # At most this many `Any` names (imports included) in each package or top-level module.
 CEILINGS = {
     "__init__.py": 2,
+    "cli": 6,
     "connectors": 15,
     "core": 10,
     "engine": 32,

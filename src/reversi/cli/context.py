@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
+    from reversi.core.json_values import JSONView
     from reversi.engine.config import Settings
     from reversi.engine.ledger import Ledger
     from reversi.engine.principal_ledger import PrincipalLedger
@@ -82,8 +83,9 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     click.echo(for_terminal(text), err=err, nl=nl)
 
 
-def echo_json(value: Any) -> None:
-    """Print `value` as indented JSON: the exact value, with nothing in it a terminal would act on."""
+def echo_json(value: JSONView | Mapping[str, object]) -> None:
+    """Print `value` (JSON, or a TypedDict of a JSON object, which is no JSONView to the type checker) as
+    indented JSON: the exact value, with nothing in it a terminal would act on."""
     echo_json_text(json.dumps(value, indent=2, ensure_ascii=False))
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from reversi.cli.context import echo, echo_json, json_option, manifest_option, state
 
+if TYPE_CHECKING:
+    from reversi.core.json_values import JSONObject, LooseJSONObject
 
-def _calls(values: tuple[str, ...], flag: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+
+def _calls(values: tuple[str, ...], flag: str) -> tuple[tuple[str, JSONObject], ...]:
     """`TOOL` or `TOOL=JSON` options as (tool, arguments)."""
     from reversi.core.json_values import parse_json
 
@@ -75,7 +78,7 @@ def drill(ctx: click.Context, tool: str, upstream: str, args_json: str, env: tup
     return 0 if done.verdict.passed else 2
 
 
-def _render(d: dict[str, Any]) -> None:
+def _render(d: LooseJSONObject) -> None:
     server = " ".join(part for part in (d["server"]["name"], d["server"]["version"]) if part) or "the server"
     echo(f"drill {d['tool']} on {server}: {d['verdict']}")
     for line in d["undo"]["lines"]:

@@ -17,6 +17,7 @@ from reversi.core.surfaces import Surface
 if TYPE_CHECKING:
     from reversi.cli.progress import RollbackProgress
     from reversi.core.checkpoints import RollbackScope
+    from reversi.core.json_values import JSONView, LooseJSON
     from reversi.core.plan import Plan
     from reversi.core.scopes import ScopePlan, ScopeReport, Selection
     from reversi.engine.run import Run
@@ -314,7 +315,7 @@ def _interrupted(run: Run) -> Interrupted:
     return Interrupted(f"rollback interrupted: {where}; run the rollback again to finish it")
 
 
-def _refuse_unrecoverable(run: Run, step: int, result: Any) -> None:
+def _refuse_unrecoverable(run: Run, step: int, result: JSONView) -> None:
     """Refuse to settle a step as succeeded without what its undo needs from the result: it could never be undone."""
     from reversi.errors import BadInput
 
@@ -349,7 +350,7 @@ def resolve(ctx: click.Context, run_id: str, step: int, status: str, result_json
     check_run_id(run_id)
     if not note or not note.strip():
         raise BadInput("a note is required (--note): say how you settled the step")
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, LooseJSON] = {}  # the parsed --result, when given
     if result_json is not None:
         kwargs["result"] = parse_json(result_json, "--result")
     with state(ctx).door(manifests) as door:
