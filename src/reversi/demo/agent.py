@@ -6,30 +6,31 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
 import reversi
+from reversi.core.json_values import JSONObject, JSONObjectView, LooseJSON, LooseJSONObject
 from reversi.demo.fakes.slack import CHANNEL
 from reversi.demo.shop import SHOP, Fakes, Shop, diff
 from reversi.errors import DemoFailed
 
 Echo = Callable[[str], None]
-Say = Callable[[Any], str]
+Say = Callable[[LooseJSON], str]  # what it says of a tool's structured answer
 
 AGENT, TENANT, ENVIRONMENT, OPERATOR = "billing-agent", "acme", "demo", "dana"
 INVOICE = "INV-2041\ncustomer: acme\nPro plan, March: $49.00\n"
 PRICES = "sku,plan,price\nPRO,Pro plan,59.00\nSEAT,extra seat,19.00\n"
 SECOND_INVOICE = "INV-2042\ncustomer: acme\nextra seat, March: $19.00\n"
-CHARGE = {"amount": 4900, "currency": "usd", "customer": "cus_acme_42", "description": "INV-2041 Pro plan"}
+CHARGE: JSONObject = {"amount": 4900, "currency": "usd", "customer": "cus_acme_42", "description": "INV-2041 Pro plan"}
 LATE_CHARGE = {"amount": 1900, "currency": "usd", "customer": "cus_acme_42", "description": "INV-2042 extra seat"}
-EMAIL = {"to": "ap@acme.example", "subject": "Receipt for INV-2041", "body": "Thank you: we charged $49.00."}
+EMAIL: JSONObject = {"to": "ap@acme.example", "subject": "Receipt for INV-2041",
+                     "body": "Thank you: we charged $49.00."}
 HALT_REASON = "checking acme's charges for duplicates"
 
 
-def _key(key: dict[str, Any]) -> str:
+def _key(key: JSONObjectView) -> str:
     return " ".join(f"{name}={value}" for name, value in key.items())
 
 
@@ -47,7 +48,7 @@ class Tour:
     fakes: Fakes
     echo: Echo
     before: list[str] = field(default_factory=list)
-    report: dict[str, Any] = field(default_factory=dict)
+    report: LooseJSONObject = field(default_factory=dict)
     steps: int = 0
     timed_out: int = -1
     email: int = -1
@@ -78,7 +79,7 @@ class Tour:
         self._heading(f"1. The agent ({AGENT}, tenant {TENANT}) works through the gateway, which journals each call")
         self.echo(f"  {command}")
 
-    async def _call(self, agent: Client, tool: str, args: dict[str, Any], say: Say) -> Any:
+    async def _call(self, agent: Client, tool: str, args: JSONObject, say: Say) -> LooseJSON:
         result = await agent.call_tool(tool, args)
         if result.is_error:
             raise DemoFailed(f"{tool} failed: {_text(result)}")
@@ -133,7 +134,7 @@ class Tour:
         self.echo(f"  step {self.steps}  stripe.create_charge no answer in time ({said}): journaled uncertain")
         self.steps += 1
 
-    async def _operator(self, operator: Client, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+    async def _operator(self, operator: Client, tool: str, args: JSONObject) -> types.CallToolResult:
         result = await operator.call_tool(tool, args)
         if result.is_error:
             raise DemoFailed(f"{tool} failed: {_text(result)}")

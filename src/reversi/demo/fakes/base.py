@@ -21,13 +21,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reversi.core.json_values import JSONView
+
 HOLD_LIMIT_S = 60.0
 
 
 @dataclass
 class Failure:
     status: int
-    body: Any
+    body: JSONView
     headers: dict[str, str]
     times: int
 
@@ -47,7 +49,7 @@ class FakeBase(abc.ABC):
     def app(self) -> Starlette:
         """The fake's Starlette app (each fake has its routes)."""
 
-    def fail_next(self, method_path: str, status: int, body: Any, times: int = 1, **headers: str) -> None:
+    def fail_next(self, method_path: str, status: int, body: JSONView, times: int = 1, **headers: str) -> None:
         """Answer the next `times` requests to `METHOD /path` with this error instead."""
         self.failures[method_path] = Failure(status, body, headers, times)
 

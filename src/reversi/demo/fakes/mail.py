@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from reversi.core.json_values import JSONObject
 from reversi.demo.fakes.base import FakeBase, bearer
 
 TOKEN = "mail_test_fake"
@@ -19,7 +19,7 @@ TOKEN = "mail_test_fake"
 
 @dataclass
 class FakeMail(FakeBase):
-    outbox: list[dict[str, Any]] = field(default_factory=list)
+    outbox: list[JSONObject] = field(default_factory=list)
     counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> Starlette:

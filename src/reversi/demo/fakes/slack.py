@@ -4,14 +4,15 @@ as `{"ok": false, "error": "channel_not_found"}`, messages named by channel and 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from reversi.core.json_values import LooseJSONObject
 from reversi.demo.fakes.base import FakeBase
 
 TOKEN = "xoxb-fake"
@@ -24,7 +25,7 @@ def slack_error(error: str) -> JSONResponse:
 
 @dataclass
 class FakeSlack(FakeBase):
-    messages: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: {CHANNEL: {}})
+    messages: dict[str, dict[str, LooseJSONObject]] = field(default_factory=lambda: {CHANNEL: {}})
     clock: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
 
     def app(self) -> Starlette:
@@ -36,7 +37,7 @@ class FakeSlack(FakeBase):
         ]
         return Starlette(routes=[Route(r.path, self._signed(r.endpoint), methods=r.methods) for r in routes])
 
-    def _signed(self, endpoint: Any) -> Any:
+    def _signed(self, endpoint: Callable[..., Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
             auth = request.headers.get("authorization")
             if not auth:
@@ -51,7 +52,7 @@ class FakeSlack(FakeBase):
 
         return handle
 
-    def post_now(self, channel: str, text: str, thread_ts: str | None = None) -> dict[str, Any]:
+    def post_now(self, channel: str, text: str, thread_ts: str | None = None) -> LooseJSONObject:
         ts = f"1700000000.{next(self.clock):06d}"
         message = {"type": "message", "user": "U0BOT", "text": text, "ts": ts}
         if thread_ts:
@@ -62,7 +63,7 @@ class FakeSlack(FakeBase):
         self.messages[channel][ts] = message
         return message
 
-    async def post(self, args: dict[str, Any], channel: dict[str, Any]) -> Response:
+    async def post(self, args: LooseJSONObject, channel: dict[str, LooseJSONObject]) -> Response:
         if not args.get("text"):
             return slack_error("no_text")
         if args.get("thread_ts") and args["thread_ts"] not in channel:
@@ -70,25 +71,25 @@ class FakeSlack(FakeBase):
         message = self.post_now(args["channel"], args["text"], args.get("thread_ts"))
         return JSONResponse({"ok": True, "channel": args["channel"], "ts": message["ts"], "message": message})
 
-    async def delete(self, args: dict[str, Any], channel: dict[str, Any]) -> Response:
+    async def delete(self, args: LooseJSONObject, channel: dict[str, LooseJSONObject]) -> Response:
         if args.get("ts") not in channel:
             return slack_error("message_not_found")
         self.effects[f"delete {args['ts']}"] += 1
         del channel[args["ts"]]
         return JSONResponse({"ok": True, "channel": args["channel"], "ts": args["ts"]})
 
-    def _window(self, args: dict[str, Any], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _window(self, args: LooseJSONObject, messages: list[LooseJSONObject]) -> list[LooseJSONObject]:
         oldest, latest = float(args.get("oldest", 0)), float(args.get("latest", 9e12))
         inclusive = args.get("inclusive") in ("true", "1")
         kept = [m for m in messages if oldest < float(m["ts"]) < latest
                 or (inclusive and float(m["ts"]) in (oldest, latest))]
         return sorted(kept, key=lambda m: m["ts"], reverse=True)[: int(args.get("limit", 100))]
 
-    async def history(self, args: dict[str, Any], channel: dict[str, Any]) -> Response:
+    async def history(self, args: LooseJSONObject, channel: dict[str, LooseJSONObject]) -> Response:
         top = [m for m in channel.values() if m.get("thread_ts", m["ts"]) == m["ts"]]
         return JSONResponse({"ok": True, "messages": self._window(args, top), "has_more": False})
 
-    async def replies(self, args: dict[str, Any], channel: dict[str, Any]) -> Response:
+    async def replies(self, args: LooseJSONObject, channel: dict[str, LooseJSONObject]) -> Response:
         if args.get("ts") not in channel:
             return slack_error("thread_not_found")
         thread = [m for m in channel.values() if m.get("thread_ts") == args["ts"] or m["ts"] == args["ts"]]

@@ -10,13 +10,13 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from reversi.core.json_values import JSON, LooseJSONObject
 from reversi.demo.fakes.base import FakeBase, bearer
 
 KEY = "sk_test_fake"
@@ -37,11 +37,11 @@ def _missing(what: str, object_id: str) -> JSONResponse:
 
 @dataclass
 class FakeStripe(FakeBase):
-    charges: dict[str, dict[str, Any]] = field(default_factory=dict)
-    refunds: dict[str, dict[str, Any]] = field(default_factory=dict)
-    customers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    intents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    replies: dict[str, tuple[str, str, int, Any]] = field(default_factory=dict)
+    charges: dict[str, LooseJSONObject] = field(default_factory=dict)
+    refunds: dict[str, LooseJSONObject] = field(default_factory=dict)
+    customers: dict[str, LooseJSONObject] = field(default_factory=dict)
+    intents: dict[str, LooseJSONObject] = field(default_factory=dict)
+    replies: dict[str, tuple[str, str, int, JSON]] = field(default_factory=dict)
     counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def new_id(self, prefix: str) -> str:
@@ -61,7 +61,9 @@ class FakeStripe(FakeBase):
         ]
         return Starlette(routes=[Route(r.path, self._guard(r.endpoint), methods=r.methods) for r in routes])
 
-    def _guard(self, endpoint: Callable[[Request, dict[str, Any]], Awaitable[Response]]) -> Any:
+    def _guard(
+        self, endpoint: Callable[[Request, LooseJSONObject], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
         """Bearer key, then Idempotency-Key replay for POSTs, then the endpoint with the parsed form."""
 
         async def handle(request: Request) -> Response:
@@ -88,7 +90,7 @@ class FakeStripe(FakeBase):
 
         return handle
 
-    async def create_charge(self, request: Request, form: dict[str, Any]) -> Response:
+    async def create_charge(self, request: Request, form: LooseJSONObject) -> Response:
         if "amount" not in form:
             return stripe_error(400, "Missing required param: amount.", "parameter_missing", param="amount")
         charge_id = self.new_id("ch")
@@ -100,7 +102,7 @@ class FakeStripe(FakeBase):
         }
         return JSONResponse(self.charges[charge_id])
 
-    async def search_charges(self, request: Request, form: dict[str, Any]) -> Response:
+    async def search_charges(self, request: Request, form: LooseJSONObject) -> Response:
         """Stripe's Search API for charges, as far as `metadata['KEY']:'VALUE'` clauses joined by AND go."""
         query = request.query_params.get("query", "")
         clauses = [part.strip() for part in query.split(" AND ")]
@@ -112,7 +114,7 @@ class FakeStripe(FakeBase):
         return JSONResponse({"object": "search_result", "data": found, "has_more": False,
                              "url": "/v1/charges/search"})
 
-    async def get_charge(self, request: Request, form: dict[str, Any]) -> Response:
+    async def get_charge(self, request: Request, form: LooseJSONObject) -> Response:
         charge = self.charges.get(request.path_params["id"])
         return JSONResponse(charge) if charge else _missing("charge", request.path_params["id"])
 
@@ -135,17 +137,17 @@ class FakeStripe(FakeBase):
         charge["refunded"] = charge["amount_refunded"] == charge["amount"]
         return JSONResponse(self.refunds[refund_id])
 
-    async def create_refund(self, request: Request, form: dict[str, Any]) -> Response:
+    async def create_refund(self, request: Request, form: LooseJSONObject) -> Response:
         amount = form.get("amount")
         return self.refund_now(str(form.get("charge")), int(amount) if amount is not None else None)
 
-    async def create_customer(self, request: Request, form: dict[str, Any]) -> Response:
+    async def create_customer(self, request: Request, form: LooseJSONObject) -> Response:
         customer_id = self.new_id("cus")
         self.customers[customer_id] = {"id": customer_id, "object": "customer", "email": form.get("email"),
                                        "name": form.get("name"), "metadata": form.get("metadata", {})}
         return JSONResponse(self.customers[customer_id])
 
-    async def customer(self, request: Request, form: dict[str, Any]) -> Response:
+    async def customer(self, request: Request, form: LooseJSONObject) -> Response:
         customer_id = request.path_params["id"]
         found = self.customers.get(customer_id)
         if found is None:
@@ -156,18 +158,18 @@ class FakeStripe(FakeBase):
             self.customers[customer_id] = found = {"id": customer_id, "object": "customer", "deleted": True}
         return JSONResponse(found)
 
-    async def create_intent(self, request: Request, form: dict[str, Any]) -> Response:
+    async def create_intent(self, request: Request, form: LooseJSONObject) -> Response:
         intent_id = self.new_id("pi")
         self.intents[intent_id] = {"id": intent_id, "object": "payment_intent", "amount": int(form["amount"]),
                                    "currency": form.get("currency"), "status": "requires_payment_method",
                                    "canceled_at": None}
         return JSONResponse(self.intents[intent_id])
 
-    async def get_intent(self, request: Request, form: dict[str, Any]) -> Response:
+    async def get_intent(self, request: Request, form: LooseJSONObject) -> Response:
         intent = self.intents.get(request.path_params["id"])
         return JSONResponse(intent) if intent else _missing("payment_intent", request.path_params["id"])
 
-    async def cancel_intent(self, request: Request, form: dict[str, Any]) -> Response:
+    async def cancel_intent(self, request: Request, form: LooseJSONObject) -> Response:
         intent = self.intents.get(request.path_params["id"])
         if intent is None:
             return _missing("payment_intent", request.path_params["id"])
@@ -178,9 +180,9 @@ class FakeStripe(FakeBase):
         return JSONResponse(intent)
 
 
-def _nested(flat: dict[str, str]) -> dict[str, Any]:
+def _nested(flat: dict[str, str]) -> LooseJSONObject:
     """`metadata[order]=7` back into `{"metadata": {"order": "7"}}` (one level, as the tools send)."""
-    found: dict[str, Any] = {}
+    found: LooseJSONObject = {}
     for name, value in flat.items():
         outer, bracket, inner = name.partition("[")
         if bracket:
