@@ -10,16 +10,18 @@ middleware, which answers with it translated only where revisions differ: the 20
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
 from mcp import types
 from mcp.server import ServerRequestContext
-from mcp.server.context import CallNext, HandlerResult
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.methods import CACHEABLE_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from reversi.core.json_values import JSONObjectView, LooseJSON, LooseJSONObject
 
 __all__ = ["ENVELOPE", "exact_results", "for_agent", "is_modern", "passed_through", "without_envelope"]
 
@@ -34,7 +36,7 @@ def is_modern(version: str | None) -> bool:
     return version in MODERN_PROTOCOL_VERSIONS
 
 
-def without_envelope(result: Mapping[str, Any]) -> dict[str, Any]:
+def without_envelope(result: Mapping[str, LooseJSON]) -> LooseJSONObject:
     """An upstream's result without its own protocol envelope in `_meta` (it names the upstream, not
     the gateway the agent talks to)."""
     meta = result.get("_meta")
@@ -44,7 +46,7 @@ def without_envelope(result: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if k != "_meta"} | ({"_meta": kept} if kept else {})
 
 
-def for_agent(method: str, raw: Mapping[str, Any], version: str, server_info: dict[str, Any]) -> dict[str, Any]:
+def for_agent(method: str, raw: Mapping[str, LooseJSON], version: str, server_info: JSONObjectView) -> LooseJSONObject:
     """`raw`, an upstream's result to `method`, as the agent's revision `version` spells it.
 
     To a 2026 agent: `resultType` (`complete`) and, on listings and reads, the SDK's no-caching
@@ -62,12 +64,12 @@ def for_agent(method: str, raw: Mapping[str, Any], version: str, server_info: di
     return result
 
 
-_PASSED: ContextVar[list[dict[str, Any]] | None] = ContextVar("reversi_passed_result", default=None)
+_PASSED: ContextVar[list[LooseJSONObject] | None] = ContextVar("reversi_passed_result", default=None)
 
 # What a handler returns to the SDK in place of an upstream's result: valid in every revision, so
 # that the SDK's own checks (the method exists, the params are valid, the session is initialized)
 # run as for any server, and then replaced by `exact_results` with the result as it came.
-_STAND_INS: dict[str, Any] = {
+_STAND_INS: dict[str, Callable[[], types.Result]] = {
     "tools/call": lambda: types.CallToolResult(content=[]),
     "tools/list": lambda: types.ListToolsResult(tools=[]),
     "resources/list": lambda: types.ListResourcesResult(resources=[]),
@@ -79,8 +81,9 @@ _STAND_INS: dict[str, Any] = {
 }
 
 
-def passed_through(method: str, raw: dict[str, Any]) -> Any:
-    """What a handler returns to answer `method` with `raw` exactly (see `exact_results`)."""
+def passed_through(method: str, raw: LooseJSONObject) -> Any:
+    """What a handler returns to answer `method` with `raw` exactly (see `exact_results`); typed Any, as it
+    stands for the SDK's result model of whichever `method` the handler answers."""
     holder = _PASSED.get()
     if holder is None:  # not under `exact_results`: the SDK shapes it
         return raw
@@ -88,12 +91,12 @@ def passed_through(method: str, raw: dict[str, Any]) -> Any:
     return _STAND_INS[method]()
 
 
-def exact_results(server_info: Any) -> Any:
+def exact_results(server_info: Callable[[], JSONObjectView]) -> ServerMiddleware[Any]:
     """A server middleware answering with the result a handler passed to `passed_through`, translated
     for the agent's revision; `server_info()` is the gateway's `serverInfo` stamp."""
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        holder: list[dict[str, Any]] = []
+        holder: list[LooseJSONObject] = []
         token = _PASSED.set(holder)
         try:
             result = await call_next(ctx)
