@@ -575,7 +575,8 @@ class PrincipalLedger:
     async def arollback_scope(self, selection: Selection, compensate: Compensate | None, *, contain: bool = False,
                               reason: str | None = None, **options: Unpack[RollbackArguments]) -> ScopeReport:
         """Roll back `selection` in this principal's reach now, in this process (the gateway's operator
-        tools); as `submit_scope_rollback` otherwise. The report is as it may be shown.
+        tools); as `submit_scope_rollback` otherwise. The report holds values as journaled: mask it
+        (`redaction.report`) before it is shown.
 
         Raises:
             As `submit_scope_rollback`, and as `Run.arollback`.
