@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 import reversi
+from reversi.core.scopes import Selection
 from reversi.core.surfaces import Surface
-from reversi.engine.keys import Principal, Role
+from reversi.engine.keys import LOCAL_ADMIN, Principal, Role
 from reversi.errors import ConfigError, Conflict, Forbidden
 
 
@@ -51,8 +52,9 @@ def test_the_whole_stores_upkeep_is_for_an_admin_of_every_tenant(ledger: reversi
         with pytest.raises(Forbidden):
             door.pruning()
     assert operator.drills() == []
-    with pytest.raises(Forbidden):
-        agent.drills()
+    for door in (agent, confined):  # a drill's evidence is the whole store's, in clear
+        with pytest.raises(Forbidden):
+            door.drills()
     with pytest.raises(ConfigError, match="needs the keys"):  # the local admin passes the door
         ledger.as_local_admin(Surface.CLI).rotate_data()
 
@@ -66,10 +68,10 @@ def test_the_journal_is_exported_to_those_who_read_it(ledger: reversi.Ledger) ->
 
     assert [e.type for e in mine.export(run.id)] == ["run_opened", "intended", "succeeded"]
     with pytest.raises(Forbidden, match="belongs to another principal"):
-        list(mine.export(other.id))
+        mine.export(other.id)  # said at once, not at the first event read
     for door in (mine, confined):  # every run's journal is for a key that reads every run
         with pytest.raises(Forbidden, match="name one run"):
-            list(door.export())
+            door.export()
     everything = ledger.as_local_admin(Surface.CLI).export()
     assert {e.run_id for e in everything} == {run.id, other.id}
 
@@ -85,3 +87,34 @@ def test_the_sdks_operator_actions_are_the_local_admins(ledger: reversi.Ledger,
     with pytest.raises(Conflict):  # the door's rule, from the SDK as from the CLI
         ledger.revoke_key(row.key_id)
     assert ledger.revoke_key(row.key_id, last_admin=True).revoked_by == ledger.principal
+
+
+def test_a_server_without_keys_does_not_speak_for_its_callers_with_its_own_reversi_actor(
+        ledger: reversi.Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVERSI_ACTOR", "whoever-started-the-server")
+    for surface in (Surface.API, Surface.CONSOLE, Surface.GATEWAY):
+        assert ledger.for_principal(LOCAL_ADMIN, surface).add_halt("freeze").by == "local"
+
+
+def test_containment_is_journaled_as_the_key_that_asked_whatever_actor_it_names(ledger: reversi.Ledger) -> None:
+    local = ledger.as_local_admin(Surface.CLI)
+    boss, _ = local.create_key("boss", "admin")
+    local.create_key("leaky", "agent")
+    keyed = ledger.for_principal(Principal("boss", Role.ADMIN, key_id=boss.key_id), Surface.API)
+
+    keyed.submit_scope_rollback(Selection(key="leaky", actor="bot"), has_compensator=True, actor="alice",
+                                contain=True)
+    (halt,) = local.halts()
+    assert (halt.by, halt.principal) == ("boss", "boss")
+    assert {k.name: k.revoked_by for k in local.list_keys()} == {"boss": None, "leaky": "boss"}
+
+
+def test_whoever_holds_the_store_contains_even_the_last_admin_key(ledger: reversi.Ledger) -> None:
+    local = ledger.as_local_admin(Surface.CLI)
+    local.create_key("boss", "admin")  # leaked: the last admin key, revoked all the same from the store
+    report = local.rollback_scope(Selection(key="boss", actor="leaky"), None, contain=True, reason="leak",
+                                  actor="dana")
+    assert report.contained and report.complete
+    (halt,) = local.halts()
+    assert (halt.reason, halt.by) == ("leak", "dana")
+    assert local.list_keys()[0].revoked_by == "dana"

@@ -21,6 +21,11 @@ class Surface(Enum):
     GATEWAY = "gateway"
 
     @property
+    def is_local(self) -> bool:
+        """Whether whoever runs the process acts through it (the SDK, the CLI): REVERSI_ACTOR names them."""
+        return self in (Surface.SDK, Surface.CLI)
+
+    @property
     def attempts(self) -> int:
         """Attempts per compensation of a rollback that does not say how many."""
         return _ATTEMPTS[self]

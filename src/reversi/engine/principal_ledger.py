@@ -111,11 +111,14 @@ class PrincipalLedger:
         self.surface = surface
 
     def _by(self, named: str | None) -> str:
-        """Who is journaled as acting when a call names nobody: for the local admin (no key: the CLI, the
-        SDK, a stdio gateway, a server without keys) REVERSI_ACTOR, else its name; for a key, its name."""
+        """Who is journaled as acting when a call names nobody: REVERSI_ACTOR for whoever runs the CLI or
+        the SDK (the local admin, with no key), else the principal's name (a server's or a gateway's
+        environment speaks for none of its callers)."""
         if named:
             return named
-        return actor_from_env(None, self.principal.name) if self.principal.key_id is None else self.principal.name
+        if self.surface.is_local and self.principal.key_id is None:
+            return actor_from_env(None, self.principal.name)
+        return self.principal.name
 
     @property
     def _ledger(self) -> Ledger:
@@ -316,9 +319,12 @@ class PrincipalLedger:
             self.run_record(run_id, Access.READ)
         elif not self.principal.reads_tenant or self.principal.tenant is not None:
             raise Forbidden("exporting every run's journal needs a key that reads every run: name one run")
+        return self._shown(self._base.export(run_id, since))  # checked above, before the first event is read
+
+    def _shown(self, events: Iterator[Event]) -> Iterator[Event]:
         masker, current = self._base.masker(), None
         tools: redaction.Tools = {}
-        for event in self._base.export(run_id, since):
+        for event in events:
             if event.run_id != current:  # what one run holds masks the text of that run only
                 masker, tools, current = self._base.masker(), {}, event.run_id
             yield from redaction.events(masker, [event], tools)
@@ -566,7 +572,7 @@ class PrincipalLedger:
         check_concurrency(concurrency)
         if not has_compensator:
             raise NoCompensator()
-        contained = self._contain(selection, within, reason, self._by(actor)) if contain else []
+        contained = self._contain(selection, within, reason, actor) if contain else []
         return scope_jobs.submit_scope_rollback(
             self._base, selection, actor=self._by(actor), principal=self.principal.name, within=within,
             approve_compensations=approve_compensations, attempts=attempts, contained=contained,
@@ -583,8 +589,8 @@ class PrincipalLedger:
         """
         within = self._within(selection)
         incidents.check_options(options)  # before anything is contained
-        by = self._by(options.get("actor"))
-        contained = await anyio.to_thread.run_sync(self._contain, selection, within, reason, by) if contain else []
+        named = options.get("actor")
+        contained = await anyio.to_thread.run_sync(self._contain, selection, within, reason, named) if contain else []
         acting = self._base.acting_as(self.principal.name)
         return await incidents.rollback_scope(acting, selection, compensate, options, within=within,
                                               contained=contained)
@@ -594,10 +600,15 @@ class PrincipalLedger:
         """`arollback_scope` for a caller with no event loop (the CLI)."""
         return run_coroutine(self.arollback_scope(selection, compensate, contain=contain, reason=reason, **options))
 
-    def _contain(self, selection: Selection, within: str | None, reason: str | None, by: str) -> list[str]:
+    def _contain(self, selection: Selection, within: str | None, reason: str | None, named: str | None) -> list[str]:
         require_role(self.principal, Role.ADMIN)
-        done = incidents.contain(self._base, selection, reason, by, within=within,
-                                 revoke=lambda key_id: keys.revoke_key(self._base.store, key_id, within, by=by))
+        # A halt and a revocation are journaled as the key that made them, whatever actor a request names;
+        # whoever holds the store names whom it likes, and may revoke even the last admin key (a leaked one).
+        holds_the_store = self.principal.key_id is None
+        by = self._by(named) if holds_the_store else self.principal.name
+        done = incidents.contain(self._base.acting_as(self.principal.name), selection, reason, by, within=within,
+                                 revoke=lambda key_id: keys.revoke_key(self._base.store, key_id, within, by=by,
+                                                                       last_admin=holds_the_store))
         return done.lines()
 
     def scope_job(self, job_id: str) -> ScopeJob:
@@ -619,25 +630,25 @@ class PrincipalLedger:
             Forbidden: not an admin of every tenant.
             ConfigError: neither `window` nor a configured retention.
         """
-        self._unconfined_admin("prunes the store")
+        self._unconfined(Role.ADMIN, "prunes the store")
         return self._base.pruning(window, **options)
 
     def drills(self, tool: str | None = None, server: str | None = None, limit: int | None = None) -> list[Drill]:
         """The drills kept in the store, newest first (see `Ledger.drills`).
 
         Raises:
-            Forbidden: not an operator (or a viewer).
+            Forbidden: not an operator of every tenant (a drill's evidence is the whole store's, in clear).
         """
-        require_role(self.principal, Role.OPERATOR, reading=True)
+        self._unconfined(Role.OPERATOR, "reads the drills' evidence")
         return self._base.drills(tool, server, limit)
 
     def record_drill(self, drill: Drill) -> None:
         """Keep a drill's evidence in the store.
 
         Raises:
-            Forbidden: not an operator.
+            Forbidden: not an operator of every tenant (what `manifest coverage` reads is the whole store's).
         """
-        require_role(self.principal, Role.OPERATOR)
+        self._unconfined(Role.OPERATOR, "keeps a drill's evidence")
         self._base.record_drill(drill)
 
     # -- approvals ---------------------------------------------------------------------------------
@@ -794,11 +805,11 @@ class PrincipalLedger:
         Raises:
             Forbidden: not an admin of every tenant (the data keys are the whole store's).
         """
-        self._unconfined_admin("rotates the store's data keys")
+        self._unconfined(Role.ADMIN, "rotates the store's data keys")
         return encryption.rotate_data(self._base.store, batch=batch, on_batch=on_batch)
 
-    def _unconfined_admin(self, what: str) -> None:
-        require_role(self.principal, Role.ADMIN)
+    def _unconfined(self, role: Role, what: str) -> None:
+        require_role(self.principal, role)
         if self.principal.tenant is not None:
-            raise Forbidden(f"a key confined to tenant {self.principal.tenant} may not do this: only an admin of "
-                            f"every tenant {what}")
+            raise Forbidden(f"a key confined to tenant {self.principal.tenant} may not do this: only an "
+                            f"{role.value} of every tenant {what}")
