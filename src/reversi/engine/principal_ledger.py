@@ -110,13 +110,18 @@ class PrincipalLedger:
         self.principal = principal
         self.surface = surface
 
+    @property
+    def _holds_the_store(self) -> bool:
+        """Whether this principal has no key: whoever runs the process on the store (or a server without keys)."""
+        return self.principal.key_id is None
+
     def _by(self, named: str | None) -> str:
         """Who is journaled as acting when a call names nobody: REVERSI_ACTOR for whoever runs the CLI or
         the SDK (the local admin, with no key), else the principal's name (a server's or a gateway's
         environment speaks for none of its callers)."""
         if named:
             return named
-        if self.surface.is_local and self.principal.key_id is None:
+        if self.surface.is_local and self._holds_the_store:
             return actor_from_env(None, self.principal.name)
         return self.principal.name
 
@@ -604,7 +609,7 @@ class PrincipalLedger:
         require_role(self.principal, Role.ADMIN)
         # A halt and a revocation are journaled as the key that made them, whatever actor a request names;
         # whoever holds the store names whom it likes, and may revoke even the last admin key (a leaked one).
-        holds_the_store = self.principal.key_id is None
+        holds_the_store = self._holds_the_store
         by = self._by(named) if holds_the_store else self.principal.name
         done = incidents.contain(self._base.acting_as(self.principal.name), selection, reason, by, within=within,
                                  revoke=lambda key_id: keys.revoke_key(self._base.store, key_id, within, by=by,
@@ -794,7 +799,7 @@ class PrincipalLedger:
             Conflict: the last admin key, without `last_admin`.
         """
         require_role(self.principal, Role.ADMIN)
-        if last_admin and self.principal.key_id is not None:
+        if last_admin and not self._holds_the_store:
             raise Forbidden("only the local admin, on the store itself, may revoke the last admin key")
         return keys.revoke_key(self._base.store, key_id, self.principal.tenant, last_admin=last_admin,
                                by=self.principal.name)
